@@ -1,0 +1,39 @@
+# One make surface. `make` alone builds venv/ from requirements.txt.
+PY := venv/bin/python
+STACK ?= dev
+
+.PHONY: all preview plan render check-render test lint bench clean
+
+all: venv/.installed
+
+venv/.installed: requirements.txt pyproject.toml
+	test -x $(PY) || python3 -m venv venv
+	$(PY) -m pip install -qq --upgrade pip
+	$(PY) -m pip install -qq -r requirements.txt
+	$(PY) -m pip install -qq --no-deps -e .
+	touch $@
+
+preview: venv/.installed
+	$(PY) -m llmfleet preview --stack $(STACK)
+
+plan: venv/.installed
+	$(PY) -m llmfleet plan --stack $(STACK)
+
+render: venv/.installed
+	$(PY) -m llmfleet render
+
+check-render: venv/.installed
+	$(PY) -m llmfleet render --check
+
+test: venv/.installed
+	$(PY) -m pytest
+
+lint: venv/.installed
+	$(PY) -m ruff check llmfleet components tests __main__.py
+	$(PY) -m mypy
+
+bench: venv/.installed
+	$(PY) benchmarks/bench.py
+
+clean:
+	rm -rf venv .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,176 @@
+"""Catalog facts shipped as data files beside this module, each row with its source.
+
+- gpus.csv: GPU specs (memory as AWS reports it, HBM bandwidth, dense tensor rates).
+- instances.csv: AWS GPU instance types.
+- offerings.csv: which region offers which instance, and its on-demand price there.
+- models/*.json: model architectures (Hugging Face config.json keys, verbatim).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from functools import cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from llmfleet.errors import PlanError, UnknownNameError
+
+DATA_DIR = Path(__file__).parent
+
+
+class CatalogRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Gpu(CatalogRow):
+    gpu: str
+    name: str
+    architecture: str
+    memory_gib: float
+    memory_mib: int
+    cuda_total_gib: float | None = None
+    hbm_bandwidth_gb_s: float
+    bf16_dense_tflops: float
+    fp8_dense_tflops: float | None
+    fp4_dense_tflops: float | None
+    int8_dense_tops: float | None
+    int4_tensor_cores: bool
+    nvlink_gb_s: float
+    pcie_gb_s: float
+    source: str
+
+    @property
+    def has_fp8(self) -> bool:
+        return self.fp8_dense_tflops is not None
+
+    @property
+    def has_nvlink(self) -> bool:
+        return self.nvlink_gb_s > 0
+
+
+class Instance(CatalogRow):
+    instance_type: str
+    gpu: str
+    gpu_count: int
+    gpu_memory_mib: int
+    vcpus: int
+    host_memory_gib: float
+    network_gbps: float
+    efa: bool
+    local_nvme_gb: int
+    gpu_interconnect: str
+    source: str
+
+
+class Offering(CatalogRow):
+    instance_type: str
+    region: str
+    on_demand_usd_per_hour: float | None
+    price_as_of: str | None
+    source: str
+
+
+class ModelEntry(CatalogRow):
+    id: str
+    hf_repo: str
+    aliases: list[str]
+    native_precision: str
+    published_params_b: float | None
+    published_active_params_b: float | None
+    source: str
+    config: dict[str, object]
+
+
+def _blank_to_none(row: dict[str, str]) -> dict[str, str | None]:
+    return {k: (v if v != "" else None) for k, v in row.items()}
+
+
+def _read_csv(name: str) -> list[dict[str, str | None]]:
+    with open(DATA_DIR / name, newline="") as f:
+        return [_blank_to_none(r) for r in csv.DictReader(f)]
+
+
+@cache
+def gpus() -> dict[str, Gpu]:
+    return {r["gpu"]: Gpu.model_validate(r) for r in _read_csv("gpus.csv")}  # type: ignore[index]
+
+
+@cache
+def instances() -> dict[str, Instance]:
+    rows = (Instance.model_validate(r) for r in _read_csv("instances.csv"))
+    return {i.instance_type: i for i in rows}
+
+
+@cache
+def offerings() -> tuple[Offering, ...]:
+    return tuple(Offering.model_validate(r) for r in _read_csv("offerings.csv"))
+
+
+@cache
+def models() -> dict[str, ModelEntry]:
+    out: dict[str, ModelEntry] = {}
+    for path in sorted((DATA_DIR / "models").glob("*.json")):
+        entry = ModelEntry.model_validate(json.loads(path.read_text()))
+        out[entry.id] = entry
+    return out
+
+
+def regions() -> list[str]:
+    return sorted({o.region for o in offerings()})
+
+
+def gpu(name: str, field: str = "gpu") -> Gpu:
+    table = gpus()
+    if name in table:
+        return table[name]
+    by_lower = {k.lower(): v for k, v in table.items()}
+    if name.lower() in by_lower:
+        return by_lower[name.lower()]
+    raise UnknownNameError(field, name, "GPU", table)
+
+
+def instance(name: str, field: str = "instance_type") -> Instance:
+    table = instances()
+    if name not in table:
+        raise UnknownNameError(field, name, "instance type", table)
+    return table[name]
+
+
+def check_region(name: str, field: str = "region") -> str:
+    known = regions()
+    if name not in known:
+        raise UnknownNameError(field, name, "region (no catalog prices there)", known)
+    return name
+
+
+def offering(instance_type: str, region: str) -> Offering | None:
+    for o in offerings():
+        if o.instance_type == instance_type and o.region == region:
+            return o
+    return None
+
+
+def model_entry(name: str, field: str = "model.id") -> ModelEntry:
+    table = models()
+    if name in table:
+        return table[name]
+    for entry in table.values():
+        if name in entry.aliases or name.lower() in (a.lower() for a in entry.aliases + [entry.id]):
+            return entry
+    names = list(table) + [a for e in table.values() for a in e.aliases]
+    raise UnknownNameError(field, name, "model (or give model.config_path)", names)
+
+
+def load_config_json(path: Path, field: str = "model.config_path") -> dict[str, object]:
+    """Read a Hugging Face config.json the user points to."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PlanError(field, str(path), "no such file; give a path to a config.json") from None
+    except json.JSONDecodeError as e:
+        raise PlanError(field, str(path), f"not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, dict):
+        raise PlanError(field, str(path), "a config.json holds a JSON object")
+    return data

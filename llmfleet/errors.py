@@ -1,0 +1,61 @@
+"""Errors a user can cause. Each names the field, the value and what would work.
+
+The CLI prints them without a traceback and exits 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class LlmfleetError(Exception):
+    """Base of every error the user can fix by changing their input."""
+
+
+class PlanError(LlmfleetError):
+    """A plan field has a value that cannot work."""
+
+    def __init__(self, field: str, value: object, hint: str) -> None:
+        self.field = field
+        self.value = value
+        self.hint = hint
+        super().__init__(f"{field} = {value!r}: {hint}")
+
+
+class UnknownNameError(PlanError):
+    """A catalog lookup (model, GPU, instance, region) found nothing."""
+
+    def __init__(self, field: str, value: str, kind: str, choices: Iterable[str]) -> None:
+        names = sorted(set(choices))
+        close = close_matches(value, names)
+        if close:
+            hint = f"unknown {kind}; did you mean {', '.join(close)}?"
+        else:
+            hint = f"unknown {kind}; known: {', '.join(names)}"
+        super().__init__(field, value, hint)
+
+
+class StackError(LlmfleetError):
+    """A stack file or a key in it is missing or malformed."""
+
+
+class InfeasibleError(LlmfleetError):
+    """No allowed configuration meets the plan; says why and the nearest change."""
+
+    def __init__(self, summary: str, reasons: list[str], nearest: str) -> None:
+        self.summary = summary
+        self.reasons = reasons
+        self.nearest = nearest
+        lines = [summary]
+        lines += [f"  - {r}" for r in reasons]
+        lines.append(f"Nearest feasible change: {nearest}")
+        super().__init__("\n".join(lines))
+
+
+def close_matches(value: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """Case-insensitive close matches, in the choices' own spelling."""
+    by_lower = {c.lower(): c for c in choices}
+    hits = difflib.get_close_matches(value.lower(), list(by_lower), n=n, cutoff=0.5)
+    contains = [c for lc, c in by_lower.items() if value.lower() in lc and c not in hits]
+    return [by_lower[h] for h in hits] + sorted(contains)[: max(0, n - len(hits))]

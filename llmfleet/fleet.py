@@ -1,0 +1,131 @@
+"""The FleetPlan: every decided number, with its predictions and reasons. Plain data.
+
+Components, templates and the CLI read it; none of them recompute anything.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmfleet import __version__
+
+
+class Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MinDesiredMax(Data):
+    min: int
+    desired: int
+    max: int
+
+
+class Predicted(Data):
+    """Per replica, at the region's peak load unless a name says otherwise."""
+
+    ttft_ms: float = Field(description="TTFT at the SLO percentile at the peak load per replica.")
+    itl_ms: float = Field(description="A request's mean inter-token time (TPOT) at the percentile.")
+    decode_only_itl_ms: float = Field(description="Gap between tokens in a step without prefill.")
+    mixed_step_ms: float = Field(description="Gap in a step that carries a prefill chunk (max gap).")
+    output_tokens_per_s: float = Field(description="Output tokens/s one replica sustains inside the SLOs.")
+    requests_per_s: float = Field(description="Requests/s one replica sustains inside the SLOs.")
+    requests_per_s_at_peak: float = Field(description="Requests/s each replica serves at the peak.")
+    kv_cache_tokens: int = Field(description="KV capacity of a replica, as vLLM logs it.")
+    max_concurrency: float = Field(description="Sequences of max_model_len the KV pool holds.")
+    batch_size: int = Field(description="Running sequences at the operating point (max_num_seqs).")
+
+
+class Memory(Data):
+    gpu_total_gib: float
+    weights_gib_per_gpu: float
+    activation_gib: float
+    non_torch_gib: float
+    kv_cache_gib_per_gpu: float
+    kv_bytes_per_token: float
+
+
+class Engine(Data):
+    """The vLLM engine arguments that stage 1 decides."""
+
+    tensor_parallel_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    gpu_memory_utilization: float
+    kv_cache_dtype: str
+    block_size: int
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+
+
+class Alternative(Data):
+    instance_type: str
+    tensor_parallel_size: int
+    feasible: bool
+    monthly_cost_usd: float | None
+    reason: str
+
+
+class RegionPlan(Data):
+    region: str
+    traffic_share: float
+    peak_requests_per_s: float
+    trough_requests_per_s: float
+    instance_type: str
+    gpu: str
+    gpus_per_node: int
+    gpus_per_replica: int
+    tensor_parallel_size: int
+    replicas_per_node: int
+    replicas: MinDesiredMax
+    nodes: MinDesiredMax
+    price_usd_per_hour: float
+    price_source: str
+    monthly_cost_usd: float = Field(description="At desired nodes (provisioned for the peak).")
+    monthly_cost_usd_at_trough: float
+    predicted: Predicted
+    memory: Memory
+    engine: Engine
+    node_volume_gib: int = Field(description="Root volume per node: images and weights.")
+    vpc_id: str | None
+    private_subnet_ids: list[str] | None
+    vpc_cidr: str
+    reasons: list[str]
+    alternatives: list[Alternative]
+
+
+class ModelSummary(Data):
+    id: str
+    hf_repo: str | None
+    source: str
+    params_b: float
+    active_params_b: float
+    precision: str
+    kv_cache_dtype: str
+    weights_gib: float
+    kv_bytes_per_token: float
+
+
+class RuleOfThumb(Data):
+    rule: str
+    rule_value: str
+    computed: str
+    verdict: str
+
+
+class FleetPlan(Data):
+    name: str
+    llmfleet_version: str = __version__
+    model: ModelSummary
+    slo: dict[str, float]
+    traffic: dict[str, float]
+    headroom: float
+    kubernetes_version: str
+    regions: list[RegionPlan]
+    monthly_cost_usd: float
+    monthly_cost_usd_at_trough: float
+    gpus: MinDesiredMax
+    rules_of_thumb: list[RuleOfThumb]
+
+    def region(self, name: str) -> RegionPlan:
+        return next(r for r in self.regions if r.region == name)

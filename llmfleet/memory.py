@@ -1,0 +1,116 @@
+"""GPU memory with vLLM's accounting: weights, activation peak, runtime, and the KV pool.
+
+vLLM V1 sizes its KV cache at start-up as
+    gpu_memory_utilization * total - (weights + peak activation + non-torch memory)
+per GPU, and logs "Available KV cache memory", "GPU KV cache size: N tokens" and
+"Maximum concurrency for L tokens per request". `budget` predicts those three lines.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from llmfleet.architecture import Arch
+from llmfleet.calibration import Constants
+from llmfleet.catalog import Gpu
+from llmfleet.units import GIB
+
+BLOCK_SIZE_TOKENS = 16
+
+
+def kv_dtype_bytes(kv_cache_dtype: str) -> float:
+    """`auto` keeps the activation dtype (16-bit) even for FP8/INT4 weights."""
+    return 1.0 if kv_cache_dtype == "fp8" else 2.0
+
+
+def cuda_total_gib(gpu: Gpu, consts: Constants) -> float:
+    """Memory CUDA reports as total: the measured figure, else AWS memory x visible fraction."""
+    if gpu.cuda_total_gib is not None:
+        return gpu.cuda_total_gib
+    return gpu.memory_gib * consts.cuda_visible_fraction
+
+
+class MemoryBudget(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    total_gib: float
+    requested_gib: float
+    weights_gib_per_gpu: float
+    activation_gib: float
+    non_torch_gib: float
+    kv_cache_gib_per_gpu: float
+    kv_bytes_per_token: float
+    kv_bytes_per_token_per_gpu: float
+    kv_cache_tokens: int
+    max_model_len: int
+    max_concurrency: float
+    block_size: int = BLOCK_SIZE_TOKENS
+
+    @property
+    def fits(self) -> bool:
+        return self.kv_cache_tokens > 0
+
+    @property
+    def holds_one_sequence(self) -> bool:
+        return self.max_concurrency >= 1.0
+
+
+def activation_gib(
+    arch: Arch, tp: int, max_num_seqs: int, max_num_batched_tokens: int, consts: Constants
+) -> float:
+    """Peak of vLLM's profiling pass: token activations plus the sampler's fp32 logits."""
+    inter = arch.expert_intermediate * arch.experts_per_token if arch.is_moe else 0
+    inter = max(inter, 0 if arch.dense_mlp_params == 0 else _dense_intermediate(arch))
+    per_token = consts.token_activation_factor * (arch.hidden + 2 * inter / tp) * 2
+    tokens_b = max_num_batched_tokens * per_token
+    sampled_rows = min(max_num_seqs, max_num_batched_tokens)
+    logits_b = consts.sampler_logit_copies * sampled_rows * arch.vocab * 4
+    return (tokens_b + logits_b) / GIB
+
+
+def _dense_intermediate(arch: Arch) -> int:
+    dense_layers = arch.layers - arch.moe_layers
+    return arch.dense_mlp_params // max(1, 3 * arch.hidden * dense_layers)
+
+
+def budget(
+    arch: Arch,
+    gpu: Gpu,
+    tp: int,
+    precision: str,
+    kv_cache_dtype: str,
+    gpu_memory_utilization: float,
+    max_model_len: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    consts: Constants,
+) -> MemoryBudget:
+    total = cuda_total_gib(gpu, consts)
+    requested = gpu_memory_utilization * total
+    weights = arch.weight_bytes(precision, tp) / tp / GIB
+    act = activation_gib(arch, tp, max_num_seqs, max_num_batched_tokens, consts)
+    non_torch = consts.non_torch_gib if tp == 1 else consts.non_torch_gib_multi_gpu
+    kv_gib = requested - weights - act - non_torch
+    kv_b = kv_dtype_bytes(kv_cache_dtype)
+    per_token = arch.kv_bytes_per_token(kv_b)
+    per_token_gpu = per_token / arch.kv_shards(tp)
+    if kv_gib > 0:
+        blocks = int(kv_gib * GIB // (BLOCK_SIZE_TOKENS * per_token_gpu))
+        tokens = blocks * BLOCK_SIZE_TOKENS
+        per_seq_gpu = arch.kv_bytes_per_sequence(max_model_len, kv_b) / arch.kv_shards(tp)
+        concurrency = kv_gib * GIB / per_seq_gpu
+    else:
+        tokens, concurrency = 0, 0.0
+    return MemoryBudget(
+        total_gib=total,
+        requested_gib=requested,
+        weights_gib_per_gpu=weights,
+        activation_gib=act,
+        non_torch_gib=non_torch,
+        kv_cache_gib_per_gpu=kv_gib,
+        kv_bytes_per_token=per_token,
+        kv_bytes_per_token_per_gpu=per_token_gpu,
+        kv_cache_tokens=tokens,
+        max_model_len=max_model_len,
+        max_concurrency=concurrency,
+    )

@@ -1,0 +1,184 @@
+"""Step-level performance model of a continuous-batching engine (DESIGN.md, "The physics").
+
+One engine step processes `decode` running sequences (one token each, at an average
+context) plus `prefill` prompt tokens (a chunk). Its time is the roofline of the bytes it
+reads and the FLOPs it does, plus tensor-parallel all-reduces and a fixed overhead:
+
+    t = max(bytes / (BW * MBU), flops / (TP * F * MFU)) + allreduce + overhead
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llmfleet.architecture import Arch
+from llmfleet.calibration import Constants
+from llmfleet.catalog import Gpu
+from llmfleet.memory import kv_dtype_bytes
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What a step's cost depends on besides the batch: model, GPU, parallelism, precision."""
+
+    arch: Arch
+    gpu: Gpu
+    tp: int
+    precision: str
+    kv_cache_dtype: str
+    consts: Constants
+
+    @property
+    def compute_flops(self) -> float:
+        """Dense tensor FLOP/s per GPU at the compute precision (W8A8 FP8 only on FP8 parts)."""
+        if self.precision == "fp8" and self.gpu.fp8_dense_tflops:
+            return self.gpu.fp8_dense_tflops * 1e12
+        return self.gpu.bf16_dense_tflops * 1e12
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        return self.arch.weight_bytes(self.precision, self.tp) / self.tp
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        a = self.arch
+        return a.kv_bytes_per_token(kv_dtype_bytes(self.kv_cache_dtype)) / a.kv_shards(self.tp)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    memory_s: float
+    compute_s: float
+    comm_s: float
+    overhead_s: float
+
+    @property
+    def total_s(self) -> float:
+        return max(self.memory_s, self.compute_s) + self.comm_s + self.overhead_s
+
+    @property
+    def bound(self) -> str:
+        return "memory" if self.memory_s >= self.compute_s else "compute"
+
+
+def experts_touched_fraction(experts: int, top_k: int, tokens: float) -> float:
+    """Expected share of experts a step reads when `tokens` route uniformly to top-k of N."""
+    if experts == 0 or tokens <= 0:
+        return 0.0
+    return 1.0 - ((experts - top_k) / experts) ** tokens
+
+
+def _attended_context(arch: Arch, context: float) -> float:
+    """Average tokens one layer attends to: sliding-window layers stop at the window."""
+    if not arch.sliding_layers or arch.sliding_window is None:
+        return context
+    full = arch.layers - arch.sliding_layers
+    return (full * context + arch.sliding_layers * min(context, arch.sliding_window)) / arch.layers
+
+
+def step_time(
+    eng: Engine,
+    decode: float,
+    decode_context: float,
+    prefill: float = 0.0,
+    prefill_context: float = 0.0,
+) -> StepTime:
+    """Time of one step with `decode` sequences at `decode_context` and a `prefill` chunk.
+
+    `prefill_context` is the prompt position where the chunk starts (its prefix).
+    """
+    a, c, g = eng.arch, eng.consts, eng.gpu
+    tokens = decode + prefill
+    # Bytes read: weights (MoE: only experts some token routes to) and the KV of the context.
+    shared_b, expert_b = a.weight_bytes_split(eng.precision, eng.tp)
+    touched = experts_touched_fraction(a.experts, a.experts_per_token, tokens)
+    if a.lm_head_params:  # untied input embeddings are a row lookup, not streamed
+        shared_b -= 2.0 * a.embed_params
+    weights = (shared_b + expert_b * touched) / eng.tp
+    kv_tok = eng.kv_bytes_per_token_per_gpu
+    ctx = _attended_context(a, decode_context)
+    kv_read = decode * ctx * kv_tok
+    if prefill:
+        kv_read += _attended_context(a, prefill_context) * kv_tok
+    mbu = c.mbu[g.architecture]
+    memory_s = (weights + kv_read) / (g.hbm_bandwidth_gb_s * 1e9 * mbu)
+
+    # FLOPs: 2 per active weight per token (the LM head only for sampled rows) + attention.
+    lm_head = a.lm_head_params or a.embed_params
+    body = a.active_params - lm_head
+    sampled = decode + (1 if prefill else 0)
+    linear = 2.0 * body * tokens + 2.0 * lm_head * sampled
+    att_dim = a.heads * (a.mla_kv_dim if a.mla_kv_dim else a.head_dim)
+    attention = 4.0 * a.layers * att_dim * decode * ctx
+    if prefill:
+        mid = _attended_context(a, prefill_context + prefill / 2)
+        attention += 4.0 * a.layers * att_dim * prefill * mid
+    mfu = c.mfu[g.architecture]
+    compute_s = (linear + attention) / (eng.tp * eng.compute_flops * mfu)
+
+    # Two all-reduces of the activations per layer across the TP group.
+    comm_s = 0.0
+    if eng.tp > 1:
+        link = "nvlink" if g.has_nvlink else "pcie"
+        per_dir_gb_s = g.nvlink_gb_s / 2 if g.has_nvlink else g.pcie_gb_s
+        bw = per_dir_gb_s * 1e9 * c.link_efficiency
+        msg = tokens * a.hidden * 2
+        one = c.allreduce_latency_us[link] * 1e-6 + 2 * (eng.tp - 1) / eng.tp * msg / bw
+        comm_s = 2 * a.layers * one
+    return StepTime(memory_s, compute_s, comm_s, c.step_overhead_ms / 1000)
+
+
+@dataclass(frozen=True)
+class MixedSteps:
+    """Steady state of chunked prefill: a share of steps carries a full prefill chunk.
+
+    A request adds `input` prefill tokens per `output` decode steps, so with D running
+    decodes and chunks of C tokens a share f = D * input / (output * C) of steps carries
+    a chunk. The mean step (what a request's TPOT averages to) mixes the two step times.
+    """
+
+    decode_only_s: float
+    mixed_s: float
+    mixed_share: float
+
+    @property
+    def mean_s(self) -> float:
+        f = min(1.0, self.mixed_share)
+        return f * self.mixed_s + (1 - f) * self.decode_only_s
+
+    def tpot_percentile_s(self, output_tokens: int, percentile: float) -> float:
+        """A request's mean inter-token time at a percentile: binomial count of mixed steps."""
+        f = min(1.0, self.mixed_share)
+        z = _normal_quantile(percentile / 100)
+        mixed_steps = output_tokens * f + z * math.sqrt(output_tokens * f * (1 - f))
+        share = min(1.0, mixed_steps / output_tokens)
+        return self.decode_only_s + share * (self.mixed_s - self.decode_only_s)
+
+
+def mixed_steps(
+    eng: Engine, decode: float, input_tokens: int, output_tokens: int, chunk: float
+) -> MixedSteps:
+    ctx = input_tokens + output_tokens / 2
+    t_d = step_time(eng, decode, ctx).total_s
+    t_m = step_time(eng, decode, ctx, chunk, input_tokens / 2).total_s
+    share = decode * input_tokens / (output_tokens * chunk)
+    return MixedSteps(t_d, t_m, share)
+
+
+def prefill_s(eng: Engine, decode: float, context: float, prompt: int, chunk: int) -> float:
+    """Time to prefill one prompt in chunks of `chunk` tokens beside `decode` running sequences."""
+    full, rest = divmod(prompt, chunk)
+    t = 0.0
+    if full:
+        t += full * step_time(eng, decode, context, chunk, prompt / 2).total_s
+    if rest:
+        t += step_time(eng, decode, context, rest, prompt - rest / 2).total_s
+    return t
+
+
+def _normal_quantile(p: float) -> float:
+    """Standard normal quantile."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)

@@ -1,0 +1,122 @@
+"""The capacity plan: what the user wants, read from the stack's `llmfleet:plan` config.
+
+Every model is strict (`extra="forbid"`, frozen) so a typo is an error, not a default.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from llmfleet.architecture import KvCacheDtype, Precision
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(Strict):
+    id: str | None = Field(default=None, description="Catalog id or alias, e.g. Llama-3.1-8B-Instruct.")
+    config_path: str | None = Field(
+        default=None, description="Path to a Hugging Face config.json, relative to the repo root."
+    )
+    precision: Precision = Field(default="bf16", description="Serving precision of the weights.")
+    kv_cache_dtype: KvCacheDtype = Field(default="auto", description="auto keeps 16-bit KV; fp8 halves it.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSpec:
+        if (self.id is None) == (self.config_path is None):
+            raise ValueError("give exactly one of model.id (a catalog model) or model.config_path")
+        return self
+
+
+class TokenLength(Strict):
+    mean: int = Field(gt=0, description="Mean tokens per request.")
+    p95: int | None = Field(default=None, gt=0, description="95th percentile; defaults to the mean.")
+
+    @model_validator(mode="after")
+    def _p95_not_below_mean(self) -> TokenLength:
+        if self.p95 is not None and self.p95 < self.mean:
+            raise ValueError(f"p95 ({self.p95}) is below the mean ({self.mean})")
+        return self
+
+    @property
+    def p95_or_mean(self) -> int:
+        return self.p95 if self.p95 is not None else self.mean
+
+
+class Traffic(Strict):
+    peak_requests_per_s: float = Field(gt=0, description="Fleet-wide peak request rate.")
+    trough_requests_per_s: float = Field(gt=0, description="Fleet-wide trough request rate.")
+    input_tokens: TokenLength
+    output_tokens: TokenLength
+
+    @model_validator(mode="after")
+    def _trough_below_peak(self) -> Traffic:
+        if self.trough_requests_per_s > self.peak_requests_per_s:
+            raise ValueError(
+                f"trough_requests_per_s ({self.trough_requests_per_s}) exceeds "
+                f"peak_requests_per_s ({self.peak_requests_per_s})"
+            )
+        return self
+
+
+class Slo(Strict):
+    ttft_ms: float = Field(gt=0, description="Time to first token target.")
+    itl_ms: float = Field(gt=0, description="Inter-token latency target.")
+    percentile: float = Field(default=99, gt=50, lt=100, description="Percentile both targets hold at.")
+
+
+class Network(Strict):
+    vpc_id: str = Field(description="Existing VPC to place the cluster in.")
+    private_subnet_ids: list[str] = Field(min_length=2, description="Private subnets in 2+ AZs.")
+
+
+class Region(Strict):
+    name: str = Field(description="AWS region, e.g. us-east-1.")
+    traffic_share: float = Field(gt=0, le=1, description="Share of the fleet's traffic served here.")
+    network: Network | None = Field(default=None, description="Existing VPC; a new one if absent.")
+    vpc_cidr: str = Field(default="10.40.0.0/16", description="CIDR of the new VPC when no network is given.")
+
+
+class Allowed(Strict):
+    instance_types: list[str] | None = Field(default=None, description="Only these instance types.")
+    gpus: list[str] | None = Field(default=None, description="Only instances with these GPUs.")
+
+
+class PriceOverride(Strict):
+    instance_type: str
+    usd_per_hour: float = Field(gt=0)
+    region: str | None = Field(default=None, description="One region, or every region if absent.")
+
+
+class CapacityPlan(Strict):
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                      description="DNS-safe name of the service; prefixes every resource.")
+    model: ModelSpec
+    max_model_len: int = Field(gt=0, description="Longest prompt + output a request may have.")
+    traffic: Traffic
+    slo: Slo
+    regions: list[Region] = Field(min_length=1)
+    allowed: Allowed = Field(default_factory=Allowed)
+    headroom: float = Field(default=0.20, ge=0, lt=0.9,
+                            description="Share of capacity kept free for spikes (seed: 20-25 %).")
+    gpu_memory_utilization: float = Field(default=0.90, gt=0.1, le=0.98)
+    prices: list[PriceOverride] = Field(default_factory=list)
+    kubernetes_version: str = Field(default="1.33", pattern=r"^1\.\d+$")
+
+    @model_validator(mode="after")
+    def _regions(self) -> CapacityPlan:
+        names = [r.name for r in self.regions]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"regions are listed twice: {', '.join(dupes)}")
+        total = sum(r.traffic_share for r in self.regions)
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"regions[].traffic_share must sum to 1.0, not {total:g}")
+        needed = self.traffic.input_tokens.mean + self.traffic.output_tokens.mean
+        if needed > self.max_model_len:
+            raise ValueError(
+                f"max_model_len ({self.max_model_len}) is below a mean request "
+                f"(input {self.traffic.input_tokens.mean} + output {self.traffic.output_tokens.mean})"
+            )
+        return self

@@ -1,0 +1,184 @@
+"""Stage 1: size one replica on one (instance type, TP) candidate against the SLOs.
+
+The ITL target is read as vLLM's benchmarks read TPOT: a request's mean inter-token time,
+at the SLO percentile across requests. With chunked prefill a share of steps carries a
+prefill chunk (`perf.MixedSteps`); a request's TPOT mixes decode-only and mixed steps.
+
+For each chunk size C the largest running batch D is found such that
+  - TPOT at the percentile <= the ITL target,
+  - TTFT at the percentile <= the TTFT target: the prompt's own chunked prefill plus the
+    wait in the prefill lane, an M/G/1 queue whose utilisation is the mixed-step share,
+  - D sequences of input + output tokens fit the KV pool.
+The replica then sustains D / (output * mean step) requests/s. The best C wins.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llmfleet.architecture import Arch
+from llmfleet.calibration import Constants
+from llmfleet.catalog import Gpu, Instance
+from llmfleet.memory import MemoryBudget, budget
+from llmfleet.perf import Engine, MixedSteps, mixed_steps, prefill_s, step_time
+from llmfleet.plan import CapacityPlan
+
+CHUNK_GRID = (256, 512, 1024, 2048, 4096, 8192)
+MAX_BATCH = 1024
+# Memory is first checked at the largest batch and budget the search may pick, so the
+# activation peak only shrinks once the operating point is chosen.
+PROVISIONAL_SEQS = MAX_BATCH
+PROVISIONAL_BUDGET = CHUNK_GRID[-1] + MAX_BATCH
+
+
+@dataclass(frozen=True)
+class ReplicaSizing:
+    """A feasible operating point of one replica."""
+
+    batch: int  # running sequences at the SLO limit: max_num_seqs
+    chunk_tokens: int  # prefill tokens a mixed step carries
+    steps: MixedSteps
+    capacity_rps: float  # requests/s one replica sustains inside both SLOs
+    memory: MemoryBudget
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.batch + self.chunk_tokens
+
+
+@dataclass(frozen=True)
+class Rejection:
+    reason: str
+    kind: str  # shape | memory | itl | ttft | price
+    floor_ms: float | None = None  # the physical floor, for the nearest feasible change
+
+
+def length_cv2(mean: int, p95: int) -> float:
+    """Squared coefficient of variation of a lognormal with this mean and p95 (0 if equal)."""
+    ratio = p95 / mean
+    if ratio <= 1:
+        return 0.0
+    # p95/mean = exp(1.645 s - s^2 / 2); take the smaller root.
+    z = 1.6448536
+    s = z - math.sqrt(max(0.0, z * z - 2 * math.log(ratio)))
+    return math.exp(s * s) - 1
+
+
+def ttft_percentile_s(
+    eng: Engine, plan: CapacityPlan, steps: MixedSteps, batch: float, chunk: int
+) -> float:
+    """Own chunked prefill of a p95 prompt + the prefill-lane wait at the SLO percentile."""
+    t = plan.traffic.input_tokens
+    p = plan.slo.percentile / 100
+    ctx = t.mean + plan.traffic.output_tokens.mean / 2
+    service_p = prefill_s(eng, batch, ctx, t.p95_or_mean, chunk)
+    service_mean = t.mean / chunk * steps.mixed_s
+    rho = steps.mixed_share
+    if rho >= 1:
+        return math.inf
+    wait = 0.0
+    if rho > 1 - p:
+        cv2 = length_cv2(t.mean, t.p95_or_mean)
+        mean_wait = rho * service_mean * (1 + cv2) / (2 * (1 - rho))
+        wait = mean_wait / rho * math.log(rho / (1 - p))
+    return service_p + wait
+
+
+def memory_for(
+    arch: Arch, gpu: Gpu, tp: int, plan: CapacityPlan, max_num_seqs: int, budget_tokens: int,
+    consts: Constants,
+) -> MemoryBudget:
+    return budget(
+        arch, gpu, tp, plan.model.precision, plan.model.kv_cache_dtype,
+        plan.gpu_memory_utilization, plan.max_model_len, max_num_seqs, budget_tokens, consts,
+    )
+
+
+def _meets(eng: Engine, plan: CapacityPlan, batch: float, chunk: int) -> MixedSteps | None:
+    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
+    steps = mixed_steps(eng, batch, i, o, chunk)
+    if steps.mixed_share >= 1:
+        return None
+    if steps.tpot_percentile_s(o, plan.slo.percentile) * 1000 > plan.slo.itl_ms:
+        return None
+    if ttft_percentile_s(eng, plan, steps, batch, chunk) * 1000 > plan.slo.ttft_ms:
+        return None
+    return steps
+
+
+def size_replica(
+    arch: Arch, gpu: Gpu, instance: Instance, tp: int, plan: CapacityPlan, consts: Constants
+) -> ReplicaSizing | Rejection:
+    """The best operating point of one replica, or why there is none."""
+    shape = _shape_problem(arch, instance, tp)
+    if shape:
+        return Rejection(shape, "shape")
+    mem = memory_for(arch, gpu, tp, plan, PROVISIONAL_SEQS, PROVISIONAL_BUDGET, consts)
+    if mem.kv_cache_gib_per_gpu <= 0:
+        return Rejection(
+            f"weights {mem.weights_gib_per_gpu:.1f} GiB + runtime "
+            f"{mem.activation_gib + mem.non_torch_gib:.1f} GiB per GPU exceed "
+            f"{mem.requested_gib:.1f} GiB usable at TP {tp}", "memory")
+    if not mem.holds_one_sequence:
+        return Rejection(
+            f"KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU holds {mem.kv_cache_tokens:,} "
+            f"tokens, less than one max_model_len sequence ({plan.max_model_len:,})", "memory")
+
+    eng = Engine(arch, gpu, tp, plan.model.precision, plan.model.kv_cache_dtype, consts)
+    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
+    floor = step_time(eng, 1, i + o / 2).total_s * 1000
+    if floor > plan.slo.itl_ms:
+        return Rejection(f"ITL {floor:.1f} ms > {plan.slo.itl_ms:g} ms at batch 1", "itl", floor)
+    kv_batch = min(MAX_BATCH, mem.kv_cache_tokens // (i + o))
+    best: ReplicaSizing | None = None
+    ttft_floor = math.inf
+    for chunk in CHUNK_GRID:
+        ttft_floor = min(ttft_floor, 1000 * prefill_s(
+            eng, 1, i + o / 2, plan.traffic.input_tokens.p95_or_mean, chunk))
+        if kv_batch < 1 or _meets(eng, plan, 1, chunk) is None:
+            continue
+        lo, hi = 1.0, float(kv_batch)
+        if _meets(eng, plan, hi, chunk) is not None:
+            lo = hi
+        else:
+            for _ in range(40):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if _meets(eng, plan, mid, chunk) else (lo, mid)
+        steps = _meets(eng, plan, lo, chunk)
+        assert steps is not None
+        rate = lo / (o * steps.mean_s)
+        if best is None or rate > best.capacity_rps * (1 + 1e-9):
+            best = ReplicaSizing(max(1, math.floor(lo)), chunk, steps, rate, mem)
+    if best is None:
+        return Rejection(
+            f"no batch meets TTFT {plan.slo.ttft_ms:g} ms and ITL {plan.slo.itl_ms:g} ms "
+            f"p{plan.slo.percentile:g}: a lone p95 prompt's prefill takes {ttft_floor:.0f} ms",
+            "ttft", ttft_floor)
+    final_mem = memory_for(arch, gpu, tp, plan, best.batch, best.max_num_batched_tokens, consts)
+    return ReplicaSizing(best.batch, best.chunk_tokens, best.steps, best.capacity_rps, final_mem)
+
+
+def predict_at(
+    eng: Engine, plan: CapacityPlan, sizing: ReplicaSizing, rate: float
+) -> tuple[MixedSteps, float]:
+    """Steps and TTFT (s) of a replica serving `rate` requests/s (below its capacity)."""
+    o = plan.traffic.output_tokens.mean
+    i = plan.traffic.input_tokens.mean
+    lo, hi = 0.0, float(sizing.batch)
+    for _ in range(50):  # running batch D solves D = rate * output * mean_step(D)
+        mid = (lo + hi) / 2
+        steps = mixed_steps(eng, max(mid, 1e-6), i, o, sizing.chunk_tokens)
+        lo, hi = (mid, hi) if mid < rate * o * steps.mean_s else (lo, mid)
+    steps = mixed_steps(eng, max(hi, 1e-6), i, o, sizing.chunk_tokens)
+    return steps, ttft_percentile_s(eng, plan, steps, hi, sizing.chunk_tokens)
+
+
+def _shape_problem(arch: Arch, instance: Instance, tp: int) -> str | None:
+    if instance.gpu_count % tp:
+        return f"TP {tp} does not divide the {instance.gpu_count} GPUs of a node"
+    if arch.heads % tp:
+        return f"TP {tp} does not divide the {arch.heads} attention heads"
+    if arch.mla_kv_dim is None and arch.kv_heads % tp and tp % arch.kv_heads:
+        return f"TP {tp} and the {arch.kv_heads} KV heads do not divide each other"
+    return None
