@@ -26,10 +26,6 @@ from llmfleet.plan import CapacityPlan
 
 CHUNK_GRID = (256, 512, 1024, 2048, 4096, 8192)
 MAX_BATCH = 1024
-# Memory is first checked at the largest batch and budget the search may pick, so the
-# activation peak only shrinks once the operating point is chosen.
-PROVISIONAL_SEQS = MAX_BATCH
-PROVISIONAL_BUDGET = CHUNK_GRID[-1] + MAX_BATCH
 
 
 @dataclass(frozen=True)
@@ -114,7 +110,9 @@ def size_replica(
     shape = _shape_problem(arch, instance, tp)
     if shape:
         return Rejection(shape, "shape")
-    mem = memory_for(arch, gpu, tp, plan, PROVISIONAL_SEQS, PROVISIONAL_BUDGET, consts)
+    # Feasibility at the smallest engine (one sequence, the smallest chunk): the activation
+    # peak grows with max_num_seqs and the token budget, which the search then picks.
+    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts)
     if mem.kv_cache_gib_per_gpu <= 0:
         return Rejection(
             f"weights {mem.weights_gib_per_gpu:.1f} GiB + runtime "
@@ -130,12 +128,12 @@ def size_replica(
     floor = step_time(eng, 1, i + o / 2).total_s * 1000
     if floor > plan.slo.itl_ms:
         return Rejection(f"ITL {floor:.1f} ms > {plan.slo.itl_ms:g} ms at batch 1", "itl", floor)
-    kv_batch = min(MAX_BATCH, mem.kv_cache_tokens // (i + o))
     best: ReplicaSizing | None = None
     ttft_floor = math.inf
     for chunk in CHUNK_GRID:
         ttft_floor = min(ttft_floor, 1000 * prefill_s(
             eng, 1, i + o / 2, plan.traffic.input_tokens.p95_or_mean, chunk))
+        kv_batch = _kv_batch(arch, gpu, tp, plan, chunk, consts)
         if kv_batch < 1 or _meets(eng, plan, 1, chunk) is None:
             continue
         lo, hi = 1.0, float(kv_batch)
@@ -157,6 +155,26 @@ def size_replica(
             "ttft", ttft_floor)
     final_mem = memory_for(arch, gpu, tp, plan, best.batch, best.max_num_batched_tokens, consts)
     return ReplicaSizing(best.batch, best.chunk_tokens, best.steps, best.capacity_rps, final_mem)
+
+
+def _kv_batch(arch: Arch, gpu: Gpu, tp: int, plan: CapacityPlan, chunk: int,
+              consts: Constants) -> int:
+    """Most sequences of input + output tokens the KV pool holds with this chunk.
+
+    The pool shrinks as max_num_seqs grows (the sampler's profiling peak), so iterate from
+    the largest batch down to a fixed point.
+    """
+    need = plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean
+    seqs = MAX_BATCH
+    for _ in range(8):
+        m = memory_for(arch, gpu, tp, plan, seqs, chunk + seqs, consts)
+        fits = min(MAX_BATCH, m.kv_cache_tokens // need)
+        if fits >= seqs:
+            return seqs
+        seqs = fits
+        if seqs < 1:
+            return 0
+    return seqs
 
 
 def predict_at(

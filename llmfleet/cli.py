@@ -1,0 +1,107 @@
+"""Command line: parse, call the core, print. User errors exit 2 without a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from llmfleet import catalog
+from llmfleet.architecture import PRECISIONS
+from llmfleet.errors import LlmfleetError, PlanError
+from llmfleet.optimizer import build_fleet_plan
+from llmfleet.predict import PredictRequest, run_predict
+from llmfleet.report import fleet_text, predict_text
+from llmfleet.stack import format_validation_error, read_plan
+
+GPUS = ("H100", "H200", "B200", "A100-80GB", "A100-40GB", "L40S", "L4", "A10G")
+
+
+def _dump(data: object) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    fp = build_fleet_plan(read_plan(args.stack))
+    sys.stdout.write(_dump(fp.model_dump(mode="json")) if args.json else fleet_text(fp))
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    config = None
+    if args.model.endswith(".json") or Path(args.model).is_file():
+        config = catalog.load_config_json(Path(args.model), "--model")
+    try:
+        req = PredictRequest(
+            model=args.model, gpu=args.gpu, tensor_parallel_size=args.tensor_parallel_size,
+            precision=args.precision, kv_cache_dtype=args.kv_cache_dtype,
+            input_tokens=args.input_tokens, output_tokens=args.output_tokens,
+            concurrency=args.concurrency, request_rate=args.request_rate,
+            gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
+            max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens)
+    except ValidationError as e:
+        raise PlanError("predict arguments", "", "\n" + format_validation_error(e)) from None
+    result = run_predict(req, config)
+    sys.stdout.write(_dump(result.model_dump(mode="json")) if args.json else predict_text(result))
+    return 0
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    # components/ holds the Pulumi code; the pure core imports it only for this command.
+    from components.preview import format_preview, run_preview
+
+    resources = run_preview(args.stack)
+    if args.json:
+        sys.stdout.write(_dump(resources))
+    else:
+        fp = build_fleet_plan(read_plan(args.stack))
+        sys.stdout.write(format_preview(resources, fp))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="llmfleet", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("plan", help="size the fleet for a stack and print it")
+    s.add_argument("--stack", required=True, help="environment: stacks/Pulumi.<ENV>.yaml")
+    s.add_argument("--json", action="store_true", help="print the FleetPlan as JSON")
+    s.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser("predict", help="predict one replica configuration")
+    s.add_argument("--model", required=True, help="catalog id or path to a config.json")
+    s.add_argument("--gpu", required=True, help=" ".join(GPUS))
+    s.add_argument("--tensor-parallel-size", type=int, default=1)
+    s.add_argument("--precision", default="bf16", help=" ".join(PRECISIONS))
+    s.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto")
+    s.add_argument("--input-tokens", type=int, required=True)
+    s.add_argument("--output-tokens", type=int, required=True)
+    load = s.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=float, help="closed loop: requests in flight")
+    load.add_argument("--request-rate", type=float, help="open loop: requests per second")
+    s.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    s.add_argument("--max-model-len", type=int)
+    s.add_argument("--max-num-seqs", type=int)
+    s.add_argument("--max-num-batched-tokens", type=int)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_predict)
+
+    s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
+    s.add_argument("--stack", required=True)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_preview)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except LlmfleetError as e:
+        print(f"llmfleet: error: {e}", file=sys.stderr)
+        return 2
