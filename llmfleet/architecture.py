@@ -88,8 +88,12 @@ class Arch(BaseModel):
         if self.experts:
             routed = self.expert_params * self.experts_per_token // self.experts
         return (
-            self.lm_head_params or self.embed_params
-        ) + self.attn_params + self.dense_mlp_params + routed + self.shared_expert_params
+            (self.lm_head_params or self.embed_params)
+            + self.attn_params
+            + self.dense_mlp_params
+            + routed
+            + self.shared_expert_params
+        )
 
     def params_per_expert_layer(self) -> int:
         return self.expert_params // max(1, self.experts * self.moe_layers)
@@ -126,7 +130,8 @@ class Arch(BaseModel):
         if precision == "mxfp4":
             if not self.mxfp4_native:
                 raise PlanError(
-                    "model.precision", precision,
+                    "model.precision",
+                    precision,
                     f"{self.name} has no MXFP4 checkpoint; use bf16, fp8, int4-awq or int4-gptq",
                 )
             per_rank = -(-self.expert_intermediate // tp)
@@ -135,6 +140,7 @@ class Arch(BaseModel):
             return sixteen + 2.0 * linear, MXFP4_BYTES * experts
         per = LINEAR_BYTES[precision]
         return sixteen + per * linear, per * self.expert_params
+
 
 def _int(cfg: dict[str, object], key: str, default: int | None = None) -> int:
     value = cfg.get(key, default)
@@ -197,8 +203,12 @@ def from_config(name: str, cfg: dict[str, object]) -> Arch:
         window = None
 
     # MoE
-    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts")  # type: ignore[call-overload]
-                  or cfg.get("n_routed_experts") or 0)
+    experts = int(
+        cfg.get("num_local_experts")
+        or cfg.get("num_experts")  # type: ignore[call-overload]
+        or cfg.get("n_routed_experts")
+        or 0
+    )
     top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)  # type: ignore[call-overload]
     expert_inter = int(cfg.get("moe_intermediate_size") or inter)  # type: ignore[call-overload]
     shared = int(cfg.get("n_shared_experts") or 0)  # type: ignore[call-overload]
@@ -208,8 +218,10 @@ def from_config(name: str, cfg: dict[str, object]) -> Arch:
     gpt_oss = model_type == "gpt_oss"
     if experts:
         moe_layer_ids = [
-            i for i in range(layers)
-            if i >= first_dense and i not in mlp_only  # type: ignore[operator]
+            i
+            for i in range(layers)
+            if i >= first_dense
+            and i not in mlp_only  # type: ignore[operator]
             and (i + 1) % step == 0
         ]
         moe_layers = len(moe_layer_ids)

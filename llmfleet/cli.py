@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from llmfleet import catalog
 from llmfleet.architecture import PRECISIONS
-from llmfleet.errors import LlmfleetError, PlanError
+from llmfleet.errors import ArgumentError, LlmfleetError
 from llmfleet.optimizer import build_fleet_plan
 from llmfleet.predict import PredictRequest, run_predict
 from llmfleet.report import fleet_text, predict_text
@@ -37,14 +37,24 @@ def cmd_predict(args: argparse.Namespace) -> int:
         config = catalog.load_config_json(Path(args.model), "--model")
     try:
         req = PredictRequest(
-            model=args.model, gpu=args.gpu, tensor_parallel_size=args.tensor_parallel_size,
-            precision=args.precision, kv_cache_dtype=args.kv_cache_dtype,
-            input_tokens=args.input_tokens, output_tokens=args.output_tokens,
-            concurrency=args.concurrency, request_rate=args.request_rate,
-            gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
-            max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens)
+            model=args.model,
+            gpu=args.gpu,
+            tensor_parallel_size=args.tensor_parallel_size,
+            precision=args.precision,
+            kv_cache_dtype=args.kv_cache_dtype,
+            input_tokens=args.input_tokens,
+            output_tokens=args.output_tokens,
+            concurrency=args.concurrency,
+            request_rate=args.request_rate,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=args.max_model_len,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+        )
     except ValidationError as e:
-        raise PlanError("predict arguments", "", "\n" + format_validation_error(e)) from None
+        raise ArgumentError(
+            "invalid predict arguments:\n" + format_validation_error(e, as_flags=True)
+        ) from None
     result = run_predict(req, config)
     sys.stdout.write(_dump(result.model_dump(mode="json")) if args.json else predict_text(result))
     return 0

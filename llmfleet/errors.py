@@ -36,6 +36,10 @@ class UnknownNameError(PlanError):
         super().__init__(field, value, hint)
 
 
+class ArgumentError(LlmfleetError):
+    """Command-line values that do not validate."""
+
+
 class StackError(LlmfleetError):
     """A stack file or a key in it is missing or malformed."""
 

@@ -26,8 +26,12 @@ class Predicted(Data):
     ttft_ms: float = Field(description="TTFT at the SLO percentile at the peak load per replica.")
     itl_ms: float = Field(description="A request's mean inter-token time (TPOT) at the percentile.")
     decode_only_itl_ms: float = Field(description="Gap between tokens in a step without prefill.")
-    mixed_step_ms: float = Field(description="Gap in a step that carries a prefill chunk (max gap).")
-    output_tokens_per_s: float = Field(description="Output tokens/s one replica sustains inside the SLOs.")
+    mixed_step_ms: float = Field(
+        description="Gap in a step that carries a prefill chunk (max gap)."
+    )
+    output_tokens_per_s: float = Field(
+        description="Output tokens/s one replica sustains inside the SLOs."
+    )
     requests_per_s: float = Field(description="Requests/s one replica sustains inside the SLOs.")
     requests_per_s_at_peak: float = Field(description="Requests/s each replica serves at the peak.")
     kv_cache_tokens: int = Field(description="KV capacity of a replica, as vLLM logs it.")

@@ -16,9 +16,9 @@ from llmfleet.architecture import Arch, from_config
 from llmfleet.calibration import Constants
 from llmfleet.calibration import load as load_constants
 from llmfleet.catalog import Instance
-from llmfleet.errors import InfeasibleError, PlanError, UnknownNameError
-from llmfleet.plan import CapacityPlan, Region
+from llmfleet.errors import InfeasibleError, PlanError
 from llmfleet.perf import Engine
+from llmfleet.plan import CapacityPlan, Region
 from llmfleet.sizing import Rejection, ReplicaSizing, predict_at, size_replica
 from llmfleet.stack import REPO_ROOT
 from llmfleet.units import GB, GIB, HOURS_PER_MONTH
@@ -40,17 +40,26 @@ def resolve_model(plan: CapacityPlan, base_dir: Path = REPO_ROOT) -> ResolvedMod
     spec = plan.model
     if spec.id is not None:
         entry = catalog.model_entry(spec.id)
-        model = ResolvedModel(entry.id, entry.hf_repo, entry.source, from_config(entry.id, entry.config))
+        model = ResolvedModel(
+            entry.id, entry.hf_repo, entry.source, from_config(entry.id, entry.config)
+        )
     else:
         assert spec.config_path is not None
         path = (base_dir / spec.config_path).resolve()
         cfg = catalog.load_config_json(path)
-        model = ResolvedModel(path.parent.name or path.stem, None, f"config.json at {spec.config_path}",
-                              from_config(path.parent.name, cfg))
+        model = ResolvedModel(
+            path.parent.name or path.stem,
+            None,
+            f"config.json at {spec.config_path}",
+            from_config(path.parent.name, cfg),
+        )
     ctx = model.arch.max_context
     if ctx and plan.max_model_len > ctx:
-        raise PlanError("max_model_len", plan.max_model_len,
-                        f"{model.id} supports at most {ctx:,} tokens (max_position_embeddings)")
+        raise PlanError(
+            "max_model_len",
+            plan.max_model_len,
+            f"{model.id} supports at most {ctx:,} tokens (max_position_embeddings)",
+        )
     return model
 
 
@@ -58,8 +67,10 @@ def allowed_instances(plan: CapacityPlan) -> list[Instance]:
     table = catalog.instances()
     names = list(table)
     if plan.allowed.instance_types is not None:
-        names = [catalog.instance(n, f"allowed.instance_types[{k}]").instance_type
-                 for k, n in enumerate(plan.allowed.instance_types)]
+        names = [
+            catalog.instance(n, f"allowed.instance_types[{k}]").instance_type
+            for k, n in enumerate(plan.allowed.instance_types)
+        ]
     if plan.allowed.gpus is not None:
         gpus = {catalog.gpu(g, f"allowed.gpus[{k}]").gpu for k, g in enumerate(plan.allowed.gpus)}
         names = [n for n in names if table[n].gpu in gpus]
@@ -97,8 +108,13 @@ class Option:
         gpus = self.nodes.desired * self.instance.gpu_count
         slots = self.nodes.desired * (self.instance.gpu_count // self.tp)
         spare = slots * self.sizing.capacity_rps
-        return (round(self.monthly_cost, 6), gpus, -round(spare, 6), self.instance.instance_type,
-                self.tp)
+        return (
+            round(self.monthly_cost, 6),
+            gpus,
+            -round(spare, 6),
+            self.instance.instance_type,
+            self.tp,
+        )
 
 
 def _replicas(plan: CapacityPlan, region: Region, capacity_rps: float) -> fleet.MinDesiredMax:
@@ -113,7 +129,10 @@ def _replicas(plan: CapacityPlan, region: Region, capacity_rps: float) -> fleet.
 def _nodes(replicas: fleet.MinDesiredMax, per_node: int) -> fleet.MinDesiredMax:
     def n(r: int) -> int:
         return math.ceil(r / per_node)
-    return fleet.MinDesiredMax(min=n(replicas.min), desired=n(replicas.desired), max=n(replicas.max))
+
+    return fleet.MinDesiredMax(
+        min=n(replicas.min), desired=n(replicas.desired), max=n(replicas.max)
+    )
 
 
 def plan_region(
@@ -128,8 +147,16 @@ def plan_region(
         gpu = catalog.gpu(inst.gpu)
         for tp in (t for t in TP_DEGREES if t <= inst.gpu_count):
             if price is None:
-                rejected.append((inst, tp, Rejection(
-                    f"no on-demand price in {region.name}; add a plan.prices override", "price")))
+                rejected.append(
+                    (
+                        inst,
+                        tp,
+                        Rejection(
+                            f"no on-demand price in {region.name}; add a plan.prices override",
+                            "price",
+                        ),
+                    )
+                )
                 continue
             result = size_replica(model.arch, gpu, inst, tp, plan, consts)
             if isinstance(result, Rejection):
@@ -137,38 +164,57 @@ def plan_region(
                 continue
             replicas = _replicas(plan, region, result.capacity_rps)
             per_node = inst.gpu_count // tp
-            options.append(Option(inst, tp, result, price[0], price[1], replicas,
-                                  _nodes(replicas, per_node)))
+            options.append(
+                Option(inst, tp, result, price[0], price[1], replicas, _nodes(replicas, per_node))
+            )
     if not options:
         raise _infeasible(plan, model, region, offered, rejected)
     options.sort(key=lambda o: o.key)
     alternatives = [
-        fleet.Alternative(instance_type=o.instance.instance_type, tensor_parallel_size=o.tp,
-                          feasible=True, monthly_cost_usd=round(o.monthly_cost, 2),
-                          reason="chosen: cheapest feasible" if k == 0 else
-                          f"{o.monthly_cost / options[0].monthly_cost:.2f}x the cost "
-                          f"({o.nodes.desired} x {o.instance.instance_type})")
+        fleet.Alternative(
+            instance_type=o.instance.instance_type,
+            tensor_parallel_size=o.tp,
+            feasible=True,
+            monthly_cost_usd=round(o.monthly_cost, 2),
+            reason="chosen: cheapest feasible"
+            if k == 0
+            else f"{o.monthly_cost / options[0].monthly_cost:.2f}x the cost "
+            f"({o.nodes.desired} x {o.instance.instance_type})",
+        )
         for k, o in enumerate(options)
     ] + [
-        fleet.Alternative(instance_type=i.instance_type, tensor_parallel_size=tp, feasible=False,
-                          monthly_cost_usd=None, reason=r.reason)
+        fleet.Alternative(
+            instance_type=i.instance_type,
+            tensor_parallel_size=tp,
+            feasible=False,
+            monthly_cost_usd=None,
+            reason=r.reason,
+        )
         for i, tp, r in rejected
     ]
     return options[0], alternatives
 
 
 def _infeasible(
-    plan: CapacityPlan, model: ResolvedModel, region: Region, offered: list[Instance],
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    region: Region,
+    offered: list[Instance],
     rejected: list[tuple[Instance, int, Rejection]],
 ) -> InfeasibleError:
     arch = model.arch
     need_gib = arch.weight_bytes(plan.model.precision) / GIB
-    summary = (f"{model.id} ({plan.model.precision}) has no feasible configuration in "
-               f"{region.name} among {len(offered)} allowed instance types offered there.")
+    summary = (
+        f"{model.id} ({plan.model.precision}) has no feasible configuration in "
+        f"{region.name} among {len(offered)} allowed instance types offered there."
+    )
     if not offered:
         here = sorted(o.instance_type for o in catalog.offerings() if o.region == region.name)
-        return InfeasibleError(summary, ["no allowed instance type is offered in this region"],
-                               f"allow one of: {', '.join(here)}")
+        return InfeasibleError(
+            summary,
+            ["no allowed instance type is offered in this region"],
+            f"allow one of: {', '.join(here)}",
+        )
     reasons = sorted({f"{i.instance_type} TP {tp}: {r.reason}" for i, tp, r in rejected})[:12]
     kinds = {r.kind for _, _, r in rejected}
     if kinds <= {"memory", "shape", "price"}:
@@ -179,49 +225,75 @@ def _infeasible(
         if plan.model.precision in ("bf16", "fp16") and fp8_gib < 0.8 * have_gib:
             hints.append(f"set model.precision: fp8 (weights {fp8_gib:.0f} GiB)")
         bigger = sorted(
-            {o.instance_type for o in catalog.offerings() if o.region == region.name
-             and catalog.instance(o.instance_type).gpu_count
-             * catalog.instance(o.instance_type).gpu_memory_mib / 1024 > 1.2 * need_gib},
-            key=lambda n: catalog.instance(n).gpu_count * catalog.instance(n).gpu_memory_mib)
+            {
+                o.instance_type
+                for o in catalog.offerings()
+                if o.region == region.name
+                and catalog.instance(o.instance_type).gpu_count
+                * catalog.instance(o.instance_type).gpu_memory_mib
+                / 1024
+                > 1.2 * need_gib
+            },
+            key=lambda n: catalog.instance(n).gpu_count * catalog.instance(n).gpu_memory_mib,
+        )
         if bigger:
             hints.append(f"allow {bigger[0]}")
-        summary += (f" Weights need {need_gib:.0f} GiB ({need_gib * GIB / GB:.0f} GB); the largest "
-                    f"allowed instance, {largest.instance_type}, holds {have_gib:.0f} GiB.")
+        summary += (
+            f" Weights need {need_gib:.0f} GiB ({need_gib * GIB / GB:.0f} GB); the largest "
+            f"allowed instance, {largest.instance_type}, holds {have_gib:.0f} GiB."
+        )
         return InfeasibleError(summary, reasons, " or ".join(hints) or "allow a larger instance")
     floors = [r.floor_ms for _, _, r in rejected if r.kind == "itl" and r.floor_ms]
     if "itl" in kinds and floors and not any(r.kind == "ttft" for _, _, r in rejected):
         best = min(floors)
         return InfeasibleError(
             summary + f" The ITL floor (batch 1) is {best:.1f} ms on the fastest candidate.",
-            reasons, f"relax slo.itl_ms to at least {math.ceil(best * 1.1)} ms, or allow fp8 "
-            "or a GPU with more memory bandwidth")
+            reasons,
+            f"relax slo.itl_ms to at least {math.ceil(best * 1.1)} ms, or allow fp8 "
+            "or a GPU with more memory bandwidth",
+        )
     ttft = [r.floor_ms for _, _, r in rejected if r.kind == "ttft" and r.floor_ms]
     best_ttft = min(ttft) if ttft else math.nan
     return InfeasibleError(
-        summary, reasons,
+        summary,
+        reasons,
         f"relax slo.ttft_ms to at least {math.ceil(best_ttft * 1.1)} ms or slo.itl_ms (a longer "
-        "prefill chunk fits a looser ITL), or allow more GPUs per replica")
+        "prefill chunk fits a looser ITL), or allow more GPUs per replica",
+    )
 
 
 def _rules_of_thumb(model: ResolvedModel, plan: CapacityPlan) -> list[fleet.RuleOfThumb]:
     arch = model.arch
     kv_mb = arch.kv_bytes_per_token(1.0 if plan.model.kv_cache_dtype == "fp8" else 2.0) / 1e6
-    kv_verdict = (f"the rule is {1.5 / kv_mb:.1f}-{2.5 / kv_mb:.1f}x too high for this model"
-                  if kv_mb < 1.5 else f"the rule is {kv_mb / 2.5:.1f}x too low for this model"
-                  if kv_mb > 2.5 else "within the rule")
-    why = (f"{arch.kv_heads} KV heads of {arch.heads} (GQA)" if arch.mla_kv_dim is None
-           else f"MLA latent of {arch.mla_kv_dim} values per layer")
+    kv_verdict = (
+        f"the rule is {1.5 / kv_mb:.1f}-{2.5 / kv_mb:.1f}x too high for this model"
+        if kv_mb < 1.5
+        else f"the rule is {kv_mb / 2.5:.1f}x too low for this model"
+        if kv_mb > 2.5
+        else "within the rule"
+    )
+    why = (
+        f"{arch.kv_heads} KV heads of {arch.heads} (GQA)"
+        if arch.mla_kv_dim is None
+        else f"MLA latent of {arch.mla_kv_dim} values per layer"
+    )
     weights_gb = arch.weight_bytes(plan.model.precision) / GB
     fp16_gb = 2 * arch.total_params / GB
     return [
-        fleet.RuleOfThumb(rule="KV cache per token of context", rule_value="1.5-2.5 MB",
-                          computed=f"{kv_mb:.3f} MB ({why}, {arch.layers} layers)",
-                          verdict=kv_verdict),
-        fleet.RuleOfThumb(rule="16-bit weights = 2 bytes x parameters",
-                          rule_value=f"{fp16_gb:.0f} GB",
-                          computed=f"{weights_gb:.0f} GB at {plan.model.precision}",
-                          verdict="matches" if plan.model.precision in ("bf16", "fp16")
-                          else f"{plan.model.precision} saves {1 - weights_gb / fp16_gb:.0%}"),
+        fleet.RuleOfThumb(
+            rule="KV cache per token of context",
+            rule_value="1.5-2.5 MB",
+            computed=f"{kv_mb:.3f} MB ({why}, {arch.layers} layers)",
+            verdict=kv_verdict,
+        ),
+        fleet.RuleOfThumb(
+            rule="16-bit weights = 2 bytes x parameters",
+            rule_value=f"{fp16_gb:.0f} GB",
+            computed=f"{weights_gb:.0f} GB at {plan.model.precision}",
+            verdict="matches"
+            if plan.model.precision in ("bf16", "fp16")
+            else f"{plan.model.precision} saves {1 - weights_gb / fp16_gb:.0%}",
+        ),
     ]
 
 
@@ -229,41 +301,50 @@ def _round(x: float, nd: int = 2) -> float:
     return round(x, nd)
 
 
-def build_fleet_plan(plan: CapacityPlan, consts: Constants | None = None,
-                     base_dir: Path = REPO_ROOT) -> fleet.FleetPlan:
+def build_fleet_plan(
+    plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = REPO_ROOT
+) -> fleet.FleetPlan:
     consts = consts or load_constants()
     model = resolve_model(plan, base_dir)
     arch = model.arch
     regions = []
     for region in plan.regions:
-        try:
-            best, alternatives = plan_region(plan, model, region, consts)
-        except UnknownNameError:
-            raise
-        regions.append(_region_plan(plan, model, region, best, alternatives))
+        best, alternatives = plan_region(plan, model, region, consts)
+        regions.append(_region_plan(plan, model, region, best, alternatives, consts))
     weights_gib = arch.weight_bytes(plan.model.precision) / GIB
     gpus = fleet.MinDesiredMax(
         min=sum(r.nodes.min * r.gpus_per_node for r in regions),
         desired=sum(r.nodes.desired * r.gpus_per_node for r in regions),
-        max=sum(r.nodes.max * r.gpus_per_node for r in regions))
+        max=sum(r.nodes.max * r.gpus_per_node for r in regions),
+    )
     return fleet.FleetPlan(
         name=plan.name,
         model=fleet.ModelSummary(
-            id=model.id, hf_repo=model.hf_repo, source=model.source,
+            id=model.id,
+            hf_repo=model.hf_repo,
+            source=model.source,
             params_b=_round(arch.total_params / 1e9, 3),
             active_params_b=_round(arch.active_params / 1e9, 3),
-            precision=plan.model.precision, kv_cache_dtype=plan.model.kv_cache_dtype,
+            precision=plan.model.precision,
+            kv_cache_dtype=plan.model.kv_cache_dtype,
             weights_gib=_round(weights_gib),
             kv_bytes_per_token=arch.kv_bytes_per_token(
-                1.0 if plan.model.kv_cache_dtype == "fp8" else 2.0)),
-        slo={"ttft_ms": plan.slo.ttft_ms, "itl_ms": plan.slo.itl_ms,
-             "percentile": plan.slo.percentile},
-        traffic={"peak_requests_per_s": plan.traffic.peak_requests_per_s,
-                 "trough_requests_per_s": plan.traffic.trough_requests_per_s,
-                 "input_tokens_mean": plan.traffic.input_tokens.mean,
-                 "input_tokens_p95": plan.traffic.input_tokens.p95_or_mean,
-                 "output_tokens_mean": plan.traffic.output_tokens.mean,
-                 "output_tokens_p95": plan.traffic.output_tokens.p95_or_mean},
+                1.0 if plan.model.kv_cache_dtype == "fp8" else 2.0
+            ),
+        ),
+        slo={
+            "ttft_ms": plan.slo.ttft_ms,
+            "itl_ms": plan.slo.itl_ms,
+            "percentile": plan.slo.percentile,
+        },
+        traffic={
+            "peak_requests_per_s": plan.traffic.peak_requests_per_s,
+            "trough_requests_per_s": plan.traffic.trough_requests_per_s,
+            "input_tokens_mean": plan.traffic.input_tokens.mean,
+            "input_tokens_p95": plan.traffic.input_tokens.p95_or_mean,
+            "output_tokens_mean": plan.traffic.output_tokens.mean,
+            "output_tokens_p95": plan.traffic.output_tokens.p95_or_mean,
+        },
         headroom=plan.headroom,
         kubernetes_version=plan.kubernetes_version,
         regions=regions,
@@ -274,8 +355,14 @@ def build_fleet_plan(plan: CapacityPlan, consts: Constants | None = None,
     )
 
 
-def _region_plan(plan: CapacityPlan, model: ResolvedModel, region: Region, best: Option,
-                 alternatives: list[fleet.Alternative]) -> fleet.RegionPlan:
+def _region_plan(
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    region: Region,
+    best: Option,
+    alternatives: list[fleet.Alternative],
+    consts: Constants,
+) -> fleet.RegionPlan:
     s, inst, mem = best.sizing, best.instance, best.sizing.memory
     peak = plan.traffic.peak_requests_per_s * region.traffic_share
     trough = plan.traffic.trough_requests_per_s * region.traffic_share
@@ -285,17 +372,24 @@ def _region_plan(plan: CapacityPlan, model: ResolvedModel, region: Region, best:
     volume = IMAGE_AND_OS_GIB + math.ceil(weights_gib * per_node * 1.2)
     volume = math.ceil(volume / VOLUME_STEP_GIB) * VOLUME_STEP_GIB
     o = plan.traffic.output_tokens.mean
-    eng = Engine(model.arch, catalog.gpu(inst.gpu), best.tp, plan.model.precision,
-                 plan.model.kv_cache_dtype, load_constants())
+    eng = Engine(
+        model.arch,
+        catalog.gpu(inst.gpu),
+        best.tp,
+        plan.model.precision,
+        plan.model.kv_cache_dtype,
+        consts,
+    )
     at_peak, ttft_s = predict_at(eng, plan, s, per_replica_peak)
     tpot_ms = at_peak.tpot_percentile_s(o, plan.slo.percentile) * 1000
+    limit_tpot_ms = s.steps.tpot_percentile_s(o, plan.slo.percentile) * 1000
     reasons = [
         f"{inst.instance_type} at TP {best.tp}: weights {mem.weights_gib_per_gpu:.1f} GiB per GPU, "
         f"KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = {mem.kv_cache_tokens:,} tokens",
         f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token prefill "
-        f"chunks in {s.steps.mixed_share:.0%} of steps: decode step {s.steps.decode_only_s * 1000:.1f}"
-        f" ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, TPOT p{plan.slo.percentile:g} "
-        f"{s.steps.tpot_percentile_s(o, plan.slo.percentile) * 1000:.1f} ms <= {plan.slo.itl_ms:g} ms",
+        f"chunks in {s.steps.mixed_share:.0%} of steps: decode step "
+        f"{s.steps.decode_only_s * 1000:.1f} ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, "
+        f"TPOT p{plan.slo.percentile:g} {limit_tpot_ms:.1f} ms <= {plan.slo.itl_ms:g} ms",
         f"one replica sustains {s.capacity_rps:.2f} req/s inside TTFT {plan.slo.ttft_ms:g} ms and "
         f"ITL {plan.slo.itl_ms:g} ms; with {plan.headroom:.0%} headroom {best.replicas.desired} "
         f"replicas carry the peak {peak:.2f} req/s ({per_replica_peak:.2f} each)",
@@ -330,17 +424,25 @@ def _region_plan(plan: CapacityPlan, model: ResolvedModel, region: Region, best:
             requests_per_s_at_peak=_round(per_replica_peak, 3),
             kv_cache_tokens=mem.kv_cache_tokens,
             max_concurrency=_round(mem.max_concurrency),
-            batch_size=s.batch),
+            batch_size=s.batch,
+        ),
         memory=fleet.Memory(
-            gpu_total_gib=_round(mem.total_gib), weights_gib_per_gpu=_round(mem.weights_gib_per_gpu),
-            activation_gib=_round(mem.activation_gib), non_torch_gib=_round(mem.non_torch_gib),
+            gpu_total_gib=_round(mem.total_gib),
+            weights_gib_per_gpu=_round(mem.weights_gib_per_gpu),
+            activation_gib=_round(mem.activation_gib),
+            non_torch_gib=_round(mem.non_torch_gib),
             kv_cache_gib_per_gpu=_round(mem.kv_cache_gib_per_gpu),
-            kv_bytes_per_token=mem.kv_bytes_per_token),
+            kv_bytes_per_token=mem.kv_bytes_per_token,
+        ),
         engine=fleet.Engine(
-            tensor_parallel_size=best.tp, max_num_seqs=s.batch,
-            max_num_batched_tokens=s.max_num_batched_tokens, max_model_len=plan.max_model_len,
+            tensor_parallel_size=best.tp,
+            max_num_seqs=s.batch,
+            max_num_batched_tokens=s.max_num_batched_tokens,
+            max_model_len=plan.max_model_len,
             gpu_memory_utilization=plan.gpu_memory_utilization,
-            kv_cache_dtype=plan.model.kv_cache_dtype, block_size=mem.block_size),
+            kv_cache_dtype=plan.model.kv_cache_dtype,
+            block_size=mem.block_size,
+        ),
         node_volume_gib=volume,
         vpc_id=region.network.vpc_id if region.network else None,
         private_subnet_ids=region.network.private_subnet_ids if region.network else None,

@@ -66,7 +66,7 @@ def experts_touched_fraction(experts: int, top_k: int, tokens: float) -> float:
     """Expected share of experts a step reads when `tokens` route uniformly to top-k of N."""
     if experts == 0 or tokens <= 0:
         return 0.0
-    return 1.0 - ((experts - top_k) / experts) ** tokens
+    return 1.0 - float(((experts - top_k) / experts) ** tokens)
 
 
 def _attended_context(arch: Arch, context: float) -> float:

@@ -15,12 +15,16 @@ class Strict(BaseModel):
 
 
 class ModelSpec(Strict):
-    id: str | None = Field(default=None, description="Catalog id or alias, e.g. Llama-3.1-8B-Instruct.")
+    id: str | None = Field(
+        default=None, description="Catalog id or alias, e.g. Llama-3.1-8B-Instruct."
+    )
     config_path: str | None = Field(
         default=None, description="Path to a Hugging Face config.json, relative to the repo root."
     )
     precision: Precision = Field(default="bf16", description="Serving precision of the weights.")
-    kv_cache_dtype: KvCacheDtype = Field(default="auto", description="auto keeps 16-bit KV; fp8 halves it.")
+    kv_cache_dtype: KvCacheDtype = Field(
+        default="auto", description="auto keeps 16-bit KV; fp8 halves it."
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
@@ -31,7 +35,9 @@ class ModelSpec(Strict):
 
 class TokenLength(Strict):
     mean: int = Field(gt=0, description="Mean tokens per request.")
-    p95: int | None = Field(default=None, gt=0, description="95th percentile; defaults to the mean.")
+    p95: int | None = Field(
+        default=None, gt=0, description="95th percentile; defaults to the mean."
+    )
 
     @model_validator(mode="after")
     def _p95_not_below_mean(self) -> TokenLength:
@@ -63,7 +69,9 @@ class Traffic(Strict):
 class Slo(Strict):
     ttft_ms: float = Field(gt=0, description="Time to first token target.")
     itl_ms: float = Field(gt=0, description="Inter-token latency target.")
-    percentile: float = Field(default=99, gt=50, lt=100, description="Percentile both targets hold at.")
+    percentile: float = Field(
+        default=99, gt=50, lt=100, description="Percentile both targets hold at."
+    )
 
 
 class Network(Strict):
@@ -73,9 +81,13 @@ class Network(Strict):
 
 class Region(Strict):
     name: str = Field(description="AWS region, e.g. us-east-1.")
-    traffic_share: float = Field(gt=0, le=1, description="Share of the fleet's traffic served here.")
+    traffic_share: float = Field(
+        gt=0, le=1, description="Share of the fleet's traffic served here."
+    )
     network: Network | None = Field(default=None, description="Existing VPC; a new one if absent.")
-    vpc_cidr: str = Field(default="10.40.0.0/16", description="CIDR of the new VPC when no network is given.")
+    vpc_cidr: str = Field(
+        default="10.40.0.0/16", description="CIDR of the new VPC when no network is given."
+    )
 
 
 class Allowed(Strict):
@@ -90,16 +102,23 @@ class PriceOverride(Strict):
 
 
 class CapacityPlan(Strict):
-    name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-                      description="DNS-safe name of the service; prefixes every resource.")
+    name: str = Field(
+        min_length=1,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="DNS-safe name of the service; prefixes every resource.",
+    )
     model: ModelSpec
     max_model_len: int = Field(gt=0, description="Longest prompt + output a request may have.")
     traffic: Traffic
     slo: Slo
     regions: list[Region] = Field(min_length=1)
     allowed: Allowed = Field(default_factory=Allowed)
-    headroom: float = Field(default=0.20, ge=0, lt=0.9,
-                            description="Share of capacity kept free for spikes (seed: 20-25 %).")
+    headroom: float = Field(
+        default=0.20,
+        ge=0,
+        lt=0.9,
+        description="Share of capacity kept free for spikes (seed: 20-25 %).",
+    )
     gpu_memory_utilization: float = Field(default=0.90, gt=0.1, le=0.98)
     prices: list[PriceOverride] = Field(default_factory=list)
     kubernetes_version: str = Field(default="1.33", pattern=r"^1\.\d+$")
@@ -116,7 +135,7 @@ class CapacityPlan(Strict):
         needed = self.traffic.input_tokens.mean + self.traffic.output_tokens.mean
         if needed > self.max_model_len:
             raise ValueError(
-                f"max_model_len ({self.max_model_len}) is below a mean request "
-                f"(input {self.traffic.input_tokens.mean} + output {self.traffic.output_tokens.mean})"
+                f"max_model_len ({self.max_model_len}) is below a mean request (input "
+                f"{self.traffic.input_tokens.mean} + output {self.traffic.output_tokens.mean})"
             )
         return self

@@ -211,31 +211,72 @@ def run_predict(req: PredictRequest, config: dict[str, object] | None = None) ->
     gpu = catalog.gpu(req.gpu, "--gpu")
     consts = load()
     if arch.heads % req.tensor_parallel_size:
-        raise PlanError("--tensor-parallel-size", req.tensor_parallel_size,
-                        f"must divide the {arch.heads} attention heads")
+        raise PlanError(
+            "--tensor-parallel-size",
+            req.tensor_parallel_size,
+            f"must divide the {arch.heads} attention heads",
+        )
     max_len = req.max_model_len or arch.max_context
     seqs = req.max_num_seqs or default_max_num_seqs(gpu.memory_gib)
     budget_tokens = req.max_num_batched_tokens or default_max_num_batched_tokens(gpu.memory_gib)
-    mem = budget(arch, gpu, req.tensor_parallel_size, req.precision, req.kv_cache_dtype,
-                 req.gpu_memory_utilization, max_len, seqs, budget_tokens, consts)
+    mem = budget(
+        arch,
+        gpu,
+        req.tensor_parallel_size,
+        req.precision,
+        req.kv_cache_dtype,
+        req.gpu_memory_utilization,
+        max_len,
+        seqs,
+        budget_tokens,
+        consts,
+    )
     eng = Engine(arch, gpu, req.tensor_parallel_size, req.precision, req.kv_cache_dtype, consts)
-    load_ = Load(input_tokens=req.input_tokens, output_tokens=req.output_tokens,
-                 concurrency=req.concurrency, request_rate=req.request_rate)
+    load_ = Load(
+        input_tokens=req.input_tokens,
+        output_tokens=req.output_tokens,
+        concurrency=req.concurrency,
+        request_rate=req.request_rate,
+    )
     fits = mem.kv_cache_tokens >= req.input_tokens + req.output_tokens
     if fits:
         p = predict(eng, mem, load_, seqs, budget_tokens)
     else:
-        p = Prediction(mode=load_.mode, batch_size=0, prefill_tokens_per_step=0, step_bound="none",
-                       ttft_ms=math.inf, itl_ms=math.inf, output_tokens_per_s=0,
-                       total_tokens_per_s=0, requests_per_s=0, saturated=True)
+        p = Prediction(
+            mode=load_.mode,
+            batch_size=0,
+            prefill_tokens_per_step=0,
+            step_bound="none",
+            ttft_ms=math.inf,
+            itl_ms=math.inf,
+            output_tokens_per_s=0,
+            total_tokens_per_s=0,
+            requests_per_s=0,
+            saturated=True,
+        )
     return PredictResult(
-        model=name, gpu=gpu.gpu, tensor_parallel_size=req.tensor_parallel_size,
-        precision=req.precision, kv_cache_dtype=req.kv_cache_dtype, mode=p.mode,
-        weights_gib_per_gpu=mem.weights_gib_per_gpu, activation_gib=mem.activation_gib,
-        kv_bytes_per_token=mem.kv_bytes_per_token, kv_cache_gib_per_gpu=mem.kv_cache_gib_per_gpu,
-        kv_cache_tokens=mem.kv_cache_tokens, max_model_len=max_len,
-        max_concurrency=mem.max_concurrency, max_num_seqs=seqs,
-        max_num_batched_tokens=budget_tokens, batch_size=p.batch_size, step_bound=p.step_bound,
-        ttft_ms=p.ttft_ms, itl_ms=p.itl_ms, output_tokens_per_s=p.output_tokens_per_s,
-        total_tokens_per_s=p.total_tokens_per_s, requests_per_s=p.requests_per_s,
-        saturated=p.saturated, fits=fits)
+        model=name,
+        gpu=gpu.gpu,
+        tensor_parallel_size=req.tensor_parallel_size,
+        precision=req.precision,
+        kv_cache_dtype=req.kv_cache_dtype,
+        mode=p.mode,
+        weights_gib_per_gpu=mem.weights_gib_per_gpu,
+        activation_gib=mem.activation_gib,
+        kv_bytes_per_token=mem.kv_bytes_per_token,
+        kv_cache_gib_per_gpu=mem.kv_cache_gib_per_gpu,
+        kv_cache_tokens=mem.kv_cache_tokens,
+        max_model_len=max_len,
+        max_concurrency=mem.max_concurrency,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=budget_tokens,
+        batch_size=p.batch_size,
+        step_bound=p.step_bound,
+        ttft_ms=p.ttft_ms,
+        itl_ms=p.itl_ms,
+        output_tokens_per_s=p.output_tokens_per_s,
+        total_tokens_per_s=p.total_tokens_per_s,
+        requests_per_s=p.requests_per_s,
+        saturated=p.saturated,
+        fits=fits,
+    )

@@ -12,35 +12,61 @@ from llmfleet.predict import PredictResult
 
 
 def _console(buf: io.StringIO) -> Console:
-    return Console(file=buf, width=160, color_system=None, force_terminal=False, markup=False,
-                   highlight=False)
+    return Console(
+        file=buf, width=160, color_system=None, force_terminal=False, markup=False, highlight=False
+    )
 
 
 def fleet_text(fp: FleetPlan) -> str:
     buf = io.StringIO()
     con = _console(buf)
     m = fp.model
-    con.print(f"Fleet {fp.name}: {m.id} ({m.params_b:g}B params, {m.active_params_b:g}B active) at "
-              f"{m.precision}, KV {m.kv_cache_dtype}; weights {m.weights_gib:.1f} GiB, KV "
-              f"{m.kv_bytes_per_token:,.0f} bytes/token")
-    con.print(f"SLO: TTFT <= {fp.slo['ttft_ms']:g} ms, ITL <= {fp.slo['itl_ms']:g} ms at "
-              f"p{fp.slo['percentile']:g}; peak {fp.traffic['peak_requests_per_s']:g} req/s, trough "
-              f"{fp.traffic['trough_requests_per_s']:g} req/s; headroom {fp.headroom:.0%}")
+    con.print(
+        f"Fleet {fp.name}: {m.id} ({m.params_b:g}B params, {m.active_params_b:g}B active) at "
+        f"{m.precision}, KV {m.kv_cache_dtype}; weights {m.weights_gib:.1f} GiB, KV "
+        f"{m.kv_bytes_per_token:,.0f} bytes/token"
+    )
+    con.print(
+        f"SLO: TTFT <= {fp.slo['ttft_ms']:g} ms, ITL <= {fp.slo['itl_ms']:g} ms at "
+        f"p{fp.slo['percentile']:g}; peak {fp.traffic['peak_requests_per_s']:g} req/s, trough "
+        f"{fp.traffic['trough_requests_per_s']:g} req/s; headroom {fp.headroom:.0%}"
+    )
     t = Table(title="Sized fleet (per replica predictions at the region's peak)")
-    for col in ("region", "instance", "GPU", "TP", "replicas min/des/max", "nodes min/des/max",
-                "TTFT ms", "ITL ms", "out tok/s", "KV tokens", "$/month"):
+    for col in (
+        "region",
+        "instance",
+        "GPU",
+        "TP",
+        "replicas min/des/max",
+        "nodes min/des/max",
+        "TTFT ms",
+        "ITL ms",
+        "out tok/s",
+        "KV tokens",
+        "$/month",
+    ):
         t.add_column(col, justify="left" if col in ("region", "instance", "GPU") else "right")
     for r in fp.regions:
         p = r.predicted
-        t.add_row(r.region, r.instance_type, r.gpu, str(r.tensor_parallel_size),
-                  f"{r.replicas.min}/{r.replicas.desired}/{r.replicas.max}",
-                  f"{r.nodes.min}/{r.nodes.desired}/{r.nodes.max}",
-                  f"{p.ttft_ms:.0f} / {fp.slo['ttft_ms']:g}", f"{p.itl_ms:.1f} / {fp.slo['itl_ms']:g}",
-                  f"{p.output_tokens_per_s:,.0f}", f"{p.kv_cache_tokens:,}", f"{r.monthly_cost_usd:,.0f}")
+        t.add_row(
+            r.region,
+            r.instance_type,
+            r.gpu,
+            str(r.tensor_parallel_size),
+            f"{r.replicas.min}/{r.replicas.desired}/{r.replicas.max}",
+            f"{r.nodes.min}/{r.nodes.desired}/{r.nodes.max}",
+            f"{p.ttft_ms:.0f} / {fp.slo['ttft_ms']:g}",
+            f"{p.itl_ms:.1f} / {fp.slo['itl_ms']:g}",
+            f"{p.output_tokens_per_s:,.0f}",
+            f"{p.kv_cache_tokens:,}",
+            f"{r.monthly_cost_usd:,.0f}",
+        )
     con.print(t)
-    con.print(f"Total: {fp.gpus.desired} GPUs at peak ({fp.gpus.min} at trough), "
-              f"${fp.monthly_cost_usd:,.0f}/month provisioned for the peak "
-              f"(${fp.monthly_cost_usd_at_trough:,.0f} at trough)")
+    con.print(
+        f"Total: {fp.gpus.desired} GPUs at peak ({fp.gpus.min} at trough), "
+        f"${fp.monthly_cost_usd:,.0f}/month provisioned for the peak "
+        f"(${fp.monthly_cost_usd_at_trough:,.0f} at trough)"
+    )
     for r in fp.regions:
         con.print(f"\n{r.region}: why {r.instance_type} TP {r.tensor_parallel_size}")
         for line in r.reasons:
@@ -50,8 +76,10 @@ def fleet_text(fp: FleetPlan) -> str:
             con.print(f"  - not {a.instance_type} TP {a.tensor_parallel_size}: {a.reason}")
         rejected = [a for a in r.alternatives if not a.feasible]
         if rejected:
-            con.print(f"  - {len(rejected)} candidates infeasible, e.g. {rejected[0].instance_type} "
-                      f"TP {rejected[0].tensor_parallel_size}: {rejected[0].reason}")
+            con.print(
+                f"  - {len(rejected)} candidates infeasible, e.g. {rejected[0].instance_type} "
+                f"TP {rejected[0].tensor_parallel_size}: {rejected[0].reason}"
+            )
     rt = Table(title="The seed article's rules of thumb against this model")
     for col in ("rule", "rule says", "computed", "verdict"):
         rt.add_column(col)
@@ -66,8 +94,8 @@ def predict_text(r: PredictResult) -> str:
     lines = [
         f"{r.model} on {r.tensor_parallel_size} x {r.gpu} ({r.precision}, KV {r.kv_cache_dtype}), "
         f"{r.mode} load",
-        f"  weights {r.weights_gib_per_gpu:.2f} GiB/GPU, activation peak {r.activation_gib:.2f} GiB, "
-        f"KV pool {r.kv_cache_gib_per_gpu:.2f} GiB/GPU",
+        f"  weights {r.weights_gib_per_gpu:.2f} GiB/GPU, "
+        f"activation peak {r.activation_gib:.2f} GiB, KV pool {r.kv_cache_gib_per_gpu:.2f} GiB/GPU",
         f"  KV cache {r.kv_cache_tokens:,} tokens ({r.kv_bytes_per_token:,.0f} bytes/token); "
         f"max concurrency {r.max_concurrency:.2f}x at {r.max_model_len:,} tokens",
         f"  batch {r.batch_size:.1f} ({r.step_bound}-bound): TTFT {r.ttft_ms:.1f} ms, ITL "

@@ -82,12 +82,25 @@ def ttft_percentile_s(
 
 
 def memory_for(
-    arch: Arch, gpu: Gpu, tp: int, plan: CapacityPlan, max_num_seqs: int, budget_tokens: int,
+    arch: Arch,
+    gpu: Gpu,
+    tp: int,
+    plan: CapacityPlan,
+    max_num_seqs: int,
+    budget_tokens: int,
     consts: Constants,
 ) -> MemoryBudget:
     return budget(
-        arch, gpu, tp, plan.model.precision, plan.model.kv_cache_dtype,
-        plan.gpu_memory_utilization, plan.max_model_len, max_num_seqs, budget_tokens, consts,
+        arch,
+        gpu,
+        tp,
+        plan.model.precision,
+        plan.model.kv_cache_dtype,
+        plan.gpu_memory_utilization,
+        plan.max_model_len,
+        max_num_seqs,
+        budget_tokens,
+        consts,
     )
 
 
@@ -117,11 +130,15 @@ def size_replica(
         return Rejection(
             f"weights {mem.weights_gib_per_gpu:.1f} GiB + runtime "
             f"{mem.activation_gib + mem.non_torch_gib:.1f} GiB per GPU exceed "
-            f"{mem.requested_gib:.1f} GiB usable at TP {tp}", "memory")
+            f"{mem.requested_gib:.1f} GiB usable at TP {tp}",
+            "memory",
+        )
     if not mem.holds_one_sequence:
         return Rejection(
             f"KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU holds {mem.kv_cache_tokens:,} "
-            f"tokens, less than one max_model_len sequence ({plan.max_model_len:,})", "memory")
+            f"tokens, less than one max_model_len sequence ({plan.max_model_len:,})",
+            "memory",
+        )
 
     eng = Engine(arch, gpu, tp, plan.model.precision, plan.model.kv_cache_dtype, consts)
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
@@ -131,8 +148,10 @@ def size_replica(
     best: ReplicaSizing | None = None
     ttft_floor = math.inf
     for chunk in CHUNK_GRID:
-        ttft_floor = min(ttft_floor, 1000 * prefill_s(
-            eng, 1, i + o / 2, plan.traffic.input_tokens.p95_or_mean, chunk))
+        ttft_floor = min(
+            ttft_floor,
+            1000 * prefill_s(eng, 1, i + o / 2, plan.traffic.input_tokens.p95_or_mean, chunk),
+        )
         kv_batch = _kv_batch(arch, gpu, tp, plan, chunk, consts)
         if kv_batch < 1 or _meets(eng, plan, 1, chunk) is None:
             continue
@@ -152,13 +171,16 @@ def size_replica(
         return Rejection(
             f"no batch meets TTFT {plan.slo.ttft_ms:g} ms and ITL {plan.slo.itl_ms:g} ms "
             f"p{plan.slo.percentile:g}: a lone p95 prompt's prefill takes {ttft_floor:.0f} ms",
-            "ttft", ttft_floor)
+            "ttft",
+            ttft_floor,
+        )
     final_mem = memory_for(arch, gpu, tp, plan, best.batch, best.max_num_batched_tokens, consts)
     return ReplicaSizing(best.batch, best.chunk_tokens, best.steps, best.capacity_rps, final_mem)
 
 
-def _kv_batch(arch: Arch, gpu: Gpu, tp: int, plan: CapacityPlan, chunk: int,
-              consts: Constants) -> int:
+def _kv_batch(
+    arch: Arch, gpu: Gpu, tp: int, plan: CapacityPlan, chunk: int, consts: Constants
+) -> int:
     """Most sequences of input + output tokens the KV pool holds with this chunk.
 
     The pool shrinks as max_num_seqs grows (the sampler's profiling peak), so iterate from

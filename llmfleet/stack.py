@@ -54,14 +54,19 @@ def parse_plan(data: object, where: str = PLAN_KEY) -> CapacityPlan:
         raise StackError(f"{where} is invalid:\n" + format_validation_error(e)) from None
 
 
-def format_validation_error(e: ValidationError) -> str:
+def format_validation_error(e: ValidationError, as_flags: bool = False) -> str:
+    """One line per error: `plan.dotted.path = value: message` (or `--flag = value: ...`)."""
     lines = []
     for err in e.errors():
-        path = ".".join(str(p) for p in err["loc"]) or "(plan)"
+        path = "plan." + (".".join(str(p) for p in err["loc"]) or "(plan)")
+        if as_flags:
+            path = "--" + "-".join(str(p) for p in err["loc"]).replace("_", "-")
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; see README's plan reference)"
         value = err.get("input")
-        shown = "" if isinstance(value, dict | list) or err["type"] == "missing" else f" = {value!r}"
-        lines.append(f"  plan.{path}{shown}: {msg}")
+        shown = (
+            "" if isinstance(value, dict | list) or err["type"] == "missing" else f" = {value!r}"
+        )
+        lines.append(f"  {path}{shown}: {msg}")
     return "\n".join(lines)

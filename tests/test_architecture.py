@@ -57,12 +57,16 @@ def test_sliding_window_layers_hold_at_most_the_window():
 
 def test_llama_3_1_70b_bf16_weights_are_131_gib():
     # 70.55e9 parameters x 2 bytes = 141 GB = 131.4 GiB: more than one 80 GiB GPU
-    assert arch("Llama-3.1-70B-Instruct").weight_bytes("bf16") / GIB == pytest.approx(131.4, abs=0.1)
+    assert arch("Llama-3.1-70B-Instruct").weight_bytes("bf16") / GIB == pytest.approx(
+        131.4, abs=0.1
+    )
 
 
 def test_fp8_keeps_embeddings_and_lm_head_at_16_bit():
     # vLLM log (benchmarks row 116): Llama-3.3-70B FP8 loads 67.72 GiB on one GPU
-    assert arch("Llama-3.3-70B-Instruct").weight_bytes("fp8") / GIB == pytest.approx(67.72, rel=0.005)
+    assert arch("Llama-3.3-70B-Instruct").weight_bytes("fp8") / GIB == pytest.approx(
+        67.72, rel=0.005
+    )
 
 
 def test_mxfp4_experts_match_vllm_loaded_weights_for_gpt_oss():

@@ -8,11 +8,30 @@ from llmfleet.calibration import load
 from llmfleet.memory import budget
 
 
-def mem(model, gpu="H100", tp=1, precision="bf16", kv="auto", util=0.9, max_len=16000,
-        seqs=1024, tokens=8192):
+def mem(
+    model,
+    gpu="H100",
+    tp=1,
+    precision="bf16",
+    kv="auto",
+    util=0.9,
+    max_len=16000,
+    seqs=1024,
+    tokens=8192,
+):
     e = catalog.model_entry(model)
-    return budget(from_config(e.id, e.config), catalog.gpu(gpu), tp, precision, kv, util, max_len,
-                  seqs, tokens, load())
+    return budget(
+        from_config(e.id, e.config),
+        catalog.gpu(gpu),
+        tp,
+        precision,
+        kv,
+        util,
+        max_len,
+        seqs,
+        tokens,
+        load(),
+    )
 
 
 def test_the_budget_adds_up_to_the_requested_memory():
@@ -56,8 +75,10 @@ def test_fp8_kv_doubles_the_tokens_in_the_same_pool():
 
 
 def test_a_smaller_max_num_seqs_shrinks_the_sampler_peak_and_grows_the_pool():
-    assert mem("Llama-3.1-8B-Instruct", seqs=64).kv_cache_gib_per_gpu > mem(
-        "Llama-3.1-8B-Instruct", seqs=1024).kv_cache_gib_per_gpu
+    assert (
+        mem("Llama-3.1-8B-Instruct", seqs=64).kv_cache_gib_per_gpu
+        > mem("Llama-3.1-8B-Instruct", seqs=1024).kv_cache_gib_per_gpu
+    )
 
 
 def test_sliding_window_models_hold_more_sequences_than_their_token_count_suggests():

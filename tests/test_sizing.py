@@ -14,7 +14,9 @@ from llmfleet.sizing import Rejection, length_cv2, size_replica
 def test_llama_3_1_70b_bf16_does_not_fit_one_80_gib_gpu():
     plan = make_plan(**{"model.id": "Llama-3.1-70B-Instruct"})
     arch = resolve_model(plan).arch
-    result = size_replica(arch, catalog.gpu("H100"), catalog.instance("p5.48xlarge"), 1, plan, load())
+    result = size_replica(
+        arch, catalog.gpu("H100"), catalog.instance("p5.48xlarge"), 1, plan, load()
+    )
     assert isinstance(result, Rejection) and result.kind == "memory"
     assert "weights 131.4 GiB" in result.reason
 
@@ -22,7 +24,9 @@ def test_llama_3_1_70b_bf16_does_not_fit_one_80_gib_gpu():
 def test_tp_must_divide_the_attention_heads():
     plan = make_plan()
     arch = resolve_model(plan).arch.model_copy(update={"heads": 12})
-    result = size_replica(arch, catalog.gpu("H100"), catalog.instance("p5.48xlarge"), 8, plan, load())
+    result = size_replica(
+        arch, catalog.gpu("H100"), catalog.instance("p5.48xlarge"), 8, plan, load()
+    )
     assert isinstance(result, Rejection) and "12 attention heads" in result.reason
 
 
@@ -49,8 +53,9 @@ def test_nodes_pack_replicas_by_gpus_per_node():
 
 
 def test_min_replicas_come_from_the_trough_and_max_from_the_peak():
-    r = build_fleet_plan(make_plan(**{"traffic.peak_requests_per_s": 60,
-                                      "traffic.trough_requests_per_s": 6})).regions[0]
+    r = build_fleet_plan(
+        make_plan(**{"traffic.peak_requests_per_s": 60, "traffic.trough_requests_per_s": 6})
+    ).regions[0]
     assert r.replicas.min < r.replicas.desired == r.replicas.max
 
 
@@ -76,8 +81,12 @@ def test_a_tighter_itl_never_costs_less():
 
 def test_sizing_respects_what_each_region_offers():
     # eu-west-1 has no g6, g6e or p5 (DescribeInstanceTypeOfferings): only g5 and p4d here
-    plan = make_plan(regions=[{"name": "us-east-1", "traffic_share": 0.5},
-                              {"name": "eu-west-1", "traffic_share": 0.5}])
+    plan = make_plan(
+        regions=[
+            {"name": "us-east-1", "traffic_share": 0.5},
+            {"name": "eu-west-1", "traffic_share": 0.5},
+        ]
+    )
     eu = build_fleet_plan(plan).region("eu-west-1")
     assert eu.instance_type.startswith(("g5.", "p4d."))
     assert all(catalog.offering(a.instance_type, "eu-west-1") for a in eu.alternatives)

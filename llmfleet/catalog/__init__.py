@@ -94,7 +94,8 @@ def _read_csv(name: str) -> list[dict[str, str | None]]:
 
 @cache
 def gpus() -> dict[str, Gpu]:
-    return {r["gpu"]: Gpu.model_validate(r) for r in _read_csv("gpus.csv")}  # type: ignore[index]
+    rows = (Gpu.model_validate(r) for r in _read_csv("gpus.csv"))
+    return {g.gpu: g for g in rows}
 
 
 @cache

@@ -1,0 +1,184 @@
+"""The CLI contracts scripts depend on: keys of plan --json and predict --json, exit codes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from llmfleet.cli import main
+
+PREDICT = [
+    "predict",
+    "--model",
+    "Llama-3.1-70B-Instruct",
+    "--gpu",
+    "H100",
+    "--tensor-parallel-size",
+    "4",
+    "--precision",
+    "bf16",
+    "--input-tokens",
+    "1000",
+    "--output-tokens",
+    "200",
+    "--max-model-len",
+    "131072",
+    "--json",
+]
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_plan_json_has_the_keys_scripts_rely_on(capsys):
+    code, out, _ = run(["plan", "--stack", "prod", "--json"], capsys)
+    assert code == 0
+    fp = json.loads(out)
+    assert isinstance(fp["regions"], list) and len(fp["regions"]) == 3
+    assert fp["monthly_cost_usd"] == pytest.approx(
+        sum(r["monthly_cost_usd"] for r in fp["regions"])
+    )
+    for r in fp["regions"]:
+        for key in ("region", "instance_type", "gpu", "tensor_parallel_size", "monthly_cost_usd"):
+            assert key in r
+        assert set(r["replicas"]) >= {"min", "desired", "max"}
+        assert set(r["nodes"]) >= {"min", "desired", "max"}
+        assert set(r["predicted"]) >= {
+            "ttft_ms",
+            "itl_ms",
+            "output_tokens_per_s",
+            "kv_cache_tokens",
+        }
+
+
+def test_plan_prints_the_fleet_and_the_rules_of_thumb(capsys):
+    code, out, _ = run(["plan", "--stack", "dev"], capsys)
+    assert code == 0
+    assert "Sized fleet" in out and "us-east-1" in out and "1.5-2.5 MB" in out
+
+
+def test_predict_json_has_the_keys_scripts_rely_on(capsys):
+    code, out, _ = run(PREDICT, capsys)
+    assert code == 0
+    r = json.loads(out)
+    for key in (
+        "weights_gib_per_gpu",
+        "kv_bytes_per_token",
+        "kv_cache_gib_per_gpu",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "batch_size",
+        "ttft_ms",
+        "itl_ms",
+        "output_tokens_per_s",
+        "total_tokens_per_s",
+        "requests_per_s",
+    ):
+        assert key in r
+    assert r["kv_bytes_per_token"] == 327_680
+    assert r["mode"] == "offline"
+
+
+def test_predict_takes_a_rate_or_a_concurrency(capsys):
+    _, out, _ = run(PREDICT + ["--request-rate", "2"], capsys)
+    rate = json.loads(out)
+    _, out, _ = run(PREDICT + ["--concurrency", "8"], capsys)
+    conc = json.loads(out)
+    assert (rate["mode"], conc["mode"]) == ("rate", "concurrency")
+    assert conc["batch_size"] == 8
+
+
+def test_predict_reads_a_config_json_path(tmp_path, capsys):
+    from llmfleet import catalog
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(catalog.model_entry("Qwen3-8B").config))
+    code, out, _ = run(
+        [
+            "predict",
+            "--model",
+            str(path),
+            "--gpu",
+            "L4",
+            "--input-tokens",
+            "100",
+            "--output-tokens",
+            "100",
+            "--max-model-len",
+            "4096",
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0 and json.loads(out)["kv_bytes_per_token"] == 147_456
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["plan", "--stack", "nope"], "stack 'nope': no file"),
+        (
+            [
+                "predict",
+                "--model",
+                "Llama-3.1-8B",
+                "--gpu",
+                "H10",
+                "--input-tokens",
+                "1",
+                "--output-tokens",
+                "1",
+            ],
+            "--gpu = 'H10': unknown GPU; did you mean H100",
+        ),
+        (
+            [
+                "predict",
+                "--model",
+                "Llama-3.1-8B",
+                "--gpu",
+                "H100",
+                "--precision",
+                "int3",
+                "--input-tokens",
+                "1",
+                "--output-tokens",
+                "1",
+            ],
+            "--precision = 'int3': use one of",
+        ),
+        (
+            [
+                "predict",
+                "--model",
+                "Llama-3.1-8B",
+                "--gpu",
+                "H100",
+                "--input-tokens",
+                "0",
+                "--output-tokens",
+                "1",
+            ],
+            "--input-tokens = 0: Input should be greater than 0",
+        ),
+    ],
+)
+def test_user_errors_exit_2_with_the_field_and_no_traceback(argv, message, capsys):
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_the_module_entry_point_exits_2_on_a_user_error():
+    proc = subprocess.run(
+        [sys.executable, "-m", "llmfleet", "plan", "--stack", "nope"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "no file" in proc.stderr
