@@ -14,7 +14,7 @@ from llmfleet import catalog
 from llmfleet.architecture import PRECISIONS
 from llmfleet.errors import ArgumentError, LlmfleetError
 from llmfleet.optimizer import build_fleet_plan
-from llmfleet.predict import PredictRequest, run_predict
+from llmfleet.predict import ENGINES, PredictRequest, run_predict
 from llmfleet.report import fleet_text, predict_text
 from llmfleet.stack import format_validation_error, read_plan
 
@@ -50,6 +50,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
             max_model_len=args.max_model_len,
             max_num_seqs=args.max_num_seqs,
             max_num_batched_tokens=args.max_num_batched_tokens,
+            engine=args.engine,
+            num_requests=args.num_requests,
         )
     except ValidationError as e:
         raise ArgumentError(
@@ -84,6 +86,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("predict", help="predict one replica configuration")
     s.add_argument("--model", required=True, help="catalog id or path to a config.json")
+    s.add_argument("--engine", choices=ENGINES, default="vllm",
+                   help="serving engine whose memory accounting and fitted factors apply")
     s.add_argument("--gpu", required=True, help=" ".join(GPUS))
     s.add_argument("--tensor-parallel-size", type=int, default=1)
     s.add_argument("--precision", default="bf16", help=" ".join(PRECISIONS))
@@ -97,6 +101,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--max-model-len", type=int)
     s.add_argument("--max-num-seqs", type=int)
     s.add_argument("--max-num-batched-tokens", type=int)
+    s.add_argument("--num-requests", type=int, help="offline: how many requests are queued")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_predict)
 

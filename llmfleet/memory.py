@@ -84,13 +84,21 @@ def budget(
     max_num_seqs: int,
     max_num_batched_tokens: int,
     consts: Constants,
+    engine: str = "vllm",
 ) -> MemoryBudget:
+    """vLLM and SGLang take a fraction of total memory for weights + KV; TensorRT-LLM's
+    kv_cache_free_gpu_mem_fraction is a fraction of what is free after the weights."""
     total = cuda_total_gib(gpu, consts)
-    requested = gpu_memory_utilization * total
     weights = arch.weight_bytes(precision, tp) / tp / GIB
     act = activation_gib(arch, tp, max_num_seqs, max_num_batched_tokens, consts)
     non_torch = consts.non_torch_gib if tp == 1 else consts.non_torch_gib_multi_gpu
-    kv_gib = requested - weights - act - non_torch
+    if engine == "trtllm":
+        free = total - weights - act - non_torch
+        kv_gib = gpu_memory_utilization * free if free > 0 else free
+        requested = weights + act + non_torch + kv_gib
+    else:
+        requested = gpu_memory_utilization * total
+        kv_gib = requested - weights - act - non_torch
     kv_b = kv_dtype_bytes(kv_cache_dtype)
     per_token = arch.kv_bytes_per_token(kv_b)
     per_token_gpu = per_token / arch.kv_shards(tp)

@@ -28,6 +28,12 @@ class Engine:
     precision: str
     kv_cache_dtype: str
     consts: Constants
+    engine: str = "vllm"
+
+    @property
+    def step_factor(self) -> float:
+        """Per-engine multiplier on step time, fitted on that engine's measurements."""
+        return self.consts.engine_step_factor.get(self.engine, 1.0)
 
     @property
     def compute_flops(self) -> float:
@@ -52,10 +58,11 @@ class StepTime:
     compute_s: float
     comm_s: float
     overhead_s: float
+    factor: float = 1.0
 
     @property
     def total_s(self) -> float:
-        return max(self.memory_s, self.compute_s) + self.comm_s + self.overhead_s
+        return (max(self.memory_s, self.compute_s) + self.comm_s + self.overhead_s) * self.factor
 
     @property
     def bound(self) -> str:
@@ -126,7 +133,7 @@ def step_time(
         msg = tokens * a.hidden * 2
         one = c.allreduce_latency_us[link] * 1e-6 + 2 * (eng.tp - 1) / eng.tp * msg / bw
         comm_s = 2 * a.layers * one
-    return StepTime(memory_s, compute_s, comm_s, c.step_overhead_ms / 1000)
+    return StepTime(memory_s, compute_s, comm_s, c.step_overhead_ms / 1000, eng.step_factor)
 
 
 @dataclass(frozen=True)

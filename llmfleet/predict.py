@@ -12,8 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmfleet.calibration import Constants
 from llmfleet.memory import MemoryBudget
-from llmfleet.perf import Engine, step_time
+from llmfleet.perf import Engine, MixedSteps, mixed_steps, prefill_s, step_time
 
 Mode = Literal["offline", "concurrency", "rate"]
 
@@ -25,6 +26,7 @@ class Load(BaseModel):
     output_tokens: int = Field(gt=0)
     concurrency: float | None = Field(default=None, gt=0)
     request_rate: float | None = Field(default=None, gt=0)
+    num_requests: int | None = Field(default=None, gt=0, description="Offline: requests queued.")
 
     @property
     def mode(self) -> Mode:
@@ -58,76 +60,77 @@ def _decode_cap(mem: MemoryBudget, load: Load, max_num_seqs: int, budget_tokens:
     return max(0.0, min(float(max_num_seqs), kv_seqs, budget_seqs))
 
 
-def _prefill_service_s(eng: Engine, load: Load, decode: float, budget_tokens: int) -> float:
-    """Time to prefill one prompt in chunks of what the budget leaves after the decodes."""
-    ctx = load.input_tokens + load.output_tokens / 2
+def _steps(eng: Engine, load: Load, decode: float, budget_tokens: int) -> MixedSteps:
     chunk = max(1.0, budget_tokens - decode)
-    steps = math.ceil(load.input_tokens / chunk)
-    per_step = min(chunk, load.input_tokens)
-    t = step_time(eng, decode, ctx, per_step, load.input_tokens / 2).total_s
-    return steps * t
+    return mixed_steps(eng, decode, load.input_tokens, load.output_tokens, chunk)
 
 
 def predict(
     eng: Engine, mem: MemoryBudget, load: Load, max_num_seqs: int, max_num_batched_tokens: int
 ) -> Prediction:
+    """Mean TTFT, mean ITL (TPOT) and throughput of one replica in steady state."""
     i, o = load.input_tokens, load.output_tokens
-    ctx = i + o / 2
     cap = _decode_cap(mem, load, max_num_seqs, max_num_batched_tokens)
     saturated = False
     if load.mode == "offline":
-        decode = cap
-        saturated = True
+        decode, saturated = cap, True
     elif load.mode == "concurrency":
         assert load.concurrency is not None
         decode = min(load.concurrency, cap)
         saturated = load.concurrency > cap
     else:
         assert load.request_rate is not None
-        decode, saturated = _rate_fixed_point(eng, load, load.request_rate, cap)
+        decode, saturated = _rate_fixed_point(eng, load, load.request_rate, cap,
+                                              max_num_batched_tokens)
     decode = max(decode, 1e-9)
-    prefill = decode * i / o
-    step = step_time(eng, decode, ctx, prefill, i / 2)
-    t = step.total_s
+    steps = _steps(eng, load, decode, max_num_batched_tokens)
+    t = steps.mean_s
     req_s = decode / (o * t)
-    service = _prefill_service_s(eng, load, decode, max_num_batched_tokens)
+    chunk = max(1, int(max_num_batched_tokens - decode))
+    service = prefill_s(eng, decode, i + o / 2, i, chunk)
+    rho = min(steps.mixed_share, 0.999)
     if load.mode == "offline":
-        ttft = service
+        # Every request queued at once: the first `cap` start together, the rest as slots free.
+        n = load.num_requests or 0
+        burst = min(n or cap, cap) * i / chunk * steps.mixed_s / 2
+        backlog = (n - cap) ** 2 / (2 * n * req_s) if n > cap else 0.0
+        ttft = service + burst + backlog
     elif load.mode == "concurrency":
         assert load.concurrency is not None
-        waiting = max(0.0, load.concurrency - cap)
-        ttft = service + waiting / req_s
-    else:
-        rho = min(0.999, prefill / max(1.0, max_num_batched_tokens - decode))
         ttft = service * (1 + rho / (2 * (1 - rho)))
+        ttft += max(0.0, load.concurrency - cap) / req_s
+    else:
+        ttft = service * (1 + rho / (2 * (1 - rho)))
+    bound = step_time(eng, decode, i + o / 2, chunk if rho > 0.5 else 0, i / 2).bound
     return Prediction(
         mode=load.mode,
         batch_size=decode,
-        prefill_tokens_per_step=prefill,
-        step_bound=step.bound,
+        prefill_tokens_per_step=decode * i / o,
+        step_bound=bound,
         ttft_ms=ttft * 1000,
         itl_ms=t * 1000,
         output_tokens_per_s=decode / t,
-        total_tokens_per_s=(decode + prefill) / t,
+        total_tokens_per_s=decode * (i + o) / (o * t),
         requests_per_s=req_s,
         saturated=saturated,
     )
 
 
-def _rate_fixed_point(eng: Engine, load: Load, rate: float, cap: float) -> tuple[float, bool]:
-    """Running decodes D = rate * output * t(D) (Little's law), solved by iteration."""
-    i, o = load.input_tokens, load.output_tokens
-    ctx = i + o / 2
-    decode = 1.0
-    for _ in range(200):
-        t = step_time(eng, decode, ctx, decode * i / o, i / 2).total_s
-        nxt = rate * o * t
-        if nxt > cap:
-            return cap, True
-        if abs(nxt - decode) < 1e-6 * max(1.0, decode):
-            return nxt, False
-        decode = 0.5 * (decode + nxt)
-    return decode, False
+def _rate_fixed_point(
+    eng: Engine, load: Load, rate: float, cap: float, budget_tokens: int
+) -> tuple[float, bool]:
+    """Running decodes D = rate * output * mean_step(D) (Little's law), by bisection."""
+    o = load.output_tokens
+    if cap < rate * o * _steps(eng, load, cap, budget_tokens).mean_s:
+        return cap, True
+    lo, hi = 0.0, cap
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if mid < rate * o * _steps(eng, load, max(mid, 1e-9), budget_tokens).mean_s:
+            lo = mid
+        else:
+            hi = mid
+    return hi, False
 
 
 # ---- one configuration, end to end: what `llmfleet predict` and `llmfleet validate` call ----
@@ -137,7 +140,9 @@ def _rate_fixed_point(eng: Engine, load: Load, rate: float, cap: float) -> tuple
 LARGE_GPU_GIB = 70
 
 
-def default_max_num_seqs(gpu_memory_gib: float) -> int:
+def default_max_num_seqs(gpu_memory_gib: float, engine: str = "vllm") -> int:
+    if engine == "trtllm":
+        return 2048  # trtllm-bench / trtllm-serve max_batch_size default
     return 1024 if gpu_memory_gib >= LARGE_GPU_GIB else 256
 
 
@@ -145,10 +150,15 @@ def default_max_num_batched_tokens(gpu_memory_gib: float) -> int:
     return 8192 if gpu_memory_gib >= LARGE_GPU_GIB else 2048
 
 
+Engine_ = Literal["vllm", "trtllm", "sglang"]
+ENGINES: tuple[str, ...] = ("vllm", "trtllm", "sglang")
+
+
 class PredictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str
+    engine: Engine_ = "vllm"
     gpu: str
     tensor_parallel_size: int = Field(default=1, ge=1)
     precision: str = "bf16"
@@ -161,12 +171,14 @@ class PredictRequest(BaseModel):
     max_model_len: int | None = Field(default=None, gt=0)
     max_num_seqs: int | None = Field(default=None, gt=0)
     max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    num_requests: int | None = Field(default=None, gt=0)
 
 
 class PredictResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     model: str
+    engine: str
     gpu: str
     tensor_parallel_size: int
     precision: str
@@ -194,9 +206,17 @@ class PredictResult(BaseModel):
 
 def run_predict(req: PredictRequest, config: dict[str, object] | None = None) -> PredictResult:
     """Predict one replica. `config` is a config.json dict when `req.model` is a path."""
+    from llmfleet.calibration import load
+
+    return run_predict_with(req, load(), config)
+
+
+def run_predict_with(
+    req: PredictRequest, consts: Constants, config: dict[str, object] | None = None
+) -> PredictResult:
+    """`run_predict` with explicit constants: what calibration refits call."""
     from llmfleet import catalog
     from llmfleet.architecture import PRECISIONS, from_config
-    from llmfleet.calibration import load
     from llmfleet.errors import PlanError
     from llmfleet.memory import budget
 
@@ -209,7 +229,6 @@ def run_predict(req: PredictRequest, config: dict[str, object] | None = None) ->
         name = req.model
     arch = from_config(name, config)
     gpu = catalog.gpu(req.gpu, "--gpu")
-    consts = load()
     if arch.heads % req.tensor_parallel_size:
         raise PlanError(
             "--tensor-parallel-size",
@@ -217,7 +236,7 @@ def run_predict(req: PredictRequest, config: dict[str, object] | None = None) ->
             f"must divide the {arch.heads} attention heads",
         )
     max_len = req.max_model_len or arch.max_context
-    seqs = req.max_num_seqs or default_max_num_seqs(gpu.memory_gib)
+    seqs = req.max_num_seqs or default_max_num_seqs(gpu.memory_gib, req.engine)
     budget_tokens = req.max_num_batched_tokens or default_max_num_batched_tokens(gpu.memory_gib)
     mem = budget(
         arch,
@@ -230,13 +249,17 @@ def run_predict(req: PredictRequest, config: dict[str, object] | None = None) ->
         seqs,
         budget_tokens,
         consts,
+        req.engine,
     )
-    eng = Engine(arch, gpu, req.tensor_parallel_size, req.precision, req.kv_cache_dtype, consts)
+    eng = Engine(
+        arch, gpu, req.tensor_parallel_size, req.precision, req.kv_cache_dtype, consts, req.engine
+    )
     load_ = Load(
         input_tokens=req.input_tokens,
         output_tokens=req.output_tokens,
         concurrency=req.concurrency,
         request_rate=req.request_rate,
+        num_requests=req.num_requests,
     )
     fits = mem.kv_cache_tokens >= req.input_tokens + req.output_tokens
     if fits:
@@ -256,6 +279,7 @@ def run_predict(req: PredictRequest, config: dict[str, object] | None = None) ->
         )
     return PredictResult(
         model=name,
+        engine=req.engine,
         gpu=gpu.gpu,
         tensor_parallel_size=req.tensor_parallel_size,
         precision=req.precision,

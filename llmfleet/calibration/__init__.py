@@ -24,6 +24,8 @@ class Constants(BaseModel):
     step_overhead_ms: float
     allreduce_latency_us: dict[str, float]
     link_efficiency: float
+    engine_step_factor: dict[str, float]
+    engine_non_torch_gib: dict[str, float] = {}
 
 
 def parse(doc: dict[str, dict[str, dict[str, object]]]) -> Constants:

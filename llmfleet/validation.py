@@ -1,0 +1,226 @@
+"""Predict every published measurement through `llmfleet predict`'s code path; show the error.
+
+Rows name models, GPUs and engines as their sources print them; `normalize_*` maps that
+text to catalog names, and a row that cannot be mapped is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmfleet import catalog
+from llmfleet.calibration import Constants
+from llmfleet.errors import LlmfleetError
+from llmfleet.predict import PredictRequest, PredictResult, run_predict_with
+
+MEASUREMENTS = Path(__file__).resolve().parent.parent / "benchmarks" / "measurements.csv"
+METRICS = ("kv_cache_gib", "kv_cache_tokens", "output_tokens_per_s", "itl_ms", "ttft_ms")
+
+
+def normalize_engine(text: str) -> str | None:
+    t = text.lower()
+    if "sglang" in t:
+        return "sglang"
+    if "tensorrt" in t or "trtllm" in t or "nim" in t:
+        # NIM's optimized profiles (this fp8 TP2 H100 one among them) run TensorRT-LLM.
+        return "trtllm"
+    if "vllm" in t or "not named" in t:
+        return "vllm"
+    return None
+
+
+def normalize_gpu(text: str) -> str | None:
+    t = text.lower()
+    if "rtx" in t or t.strip() in ("", "not stated"):
+        return None
+    for name in ("h200", "h100", "b200", "l40s", "a10g"):
+        if name in t:
+            return name.upper()
+    if re.search(r"\bl4\b", t):
+        return "L4"
+    if "a100" in t:
+        if "40gb" in t.replace(" ", "") or "39.38" in t:
+            return "A100-40GB"
+        if "80" in t and "not stated" not in t:
+            return "A100-80GB"
+    return None
+
+
+def normalize_precision(text: str, model: str) -> str:
+    t = f"{text} {model}".lower()
+    for key, name in (("mxfp4", "mxfp4"), ("awq", "int4-awq"), ("gptq", "int4-gptq"),
+                      ("fp8", "fp8")):
+        if key in t:
+            return name
+    return "bf16"
+
+
+def normalize_model(text: str) -> str | None:
+    name = text.split(" (")[0].strip()
+    try:
+        return catalog.model_entry(name).id
+    except LlmfleetError:
+        return None
+
+
+def _num(text: str) -> float | None:
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return None if math.isinf(value) else value
+
+
+@dataclass(frozen=True)
+class Measurement:
+    row_id: str
+    source_id: str
+    engine: str
+    request: PredictRequest
+    measured: dict[str, float]
+
+
+@dataclass
+class Loaded:
+    rows: list[Measurement] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (row_id, reason)
+
+
+def load_measurements(path: Path = MEASUREMENTS) -> Loaded:
+    out = Loaded()
+    with open(path, newline="") as f:
+        for raw in csv.DictReader(f):
+            result = parse_row(raw)
+            if isinstance(result, str):
+                out.skipped.append((raw["row_id"], result))
+            else:
+                out.rows.append(result)
+    return out
+
+
+def parse_row(r: dict[str, str]) -> Measurement | str:
+    """A measurement, or the reason the row cannot be predicted."""
+    model = normalize_model(r["model"])
+    if model is None:
+        return f"model {r['model']!r} is not in the catalog"
+    gpu = normalize_gpu(r["gpu"])
+    if gpu is None:
+        return f"GPU {r['gpu']!r} is not a catalog GPU (or its variant is not stated)"
+    engine = normalize_engine(r["engine"])
+    if engine is None:
+        return f"engine {r['engine']!r} is not vllm, trtllm or sglang"
+    tp = int(_num(r["tensor_parallel"]) or _num(r["gpu_count"]) or 1)
+    measured = {}
+    for metric, col in (("kv_cache_gib", "kv_cache_gib_per_gpu"),
+                        ("kv_cache_tokens", "kv_cache_tokens"),
+                        ("output_tokens_per_s", "output_tok_s"), ("ttft_ms", "ttft_mean_ms")):
+        v = _num(r[col])
+        if v is not None:
+            measured[metric] = v
+    itl = _num(r["tpot_mean_ms"]) or _num(r["itl_mean_ms"])
+    if itl is not None:
+        measured["itl_ms"] = itl
+    if not measured:
+        return "no metric llmfleet predicts"
+    i, o = _num(r["input_len"]), _num(r["output_len"])
+    req_s, out_s, tot_s = _num(r["req_s"]), _num(r["output_tok_s"]), _num(r["total_tok_s"])
+    if (i is None or o is None) and req_s and out_s and tot_s:
+        # Dataset workloads (ShareGPT): mean lengths from the source's own token rates.
+        o = out_s / req_s
+        i = tot_s / req_s - o
+    timing = {"output_tokens_per_s", "ttft_ms", "itl_ms"} & set(measured)
+    if timing and (i is None or o is None or i < 1 or o < 1):
+        return "no input/output lengths for its throughput or latency"
+    conc_text = r["concurrency"].strip().lower()
+    concurrency = _num(conc_text)
+    rate = _num(r["request_rate_qps"])
+    prompts = re.search(r"(\d+) prompts", r["workload"])
+    if not timing:
+        i, o = 1, 1
+    try:
+        req = PredictRequest(
+            model=model, engine=engine, gpu=gpu, tensor_parallel_size=tp,
+            precision=normalize_precision(r["precision"], r["model"]),
+            kv_cache_dtype="fp8" if "fp8" in r["kv_cache_dtype"].lower() else "auto",
+            input_tokens=max(1, round(i or 1)), output_tokens=max(1, round(o or 1)),
+            concurrency=concurrency if concurrency and concurrency > 0 else None,
+            request_rate=rate if rate and not concurrency and not math.isinf(rate) else None,
+            gpu_memory_utilization=_num(r["gpu_memory_utilization"]) or
+            (0.95 if engine == "trtllm" else 0.9),
+            max_model_len=int(_num(r["max_model_len"]) or 0) or None,
+            num_requests=int(prompts.group(1)) if prompts else None,
+        )
+    except ValueError as e:
+        return f"row does not parse: {e}"
+    return Measurement(r["row_id"], r["source_id"], engine, req, measured)
+
+
+def predicted_value(metric: str, p: PredictResult) -> float:
+    return {
+        "kv_cache_gib": p.kv_cache_gib_per_gpu,
+        "kv_cache_tokens": float(p.kv_cache_tokens),
+        "output_tokens_per_s": p.output_tokens_per_s,
+        "itl_ms": p.itl_ms,
+        "ttft_ms": p.ttft_ms,
+    }[metric]
+
+
+@dataclass(frozen=True)
+class Point:
+    row_id: str
+    source_id: str
+    engine: str
+    metric: str
+    measured: float
+    predicted: float
+
+    @property
+    def ape(self) -> float:
+        """Absolute percentage error."""
+        return abs(self.predicted - self.measured) / abs(self.measured) * 100
+
+    @property
+    def log_ratio(self) -> float:
+        if self.predicted <= 0 or self.measured <= 0:
+            return math.copysign(3.0, self.predicted - self.measured)
+        return math.log(self.predicted / self.measured)
+
+
+def predict_rows(rows: Iterable[Measurement], consts: Constants) -> list[Point]:
+    points = []
+    for m in rows:
+        try:
+            p = run_predict_with(m.request, consts)
+        except LlmfleetError:
+            continue
+        for metric, value in sorted(m.measured.items()):
+            if value == 0:
+                continue
+            pred = predicted_value(metric, p)
+            if math.isinf(pred):
+                pred = 1e9
+            points.append(Point(m.row_id, m.source_id, m.engine, metric, value, pred))
+    return points
+
+
+def summarize(points: Iterable[Point]) -> dict[str, dict[str, float]]:
+    """Per metric: count, median and p90 absolute percentage error."""
+    by: dict[str, list[float]] = {}
+    for pt in points:
+        by.setdefault(pt.metric, []).append(pt.ape)
+    return {k: _stats(v) for k, v in sorted(by.items())}
+
+
+def _stats(errors: list[float]) -> dict[str, float]:
+    errors = sorted(errors)
+    p90 = errors[min(len(errors) - 1, math.ceil(0.9 * len(errors)) - 1)]
+    return {"n": len(errors), "median_ape": statistics.median(errors), "p90_ape": p90}
