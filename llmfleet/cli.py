@@ -17,6 +17,7 @@ from llmfleet.optimizer import build_fleet_plan
 from llmfleet.predict import ENGINES, PredictRequest, run_predict
 from llmfleet.report import fleet_text, predict_text
 from llmfleet.stack import format_validation_error, read_plan
+from llmfleet.validation import MEASUREMENTS
 
 GPUS = ("H100", "H200", "B200", "A100-80GB", "A100-40GB", "L40S", "L4", "A10G")
 
@@ -75,6 +76,49 @@ def cmd_preview(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from llmfleet.calibrate import leave_one_source_out
+    from llmfleet.calibration import load, load_prior
+    from llmfleet.report import validation_text
+    from llmfleet.validation import load_measurements, predict_rows, summarize, summarize_by
+
+    loaded = load_measurements(Path(args.measurements))
+    points = predict_rows(loaded.rows, load())
+    loso = [] if args.no_loso else leave_one_source_out(loaded.rows, load_prior())
+    report = {
+        "rows": len(loaded.rows),
+        "skipped": [{"row_id": r, "reason": why} for r, why in loaded.skipped],
+        "in_sample": {e: summarize([p for p in points if p.engine == e]) for e in ENGINES},
+        "leave_one_source_out": {e: summarize([p for p in loso if p.engine == e]) for e in ENGINES},
+        "by_source": summarize_by(points, "source_id"),
+        "by_source_held_out": summarize_by(loso, "source_id"),
+    }
+    sys.stdout.write(_dump(report) if args.json else validation_text(report))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from llmfleet import calibration
+    from llmfleet.calibrate import fit_all, uncertainty
+    from llmfleet.validation import load_measurements, predict_rows, summarize
+
+    loaded = load_measurements(Path(args.measurements))
+    prior = calibration.load_prior()
+    fitted = fit_all(loaded.rows, prior)
+    ratios = uncertainty(predict_rows(loaded.rows, fitted))
+    for name, consts in (("prior", prior), ("fitted", fitted)):
+        stats = summarize(p for p in predict_rows(loaded.rows, consts) if p.engine == "vllm")
+        line = ", ".join(f"{m} {s['median_ape']:.1f}%" for m, s in stats.items())
+        print(f"{name}: median abs error on vLLM rows: {line}")
+    text = calibration.render(calibration.document(), fitted, ratios)
+    if args.write:
+        calibration.PATH.write_text(text)
+        print(f"wrote {calibration.PATH}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llmfleet", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -104,6 +148,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--num-requests", type=int, help="offline: how many requests are queued")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_predict)
+
+    s = sub.add_parser("validate", help="predict every published measurement and show the error")
+    s.add_argument("--measurements", default=str(MEASUREMENTS))
+    s.add_argument("--no-loso", action="store_true", help="skip the leave-one-source-out refits")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("calibrate", help="refit the performance model's constants")
+    s.add_argument("--measurements", default=str(MEASUREMENTS))
+    s.add_argument("--write", action="store_true", help="write llmfleet/calibration/constants.json")
+    s.set_defaults(func=cmd_calibrate)
 
     s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
     s.add_argument("--stack", required=True)

@@ -113,7 +113,9 @@ def step_time(
 
     # FLOPs: 2 per active weight per token (the LM head only for sampled rows) + attention.
     lm_head = a.lm_head_params or a.embed_params
-    body = a.active_params - lm_head
+    routed = a.expert_params * a.experts_per_token / a.experts if a.experts else 0.0
+    # Grouped expert GEMMs run at a lower efficiency than dense ones.
+    body = a.active_params - lm_head - routed + routed / c.moe_efficiency
     sampled = decode + (1 if prefill else 0)
     linear = 2.0 * body * tokens + 2.0 * lm_head * sampled
     att_dim = a.heads * (a.mla_kv_dim if a.mla_kv_dim else a.head_dim)
@@ -133,7 +135,8 @@ def step_time(
         msg = tokens * a.hidden * 2
         one = c.allreduce_latency_us[link] * 1e-6 + 2 * (eng.tp - 1) / eng.tp * msg / bw
         comm_s = 2 * a.layers * one
-    return StepTime(memory_s, compute_s, comm_s, c.step_overhead_ms / 1000, eng.step_factor)
+    overhead_s = c.step_overhead_ms / 1000 + decode * c.sequence_overhead_us * 1e-6
+    return StepTime(memory_s, compute_s, comm_s, overhead_s, eng.step_factor)
 
 
 @dataclass(frozen=True)

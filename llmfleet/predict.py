@@ -101,6 +101,7 @@ def predict(
         ttft += max(0.0, load.concurrency - cap) / req_s
     else:
         ttft = service * (1 + rho / (2 * (1 - rho)))
+    ttft += eng.consts.ttft_overhead_ms / 1000
     bound = step_time(eng, decode, i + o / 2, chunk if rho > 0.5 else 0, i / 2).bound
     return Prediction(
         mode=load.mode,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -105,3 +106,38 @@ def predict_text(r: PredictResult) -> str:
     if not r.fits:
         lines.append("  does not fit: the KV pool cannot hold one request")
     return "\n".join(lines) + "\n"
+
+
+def validation_text(report: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    con = _console(buf)
+    con.print(f"{report['rows']} measurement rows predicted, {len(report['skipped'])} skipped")
+    t = Table(title="Absolute percentage error: median / p90 (n)")
+    for col in ("engine", "metric", "in sample", "leave one source out"):
+        t.add_column(col)
+    for engine, metrics in report["in_sample"].items():
+        for metric, s in metrics.items():
+            held = report["leave_one_source_out"].get(engine, {}).get(metric)
+            t.add_row(engine, metric, _fmt(s), _fmt(held) if held else "-")
+    con.print(t)
+    t = Table(title="By source (in sample | held out)")
+    for col in ("source", "metric", "in sample", "held out"):
+        t.add_column(col)
+    for source, metrics in report["by_source"].items():
+        for metric, s in metrics.items():
+            held = report["by_source_held_out"].get(source, {}).get(metric)
+            t.add_row(source, metric, _fmt(s), _fmt(held) if held else "-")
+    con.print(t)
+    reasons: dict[str, int] = {}
+    for skip in report["skipped"]:
+        reason = skip["reason"].split(" is not")[0].split(" (")[0]
+        reasons[reason] = reasons.get(reason, 0) + 1
+    con.print("Skipped rows: " + "; ".join(f"{k} x{v}" for k, v in sorted(reasons.items())))
+    return buf.getvalue()
+
+
+def _fmt(s: dict[str, float]) -> str:
+    text = f"{s['median_ape']:.1f}% / {s['p90_ape']:.1f}% ({int(s['n'])})"
+    if s.get("infeasible"):
+        text += f" +{int(s['infeasible'])} wrongly infeasible"
+    return text

@@ -69,6 +69,7 @@ def ttft_percentile_s(
     p = plan.slo.percentile / 100
     ctx = t.mean + plan.traffic.output_tokens.mean / 2
     service_p = prefill_s(eng, batch, ctx, t.p95_or_mean, chunk)
+    service_p += eng.consts.ttft_overhead_ms / 1000
     service_mean = t.mean / chunk * steps.mixed_s
     rho = steps.mixed_share
     if rho >= 1:

@@ -184,6 +184,11 @@ class Point:
     predicted: float
 
     @property
+    def infeasible(self) -> bool:
+        """llmfleet predicts this configuration cannot hold one request; the source ran it."""
+        return math.isnan(self.predicted)
+
+    @property
     def ape(self) -> float:
         """Absolute percentage error."""
         return abs(self.predicted - self.measured) / abs(self.measured) * 100
@@ -206,21 +211,38 @@ def predict_rows(rows: Iterable[Measurement], consts: Constants) -> list[Point]:
             if value == 0:
                 continue
             pred = predicted_value(metric, p)
-            if math.isinf(pred):
-                pred = 1e9
-            points.append(Point(m.row_id, m.source_id, m.engine, metric, value, pred))
+            infeasible = not p.fits and metric not in ("kv_cache_gib", "kv_cache_tokens")
+            points.append(Point(m.row_id, m.source_id, m.engine, metric, value,
+                                math.nan if infeasible else pred))
     return points
 
 
 def summarize(points: Iterable[Point]) -> dict[str, dict[str, float]]:
-    """Per metric: count, median and p90 absolute percentage error."""
+    """Per metric: count, median and p90 absolute percentage error, and how many rows
+    llmfleet wrongly predicts cannot run (kept out of the percentages, never dropped)."""
     by: dict[str, list[float]] = {}
+    infeasible: dict[str, int] = {}
     for pt in points:
-        by.setdefault(pt.metric, []).append(pt.ape)
-    return {k: _stats(v) for k, v in sorted(by.items())}
+        if pt.infeasible:
+            infeasible[pt.metric] = infeasible.get(pt.metric, 0) + 1
+            by.setdefault(pt.metric, [])
+        else:
+            by.setdefault(pt.metric, []).append(pt.ape)
+    return {k: _stats(v, infeasible.get(k, 0)) for k, v in sorted(by.items())}
 
 
-def _stats(errors: list[float]) -> dict[str, float]:
+def _stats(errors: list[float], infeasible: int) -> dict[str, float]:
     errors = sorted(errors)
+    if not errors:
+        return {"n": 0, "median_ape": math.nan, "p90_ape": math.nan, "infeasible": infeasible}
     p90 = errors[min(len(errors) - 1, math.ceil(0.9 * len(errors)) - 1)]
-    return {"n": len(errors), "median_ape": statistics.median(errors), "p90_ape": p90}
+    return {"n": len(errors), "median_ape": statistics.median(errors), "p90_ape": p90,
+            "infeasible": infeasible}
+
+
+def summarize_by(points: Iterable[Point], key: str) -> dict[str, dict[str, dict[str, float]]]:
+    """summarize() per value of `key` (source_id or engine)."""
+    groups: dict[str, list[Point]] = {}
+    for pt in points:
+        groups.setdefault(getattr(pt, key), []).append(pt)
+    return {k: summarize(v) for k, v in sorted(groups.items())}

@@ -1,0 +1,145 @@
+"""Fit the performance model's free constants to the published measurements.
+
+Least squares on log error (`scipy.optimize.least_squares`), in three independent groups:
+memory constants on the KV-capacity rows, step-time constants on vLLM's timing rows, and
+one step-time factor per other engine on that engine's rows. A weak pull toward the
+hand-derived prior keeps constants that few rows inform near physics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy.optimize import least_squares
+
+from llmfleet.calibration import Constants
+from llmfleet.validation import Measurement, Point, predict_rows
+
+Param = tuple[str, str | None]  # (constant, key within a dict constant)
+
+MEMORY: tuple[Param, ...] = (
+    ("sampler_logit_copies", None), ("token_activation_factor", None),
+    ("non_torch_gib", None), ("non_torch_gib_multi_gpu", None),
+)
+TIMING: tuple[Param, ...] = (
+    ("mbu", "Hopper"), ("mbu", "Ampere"), ("mfu", "Hopper"), ("mfu", "Ampere"),
+    ("step_overhead_ms", None), ("ttft_overhead_ms", None), ("moe_efficiency", None),
+    ("sequence_overhead_us", None),
+)
+BOUNDS: dict[str, tuple[float, float]] = {
+    "mbu": (0.2, 1.0), "mfu": (0.1, 1.0), "step_overhead_ms": (0.0, 20.0),
+    "ttft_overhead_ms": (0.0, 500.0), "moe_efficiency": (0.05, 1.0),
+    "sampler_logit_copies": (0.0, 30.0), "token_activation_factor": (0.0, 10.0),
+    "non_torch_gib": (0.0, 3.0), "non_torch_gib_multi_gpu": (0.0, 3.0),
+    "engine_step_factor": (0.2, 5.0), "sequence_overhead_us": (0.0, 500.0),
+}
+METRIC_WEIGHT = {"kv_cache_gib": 1.0, "kv_cache_tokens": 1.0, "output_tokens_per_s": 1.0,
+                 "itl_ms": 1.0, "ttft_ms": 0.5}
+PRIOR_WEIGHT = 0.05
+KV_FLOOR_GIB = 2.0
+
+
+def get(consts: Constants, p: Param) -> float:
+    value = getattr(consts, p[0])
+    return float(value[p[1]] if p[1] is not None else value)
+
+
+def with_values(consts: Constants, params: Sequence[Param], values: Sequence[float]) -> Constants:
+    update: dict[str, object] = {}
+    for (name, key), v in zip(params, values, strict=True):
+        if key is None:
+            update[name] = float(v)
+        else:
+            current = dict(update.get(name) or getattr(consts, name))  # type: ignore[call-overload]
+            current[key] = float(v)
+            update[name] = current
+    return consts.model_copy(update=update)
+
+
+def residual(pt: Point) -> float:
+    """Log error; KV GiB uses the difference over the measurement (it can be near zero)."""
+    if pt.infeasible:
+        return 3.0
+    if pt.metric == "kv_cache_gib":
+        return (pt.predicted - pt.measured) / max(abs(pt.measured), KV_FLOOR_GIB)
+    return max(-3.0, min(3.0, pt.log_ratio)) * METRIC_WEIGHT[pt.metric]
+
+
+@dataclass(frozen=True)
+class Fit:
+    consts: Constants
+    params: tuple[Param, ...]
+    rows: int
+    cost: float
+
+
+def fit_group(
+    rows: Sequence[Measurement], start: Constants, prior: Constants, params: Sequence[Param],
+    metrics: set[str], max_evals: int = 200,
+) -> Fit:
+    """Fit `params` on the `metrics` of `rows`; the rest of `start` stays fixed."""
+    points = [p for p in predict_rows(rows, start) if p.metric in metrics]
+    if not points:
+        return Fit(start, tuple(params), 0, 0.0)
+    lo = [BOUNDS[p[0]][0] for p in params]
+    hi = [BOUNDS[p[0]][1] for p in params]
+    x0 = [min(max(get(start, p), a + 1e-6), b - 1e-6) for p, a, b in zip(params, lo, hi, strict=True)]
+    priors = [max(get(prior, p), 1e-3) for p in params]
+
+    def resid(x: Sequence[float]) -> list[float]:
+        c = with_values(start, params, x)
+        r = [residual(p) for p in predict_rows(rows, c) if p.metric in metrics]
+        r += [PRIOR_WEIGHT * math.log(max(v, 1e-6) / p0) for v, p0 in zip(x, priors, strict=True)]
+        return r
+
+    result = least_squares(resid, x0, bounds=(lo, hi), max_nfev=max_evals, x_scale="jac")
+    return Fit(with_values(start, params, result.x), tuple(params), len(rows), float(result.cost))
+
+
+def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200) -> Constants:
+    """Memory, then vLLM timing, then one factor per other engine."""
+    vllm = [r for r in rows if r.engine == "vllm"]
+    c = fit_group(vllm, prior, prior, MEMORY, {"kv_cache_gib", "kv_cache_tokens"}, max_evals).consts
+    timing_params = [p for p in TIMING if _informed(p, vllm)]
+    c = fit_group(vllm, c, prior, timing_params, {"itl_ms", "output_tokens_per_s", "ttft_ms"},
+                  max_evals).consts
+    for engine in ("trtllm", "sglang"):
+        own = [r for r in rows if r.engine == engine]
+        c = fit_group(own, c, prior, [("engine_step_factor", engine)],
+                      {"itl_ms", "output_tokens_per_s"}, max_evals).consts
+    return c
+
+
+def _informed(p: Param, rows: Sequence[Measurement]) -> bool:
+    """Fit a per-GPU-family constant only when some row runs on that family."""
+    if p[0] not in ("mbu", "mfu"):
+        return True
+    from llmfleet import catalog
+
+    return any(catalog.gpu(r.request.gpu).architecture == p[1] for r in rows)
+
+
+def uncertainty(points: Sequence[Point]) -> dict[str, dict[str, float]]:
+    """Per metric, the 10th and 90th percentile of measured/predicted (vLLM rows)."""
+    by: dict[str, list[float]] = {}
+    for pt in points:
+        if pt.engine == "vllm" and pt.predicted > 0 and pt.measured > 0:
+            by.setdefault(pt.metric, []).append(pt.measured / pt.predicted)
+    out = {}
+    for metric, ratios in sorted(by.items()):
+        ratios.sort()
+        n = len(ratios)
+        out[metric] = {"p10": ratios[int(0.1 * (n - 1))], "p90": ratios[math.ceil(0.9 * (n - 1))]}
+    return out
+
+
+def leave_one_source_out(rows: Sequence[Measurement], prior: Constants) -> list[Point]:
+    """For every source: fit on the other sources' rows, predict this source's rows."""
+    points: list[Point] = []
+    for source in sorted({r.source_id for r in rows}):
+        held = [r for r in rows if r.source_id == source]
+        fitted = fit_all([r for r in rows if r.source_id != source], prior, max_evals=60)
+        points += predict_rows(held, fitted)
+    return points
