@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scipy.optimize import least_squares
 
@@ -20,23 +21,41 @@ from llmfleet.validation import Measurement, Point, predict_rows
 Param = tuple[str, str | None]  # (constant, key within a dict constant)
 
 MEMORY: tuple[Param, ...] = (
-    ("sampler_logit_copies", None), ("token_activation_factor", None),
-    ("non_torch_gib", None), ("non_torch_gib_multi_gpu", None),
+    ("sampler_logit_copies", None),
+    ("token_activation_factor", None),
+    ("non_torch_gib", None),
+    ("non_torch_gib_multi_gpu", None),
 )
 TIMING: tuple[Param, ...] = (
-    ("mbu", "Hopper"), ("mbu", "Ampere"), ("mfu", "Hopper"), ("mfu", "Ampere"),
-    ("step_overhead_ms", None), ("ttft_overhead_ms", None), ("moe_efficiency", None),
+    ("mbu", "Hopper"),
+    ("mbu", "Ampere"),
+    ("mfu", "Hopper"),
+    ("mfu", "Ampere"),
+    ("step_overhead_ms", None),
+    ("ttft_overhead_ms", None),
+    ("moe_efficiency", None),
     ("sequence_overhead_us", None),
 )
 BOUNDS: dict[str, tuple[float, float]] = {
-    "mbu": (0.2, 1.0), "mfu": (0.1, 1.0), "step_overhead_ms": (0.0, 20.0),
-    "ttft_overhead_ms": (0.0, 500.0), "moe_efficiency": (0.05, 1.0),
-    "sampler_logit_copies": (0.0, 30.0), "token_activation_factor": (0.0, 10.0),
-    "non_torch_gib": (0.0, 3.0), "non_torch_gib_multi_gpu": (0.0, 3.0),
-    "engine_step_factor": (0.2, 5.0), "sequence_overhead_us": (0.0, 500.0),
+    "mbu": (0.2, 1.0),
+    "mfu": (0.1, 1.0),
+    "step_overhead_ms": (0.0, 20.0),
+    "ttft_overhead_ms": (0.0, 500.0),
+    "moe_efficiency": (0.05, 1.0),
+    "sampler_logit_copies": (0.0, 30.0),
+    "token_activation_factor": (0.0, 10.0),
+    "non_torch_gib": (0.0, 3.0),
+    "non_torch_gib_multi_gpu": (0.0, 3.0),
+    "engine_step_factor": (0.2, 5.0),
+    "sequence_overhead_us": (0.0, 500.0),
 }
-METRIC_WEIGHT = {"kv_cache_gib": 1.0, "kv_cache_tokens": 1.0, "output_tokens_per_s": 1.0,
-                 "itl_ms": 1.0, "ttft_ms": 0.5}
+METRIC_WEIGHT = {
+    "kv_cache_gib": 1.0,
+    "kv_cache_tokens": 1.0,
+    "output_tokens_per_s": 1.0,
+    "itl_ms": 1.0,
+    "ttft_ms": 0.5,
+}
 PRIOR_WEIGHT = 0.05
 KV_FLOOR_GIB = 2.0
 
@@ -47,12 +66,12 @@ def get(consts: Constants, p: Param) -> float:
 
 
 def with_values(consts: Constants, params: Sequence[Param], values: Sequence[float]) -> Constants:
-    update: dict[str, object] = {}
+    update: dict[str, Any] = {}
     for (name, key), v in zip(params, values, strict=True):
         if key is None:
             update[name] = float(v)
         else:
-            current = dict(update.get(name) or getattr(consts, name))  # type: ignore[call-overload]
+            current = dict(update.get(name) or getattr(consts, name))
             current[key] = float(v)
             update[name] = current
     return consts.model_copy(update=update)
@@ -76,8 +95,12 @@ class Fit:
 
 
 def fit_group(
-    rows: Sequence[Measurement], start: Constants, prior: Constants, params: Sequence[Param],
-    metrics: set[str], max_evals: int = 200,
+    rows: Sequence[Measurement],
+    start: Constants,
+    prior: Constants,
+    params: Sequence[Param],
+    metrics: set[str],
+    max_evals: int = 200,
 ) -> Fit:
     """Fit `params` on the `metrics` of `rows`; the rest of `start` stays fixed."""
     points = [p for p in predict_rows(rows, start) if p.metric in metrics]
@@ -85,7 +108,9 @@ def fit_group(
         return Fit(start, tuple(params), 0, 0.0)
     lo = [BOUNDS[p[0]][0] for p in params]
     hi = [BOUNDS[p[0]][1] for p in params]
-    x0 = [min(max(get(start, p), a + 1e-6), b - 1e-6) for p, a, b in zip(params, lo, hi, strict=True)]
+    x0 = [
+        min(max(get(start, p), a + 1e-6), b - 1e-6) for p, a, b in zip(params, lo, hi, strict=True)
+    ]
     priors = [max(get(prior, p), 1e-3) for p in params]
 
     def resid(x: Sequence[float]) -> list[float]:
@@ -103,12 +128,19 @@ def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200)
     vllm = [r for r in rows if r.engine == "vllm"]
     c = fit_group(vllm, prior, prior, MEMORY, {"kv_cache_gib", "kv_cache_tokens"}, max_evals).consts
     timing_params = [p for p in TIMING if _informed(p, vllm)]
-    c = fit_group(vllm, c, prior, timing_params, {"itl_ms", "output_tokens_per_s", "ttft_ms"},
-                  max_evals).consts
+    c = fit_group(
+        vllm, c, prior, timing_params, {"itl_ms", "output_tokens_per_s", "ttft_ms"}, max_evals
+    ).consts
     for engine in ("trtllm", "sglang"):
         own = [r for r in rows if r.engine == engine]
-        c = fit_group(own, c, prior, [("engine_step_factor", engine)],
-                      {"itl_ms", "output_tokens_per_s"}, max_evals).consts
+        c = fit_group(
+            own,
+            c,
+            prior,
+            [("engine_step_factor", engine)],
+            {"itl_ms", "output_tokens_per_s"},
+            max_evals,
+        ).consts
     return c
 
 

@@ -130,8 +130,12 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("predict", help="predict one replica configuration")
     s.add_argument("--model", required=True, help="catalog id or path to a config.json")
-    s.add_argument("--engine", choices=ENGINES, default="vllm",
-                   help="serving engine whose memory accounting and fitted factors apply")
+    s.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="vllm",
+        help="serving engine whose memory accounting and fitted factors apply",
+    )
     s.add_argument("--gpu", required=True, help=" ".join(GPUS))
     s.add_argument("--tensor-parallel-size", type=int, default=1)
     s.add_argument("--precision", default="bf16", help=" ".join(PRECISIONS))

@@ -80,8 +80,9 @@ def predict(
         saturated = load.concurrency > cap
     else:
         assert load.request_rate is not None
-        decode, saturated = _rate_fixed_point(eng, load, load.request_rate, cap,
-                                              max_num_batched_tokens)
+        decode, saturated = _rate_fixed_point(
+            eng, load, load.request_rate, cap, max_num_batched_tokens
+        )
     decode = max(decode, 1e-9)
     steps = _steps(eng, load, decode, max_num_batched_tokens)
     t = steps.mean_s

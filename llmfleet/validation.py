@@ -54,8 +54,12 @@ def normalize_gpu(text: str) -> str | None:
 
 def normalize_precision(text: str, model: str) -> str:
     t = f"{text} {model}".lower()
-    for key, name in (("mxfp4", "mxfp4"), ("awq", "int4-awq"), ("gptq", "int4-gptq"),
-                      ("fp8", "fp8")):
+    for key, name in (
+        ("mxfp4", "mxfp4"),
+        ("awq", "int4-awq"),
+        ("gptq", "int4-gptq"),
+        ("fp8", "fp8"),
+    ):
         if key in t:
             return name
     return "bf16"
@@ -120,9 +124,12 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
         return f"engine {r['engine']!r} is not vllm, trtllm or sglang"
     tp = int(_num(r["tensor_parallel"]) or _num(r["gpu_count"]) or 1)
     measured = {}
-    for metric, col in (("kv_cache_gib", "kv_cache_gib_per_gpu"),
-                        ("kv_cache_tokens", "kv_cache_tokens"),
-                        ("output_tokens_per_s", "output_tok_s"), ("ttft_ms", "ttft_mean_ms")):
+    for metric, col in (
+        ("kv_cache_gib", "kv_cache_gib_per_gpu"),
+        ("kv_cache_tokens", "kv_cache_tokens"),
+        ("output_tokens_per_s", "output_tok_s"),
+        ("ttft_ms", "ttft_mean_ms"),
+    ):
         v = _num(r[col])
         if v is not None:
             measured[metric] = v
@@ -148,14 +155,18 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
         i, o = 1, 1
     try:
         req = PredictRequest(
-            model=model, engine=engine, gpu=gpu, tensor_parallel_size=tp,
+            model=model,
+            engine=engine,
+            gpu=gpu,
+            tensor_parallel_size=tp,
             precision=normalize_precision(r["precision"], r["model"]),
             kv_cache_dtype="fp8" if "fp8" in r["kv_cache_dtype"].lower() else "auto",
-            input_tokens=max(1, round(i or 1)), output_tokens=max(1, round(o or 1)),
+            input_tokens=max(1, round(i or 1)),
+            output_tokens=max(1, round(o or 1)),
             concurrency=concurrency if concurrency and concurrency > 0 else None,
             request_rate=rate if rate and not concurrency and not math.isinf(rate) else None,
-            gpu_memory_utilization=_num(r["gpu_memory_utilization"]) or
-            (0.95 if engine == "trtllm" else 0.9),
+            gpu_memory_utilization=_num(r["gpu_memory_utilization"])
+            or (0.95 if engine == "trtllm" else 0.9),
             max_model_len=int(_num(r["max_model_len"]) or 0) or None,
             num_requests=int(prompts.group(1)) if prompts else None,
         )
@@ -212,8 +223,11 @@ def predict_rows(rows: Iterable[Measurement], consts: Constants) -> list[Point]:
                 continue
             pred = predicted_value(metric, p)
             infeasible = not p.fits and metric not in ("kv_cache_gib", "kv_cache_tokens")
-            points.append(Point(m.row_id, m.source_id, m.engine, metric, value,
-                                math.nan if infeasible else pred))
+            points.append(
+                Point(
+                    m.row_id, m.source_id, m.engine, metric, value, math.nan if infeasible else pred
+                )
+            )
     return points
 
 
@@ -236,8 +250,12 @@ def _stats(errors: list[float], infeasible: int) -> dict[str, float]:
     if not errors:
         return {"n": 0, "median_ape": math.nan, "p90_ape": math.nan, "infeasible": infeasible}
     p90 = errors[min(len(errors) - 1, math.ceil(0.9 * len(errors)) - 1)]
-    return {"n": len(errors), "median_ape": statistics.median(errors), "p90_ape": p90,
-            "infeasible": infeasible}
+    return {
+        "n": len(errors),
+        "median_ape": statistics.median(errors),
+        "p90_ape": p90,
+        "infeasible": infeasible,
+    }
 
 
 def summarize_by(points: Iterable[Point], key: str) -> dict[str, dict[str, dict[str, float]]]:

@@ -1,0 +1,309 @@
+"""InferenceCluster: one region's EKS control plane, its network, IAM and a Kubernetes provider.
+
+Network: the RegionPlan's existing VPC (`vpc_id` + `private_subnet_ids`) when it names one,
+else a new `Network` from `vpc_cidr`. The control plane's ENIs and every node live in the
+private subnets only.
+
+Control plane: Kubernetes `FleetPlan.kubernetes_version`; private endpoint on; public
+endpoint on by default, because `pulumi up` and kubectl usually run from outside the VPC
+(a laptop, CI). Turn it off (`endpoint_public_access=False`) once they run inside the VPC
+or over a VPN, or narrow it with `public_access_cidrs`. Secrets are envelope-encrypted
+with a customer KMS key that rotates yearly; api, audit and authenticator logs go to a log
+group created here so it has a retention (EKS would create one that never expires).
+
+The Kubernetes provider authenticates with `aws eks get-token` at each use, so no token
+lands in the state; the kubeconfig is still a secret output because it names the endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import iam
+from components.network import NatGateways, Network, NetworkArgs
+from llmfleet.errors import PlanError
+from llmfleet.fleet import RegionPlan
+
+LOG_TYPES = ("api", "audit", "authenticator")
+EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
+
+
+@dataclass(frozen=True)
+class InferenceClusterArgs:
+    """region_plan: the region's decisions (region, vpc_id/private_subnet_ids or vpc_cidr).
+    kubernetes_version: FleetPlan.kubernetes_version, e.g. "1.33".
+    aws_provider: the AWS provider for `region_plan.region`; every AWS child uses it.
+    fleet_name: FleetPlan.name, for tags.
+    endpoint_public_access: public API endpoint (default True; see the module docstring).
+    public_access_cidrs: who may reach the public endpoint (default anywhere).
+    az_count, nat_gateways: for a new VPC only; see NetworkArgs.
+    log_retention_days: control-plane log retention (default 90).
+    aws_profile: AWS CLI profile the kubeconfig's `aws eks get-token` uses (default: the
+        environment's credentials).
+    tags: extra AWS tags.
+    """
+
+    region_plan: RegionPlan
+    kubernetes_version: str
+    aws_provider: aws.Provider
+    fleet_name: str
+    endpoint_public_access: bool = True
+    public_access_cidrs: Sequence[str] = ("0.0.0.0/0",)
+    az_count: int = 3
+    nat_gateways: NatGateways = "per_az"
+    log_retention_days: int = 90
+    aws_profile: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def cluster_args(
+    name: str,
+    *,
+    kubernetes_version: str,
+    role_arn: pulumi.Input[str],
+    subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
+    kms_key_arn: pulumi.Input[str],
+    endpoint_public_access: bool,
+    public_access_cidrs: Sequence[str],
+    tags: Mapping[str, str],
+) -> dict[str, Any]:
+    """Keyword arguments of the region's `aws.eks.Cluster` (physical name = `name`)."""
+    vpc_config: dict[str, Any] = {
+        "subnet_ids": subnet_ids,
+        "endpoint_private_access": True,
+        "endpoint_public_access": endpoint_public_access,
+    }
+    if endpoint_public_access:
+        vpc_config["public_access_cidrs"] = list(public_access_cidrs)
+    return {
+        "name": name,
+        "version": kubernetes_version,
+        "role_arn": role_arn,
+        "vpc_config": vpc_config,
+        "encryption_config": {"resources": ["secrets"], "provider": {"key_arn": kms_key_arn}},
+        "enabled_cluster_log_types": list(LOG_TYPES),
+        "access_config": {
+            "authentication_mode": "API_AND_CONFIG_MAP",
+            "bootstrap_cluster_creator_admin_permissions": True,
+        },
+        "tags": dict(sorted(tags.items())),
+    }
+
+
+def kubeconfig_json(
+    cluster_name: str, endpoint: str, ca_data: str, region: str, aws_profile: str | None = None
+) -> str:
+    """A kubeconfig for one EKS cluster that gets a token from `aws eks get-token`.
+
+    Keys are sorted so the same cluster always gives the same string (no spurious diffs).
+    """
+    exec_cfg: dict[str, Any] = {
+        "apiVersion": EXEC_API_VERSION,
+        "command": "aws",
+        "args": [
+            "eks",
+            "get-token",
+            "--cluster-name",
+            cluster_name,
+            "--region",
+            region,
+            "--output",
+            "json",
+        ],
+    }
+    if aws_profile:
+        exec_cfg["env"] = [{"name": "AWS_PROFILE", "value": aws_profile}]
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": cluster_name,
+                "cluster": {"server": endpoint, "certificate-authority-data": ca_data},
+            }
+        ],
+        "contexts": [
+            {"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}
+        ],
+        "current-context": cluster_name,
+        "users": [{"name": cluster_name, "user": {"exec": exec_cfg}}],
+    }
+    return json.dumps(doc, sort_keys=True, indent=2)
+
+
+def _cluster_security_group(vpc_config: aws.eks.outputs.ClusterVpcConfig) -> str:
+    if vpc_config.cluster_security_group_id is None:
+        raise ValueError("EKS reported no cluster security group for the cluster")
+    return vpc_config.cluster_security_group_id
+
+
+class InferenceCluster(pulumi.ComponentResource):
+    """A region's EKS cluster with its network, IAM roles, KMS key and Kubernetes provider.
+
+    Attributes: `cluster`, `cluster_security_group_id` (the one EKS creates), `node_role`
+    (for the GPU node group; its policy attachments are `node_role_attachments`),
+    `private_subnet_ids`, `vpc_id`, `network` (None when the plan names an existing VPC),
+    `kms_key`, `kubeconfig` (secret), `k8s_provider`.
+    """
+
+    cluster: aws.eks.Cluster
+    node_role: aws.iam.Role
+    node_role_attachments: list[aws.iam.RolePolicyAttachment]
+    network: Network | None
+    private_subnet_ids: pulumi.Output[list[str]]
+    vpc_id: pulumi.Output[str]
+    kms_key: aws.kms.Key
+    cluster_security_group_id: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    k8s_provider: k8s.Provider
+
+    def __init__(
+        self, name: str, args: InferenceClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("llmfleet:index:InferenceCluster", name, None, opts)
+        plan = args.region_plan
+        region = plan.region
+        tags = dict(
+            sorted(
+                {
+                    **args.tags,
+                    "llmfleet.io/fleet": args.fleet_name,
+                    "llmfleet.io/region": region,
+                }.items()
+            )
+        )
+
+        def aws_opts(depends_on: Sequence[pulumi.Resource] = ()) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(
+                parent=self, provider=args.aws_provider, depends_on=list(depends_on)
+            )
+
+        if (plan.vpc_id is None) != (not plan.private_subnet_ids):
+            raise PlanError(
+                f"regions[{region}].network",
+                {"vpc_id": plan.vpc_id, "private_subnet_ids": plan.private_subnet_ids},
+                "give both vpc_id and private_subnet_ids, or neither for a new VPC",
+            )
+        if plan.vpc_id is not None and plan.private_subnet_ids:
+            self.network = None
+            self.vpc_id = pulumi.Output.from_input(plan.vpc_id)
+            self.private_subnet_ids = pulumi.Output.from_input(list(plan.private_subnet_ids))
+        else:
+            self.network = Network(
+                f"{name}-vpc",
+                NetworkArgs(
+                    vpc_cidr=plan.vpc_cidr,
+                    region=region,
+                    az_count=args.az_count,
+                    nat_gateways=args.nat_gateways,
+                    field_path=f"regions[{region}].vpc_cidr",
+                    tags=tags,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=[args.aws_provider]),
+            )
+            self.vpc_id = self.network.vpc.id
+            self.private_subnet_ids = pulumi.Output.all(
+                *[s.id for s in self.network.private_subnets]
+            )
+
+        cluster_role = aws.iam.Role(
+            f"{name}-cluster-role",
+            assume_role_policy=iam.assume_role_policy("eks", region),
+            description=f"EKS control plane of {name}",
+            tags=tags,
+            opts=aws_opts(),
+        )
+        cluster_attachments = self._attach(
+            f"{name}-cluster", cluster_role, iam.CLUSTER_POLICIES, region, aws_opts
+        )
+        self.node_role = aws.iam.Role(
+            f"{name}-node-role",
+            assume_role_policy=iam.assume_role_policy("ec2", region),
+            description=f"GPU nodes of {name}",
+            tags=tags,
+            opts=aws_opts(),
+        )
+        self.node_role_attachments = self._attach(
+            f"{name}-node", self.node_role, iam.NODE_POLICIES, region, aws_opts
+        )
+
+        self.kms_key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"EKS secrets envelope encryption for {name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=tags,
+            opts=aws_opts(),
+        )
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane",
+            name=f"/aws/eks/{name}/cluster",
+            retention_in_days=args.log_retention_days,
+            tags=tags,
+            opts=aws_opts(),
+        )
+
+        self.cluster = aws.eks.Cluster(
+            name,
+            **cluster_args(
+                name,
+                kubernetes_version=args.kubernetes_version,
+                role_arn=cluster_role.arn,
+                subnet_ids=self.private_subnet_ids,
+                kms_key_arn=self.kms_key.arn,
+                endpoint_public_access=args.endpoint_public_access,
+                public_access_cidrs=args.public_access_cidrs,
+                tags=tags,
+            ),
+            opts=aws_opts(depends_on=[*cluster_attachments, log_group]),
+        )
+
+        self.cluster_security_group_id = self.cluster.vpc_config.apply(_cluster_security_group)
+
+        profile = args.aws_profile
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(
+                self.cluster.name,
+                self.cluster.endpoint,
+                self.cluster.certificate_authority.apply(lambda ca: ca.data),
+            ).apply(lambda a: kubeconfig_json(a[0], a[1], a[2], region, profile))
+        )
+        self.k8s_provider = k8s.Provider(
+            f"{name}-k8s", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
+        )
+
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster.name,
+                "endpoint": self.cluster.endpoint,
+                "vpc_id": self.vpc_id,
+                "private_subnet_ids": self.private_subnet_ids,
+                "node_role_arn": self.node_role.arn,
+                "kubeconfig": self.kubeconfig,
+            }
+        )
+
+    def _attach(
+        self,
+        prefix: str,
+        role: aws.iam.Role,
+        policies: Sequence[str],
+        region: str,
+        aws_opts: Callable[[], pulumi.ResourceOptions],
+    ) -> list[aws.iam.RolePolicyAttachment]:
+        return [
+            aws.iam.RolePolicyAttachment(
+                f"{prefix}-{policy}",
+                role=role.name,
+                policy_arn=iam.managed_policy_arn(policy, region),
+                opts=aws_opts(),
+            )
+            for policy in policies
+        ]

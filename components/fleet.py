@@ -1,0 +1,106 @@
+"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, GPU nodes.
+
+It translates and never computes: every number (instance type, node counts, volume size,
+Kubernetes version, CIDR) is read from the FleetPlan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.cluster import InferenceCluster, InferenceClusterArgs
+from components.network import NatGateways
+from components.node_pool import GpuNodePool, GpuNodePoolArgs
+from llmfleet.fleet import FleetPlan
+
+
+@dataclass(frozen=True)
+class FleetArgs:
+    """fleet_plan: the sized plan (llmfleet.optimizer.build_fleet_plan).
+    endpoint_public_access, public_access_cidrs, nat_gateways, aws_profile: passed to
+        every region's InferenceCluster; see InferenceClusterArgs.
+    tags: extra AWS tags on everything (the provider's default tags).
+    """
+
+    fleet_plan: FleetPlan
+    endpoint_public_access: bool = True
+    public_access_cidrs: Sequence[str] = ("0.0.0.0/0",)
+    nat_gateways: NatGateways = "per_az"
+    aws_profile: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RegionResources:
+    provider: aws.Provider
+    cluster: InferenceCluster
+    node_pool: GpuNodePool
+
+
+def default_tags(fleet_name: str, extra: Mapping[str, str]) -> dict[str, str]:
+    """Tags the region's AWS provider puts on every taggable resource."""
+    return dict(sorted({**extra, "llmfleet.io/fleet": fleet_name, "managed-by": "pulumi"}.items()))
+
+
+class Fleet(pulumi.ComponentResource):
+    """Children per region r: `{name}-{r}-aws` (provider), `{name}-{r}` (InferenceCluster),
+    `{name}-{r}-gpu` (GpuNodePool). `regions` maps region name to those three.
+    """
+
+    regions: dict[str, RegionResources]
+
+    def __init__(
+        self, name: str, args: FleetArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("llmfleet:index:Fleet", name, None, opts)
+        plan = args.fleet_plan
+        self.regions = {}
+        for rp in plan.regions:
+            base = f"{name}-{rp.region}"
+            provider = aws.Provider(
+                f"{base}-aws",
+                region=rp.region,
+                default_tags={"tags": default_tags(plan.name, args.tags)},
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            cluster = InferenceCluster(
+                base,
+                InferenceClusterArgs(
+                    region_plan=rp,
+                    kubernetes_version=plan.kubernetes_version,
+                    aws_provider=provider,
+                    fleet_name=plan.name,
+                    endpoint_public_access=args.endpoint_public_access,
+                    public_access_cidrs=args.public_access_cidrs,
+                    nat_gateways=args.nat_gateways,
+                    aws_profile=args.aws_profile,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+            )
+            pool = GpuNodePool(
+                f"{base}-gpu",
+                GpuNodePoolArgs(
+                    region_plan=rp,
+                    cluster_name=cluster.cluster.name,
+                    cluster_security_group_id=cluster.cluster_security_group_id,
+                    node_role_arn=cluster.node_role.arn,
+                    subnet_ids=cluster.private_subnet_ids,
+                    fleet_name=plan.name,
+                    depends_on=cluster.node_role_attachments,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+            )
+            self.regions[rp.region] = RegionResources(provider, cluster, pool)
+
+        self.register_outputs(
+            {
+                "cluster_names": {r: res.cluster.cluster.name for r, res in self.regions.items()},
+                "node_groups": {
+                    r: res.node_pool.node_group.node_group_name for r, res in self.regions.items()
+                },
+            }
+        )

@@ -1,0 +1,54 @@
+"""IAM for a region's cluster: trust policies and the managed policies each role gets.
+
+Pure data; `InferenceCluster` creates the roles and one `RolePolicyAttachment` per ARN.
+"""
+
+from __future__ import annotations
+
+import json
+
+CLUSTER_POLICIES = ("AmazonEKSClusterPolicy",)
+"""The control plane's role: what EKS itself needs to run the cluster, nothing more."""
+
+NODE_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+)
+"""The GPU nodes' role, least privilege: join the cluster (WorkerNode), let the VPC CNI
+manage pod ENIs and addresses (CNI), pull images from ECR (ECR read-only).
+
+AmazonSSMManagedInstanceCore is deliberately absent: it would let anyone with SSM access
+open a shell on a GPU node (and read the model weights and the node's credentials) outside
+Kubernetes RBAC and audit logs, and nothing in the fleet needs it; debug through
+`kubectl debug node/...` instead, or attach it by hand for a break-glass session.
+"""
+
+
+def partition(region: str) -> str:
+    """The AWS partition of a region: aws, aws-cn or aws-us-gov."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+def managed_policy_arn(name: str, region: str) -> str:
+    return f"arn:{partition(region)}:iam::aws:policy/{name}"
+
+
+def assume_role_policy(service: str, region: str) -> str:
+    """Trust policy letting one AWS service principal (e.g. "eks", "ec2") assume a role."""
+    suffix = "amazonaws.com.cn" if partition(region) == "aws-cn" else "amazonaws.com"
+    doc = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": f"{service}.{suffix}"},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+    return json.dumps(doc, sort_keys=True)

@@ -1,0 +1,339 @@
+"""Unit tests of the components' pure argument builders: no Pulumi runtime, no mocks.
+
+Every dict a builder returns is checked against the installed SDK's signatures, so an
+argument name that pulumi-aws does not have fails here, not in a real `pulumi preview`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import ipaddress
+import json
+import re
+import sys
+from typing import Any
+
+import pulumi_aws as aws
+import pytest
+
+from components import iam
+from components.cluster import cluster_args, kubeconfig_json
+from components.fleet import default_tags
+from components.network import INTERNAL_ELB_TAG, subnet_layout, subnet_tags
+from components.node_pool import (
+    AMI_TYPE,
+    ROOT_DEVICE_NAME,
+    launch_template_args,
+    node_group_args,
+    node_labels,
+    node_taints,
+)
+from llmfleet import catalog
+from llmfleet.errors import PlanError
+from llmfleet.fleet import FleetPlan, RegionPlan
+from llmfleet.optimizer import build_fleet_plan
+from llmfleet.stack import read_plan
+
+# pulumi_aws warns about its own deprecated ec2 modules when the ec2 package is imported.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")
+
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def unknown_sdk_args(cls: type, kwargs: dict[str, Any]) -> list[str]:
+    """Argument paths in `kwargs` that the installed SDK's `cls` does not accept."""
+    params = inspect.signature(cls._internal_init).parameters  # type: ignore[attr-defined]
+    return _unknown(params, kwargs, sys.modules[cls.__module__], cls.__name__)
+
+
+def _unknown(params: Any, values: dict[str, Any], module: Any, path: str) -> list[str]:
+    bad = []
+    for key, value in values.items():
+        if key not in params:
+            bad.append(f"{path}.{key}")
+            continue
+        found = re.search(r"ForwardRef\('(\w+Args)'\)", str(params[key].annotation))
+        if found is None:
+            continue
+        nested = getattr(module, found.group(1))
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict):
+                bad += _unknown(
+                    inspect.signature(nested.__init__).parameters,
+                    item,
+                    sys.modules[nested.__module__],
+                    f"{path}.{key}",
+                )
+    return bad
+
+
+@pytest.fixture(scope="module")
+def dev_plan() -> FleetPlan:
+    return build_fleet_plan(read_plan("dev"))
+
+
+@pytest.fixture(scope="module")
+def region(dev_plan: FleetPlan) -> RegionPlan:
+    return dev_plan.regions[0]
+
+
+def _node_group(region: RegionPlan) -> dict[str, Any]:
+    return node_group_args(
+        region,
+        cluster_name="c",
+        node_role_arn="arn:aws:iam::1:role/n",
+        subnet_ids=["subnet-1", "subnet-2"],
+        launch_template_id="lt-1",
+        launch_template_version="1",
+        fleet_name="chat-dev",
+        tags={"b": "2", "a": "1"},
+    )
+
+
+# --- GPU node pool -------------------------------------------------------------------------
+
+
+def test_node_group_size_and_instance_come_from_the_region_plan(region: RegionPlan) -> None:
+    args = _node_group(region)
+    assert args["instance_types"] == [region.instance_type]
+    assert args["scaling_config"] == {
+        "min_size": region.nodes.min,
+        "desired_size": region.nodes.desired,
+        "max_size": region.nodes.max,
+    }
+
+
+def test_node_group_runs_the_managed_nvidia_al2023_ami_on_demand(region: RegionPlan) -> None:
+    args = _node_group(region)
+    assert args["ami_type"] == AMI_TYPE == "AL2023_x86_64_NVIDIA"
+    assert args["capacity_type"] == "ON_DEMAND"
+    assert args["launch_template"] == {"id": "lt-1", "version": "1"}
+    assert "disk_size" not in args, "EKS rejects disk_size together with a launch template"
+    assert "release_version" not in args and "version" not in args
+
+
+def test_node_group_is_tainted_and_labelled_for_gpus(region: RegionPlan) -> None:
+    args = _node_group(region)
+    assert args["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
+    assert args["labels"]["nvidia.com/gpu.present"] == "true"
+    assert args["labels"]["llmfleet.io/gpu"] == region.gpu
+    assert args["labels"]["llmfleet.io/instance-type"] == region.instance_type
+    assert list(args["labels"]) == sorted(args["labels"])
+    assert node_taints() == args["taints"]
+
+
+def test_labels_are_valid_for_every_catalog_instance(region: RegionPlan) -> None:
+    for inst in catalog.instances().values():
+        variant = region.model_copy(
+            update={
+                "instance_type": inst.instance_type,
+                "gpu": inst.gpu,
+                "gpus_per_node": inst.gpu_count,
+            }
+        )
+        for key, value in node_labels(variant, "chat-dev").items():
+            assert len(value) <= 63 and LABEL_VALUE.match(value), (key, value)
+
+
+def test_launch_template_requires_imdsv2_with_two_hops(region: RegionPlan) -> None:
+    meta = launch_template_args(region, "sg-1", {})["metadata_options"]
+    assert meta["http_tokens"] == "required"
+    assert meta["http_put_response_hop_limit"] == 2
+    assert meta["http_endpoint"] == "enabled"
+
+
+def test_launch_template_encrypts_a_gp3_root_volume_of_the_planned_size(region: RegionPlan) -> None:
+    [root] = launch_template_args(region, "sg-1", {})["block_device_mappings"]
+    assert root["device_name"] == ROOT_DEVICE_NAME == "/dev/xvda"
+    assert root["ebs"] == {
+        "volume_size": region.node_volume_gib,
+        "volume_type": "gp3",
+        "encrypted": "true",
+        "delete_on_termination": "true",
+    }
+
+
+def test_launch_template_leaves_ami_and_placement_to_the_node_group(region: RegionPlan) -> None:
+    args = launch_template_args(region, "sg-1", {"team": "ml"})
+    for managed in (
+        "image_id",
+        "instance_type",
+        "user_data",
+        "iam_instance_profile",
+        "vpc_security_group_ids",
+        "key_name",
+    ):
+        assert managed not in args
+    [nic] = args["network_interfaces"]
+    assert "subnet_id" not in nic
+    assert nic["associate_public_ip_address"] == "false"
+    assert nic["security_groups"] == ["sg-1"], "the cluster security group must stay on nodes"
+    assert {t["resource_type"] for t in args["tag_specifications"]} == {
+        "instance",
+        "volume",
+        "network-interface",
+    }
+    assert all(t["tags"] == {"team": "ml"} for t in args["tag_specifications"])
+
+
+def test_node_pool_builders_use_only_real_sdk_arguments(region: RegionPlan) -> None:
+    assert unknown_sdk_args(aws.eks.NodeGroup, _node_group(region)) == []
+    assert (
+        unknown_sdk_args(aws.ec2.LaunchTemplate, launch_template_args(region, "sg-1", {"a": "b"}))
+        == []
+    )
+
+
+def test_sdk_check_catches_an_invented_argument() -> None:
+    bad = {"scaling_config": {"min_size": 1, "desired": 2}, "gpu_count": 8}
+    assert sorted(unknown_sdk_args(aws.eks.NodeGroup, bad)) == [
+        "NodeGroup.gpu_count",
+        "NodeGroup.scaling_config.desired",
+    ]
+
+
+# --- network -------------------------------------------------------------------------------
+
+
+def test_subnet_layout_of_a_slash_16() -> None:
+    layout = subnet_layout("10.40.0.0/16", "us-east-1")
+    private = [s for s in layout if not s.public]
+    public = [s for s in layout if s.public]
+    assert [s.availability_zone for s in private] == ["us-east-1a", "us-east-1b", "us-east-1c"]
+    assert [s.availability_zone for s in public] == ["us-east-1a", "us-east-1b", "us-east-1c"]
+    assert [s.cidr_block for s in private] == ["10.40.0.0/18", "10.40.64.0/18", "10.40.128.0/18"]
+    assert [s.cidr_block for s in public] == ["10.40.192.0/22", "10.40.196.0/22", "10.40.200.0/22"]
+
+
+@pytest.mark.parametrize("cidr", ["10.40.0.0/16", "172.16.0.0/18", "10.0.16.0/20"])
+@pytest.mark.parametrize("az_count", [2, 3])
+def test_subnets_are_disjoint_and_inside_the_vpc(cidr: str, az_count: int) -> None:
+    layout = subnet_layout(cidr, "eu-west-1", az_count)
+    vpc = ipaddress.IPv4Network(cidr)
+    nets = [ipaddress.IPv4Network(s.cidr_block) for s in layout]
+    assert len(layout) == 2 * az_count
+    assert all(n.subnet_of(vpc) for n in nets)
+    assert not any(a.overlaps(b) for k, a in enumerate(nets) for b in nets[k + 1 :])
+
+
+@pytest.mark.parametrize(
+    ("cidr", "why"),
+    [
+        ("10.40.0.0/24", "/16 to /20"),
+        ("10.32.0.0/12", "/16 to /20"),
+        ("10.40.0.1/16", "CIDR"),
+        ("ten", "CIDR"),
+    ],
+)
+def test_a_bad_vpc_cidr_is_a_plan_error_naming_the_field(cidr: str, why: str) -> None:
+    with pytest.raises(PlanError, match=re.escape(why)) as e:
+        subnet_layout(cidr, "us-east-1", field_path="regions[us-east-1].vpc_cidr")
+    assert e.value.field == "regions[us-east-1].vpc_cidr"
+
+
+def test_az_count_is_two_or_three() -> None:
+    with pytest.raises(PlanError, match="az_count"):
+        subnet_layout("10.40.0.0/16", "us-east-1", az_count=4)
+
+
+def test_only_private_subnets_take_internal_load_balancers() -> None:
+    for spec in subnet_layout("10.40.0.0/16", "us-east-1"):
+        tags = subnet_tags(spec, "n")
+        assert (INTERNAL_ELB_TAG in tags) == (not spec.public)
+        assert "kubernetes.io/role/elb" not in tags, "public subnets carry only NAT gateways"
+
+
+# --- cluster -------------------------------------------------------------------------------
+
+
+def _cluster(public: bool = True) -> dict[str, Any]:
+    return cluster_args(
+        "chat-dev-us-east-1",
+        kubernetes_version="1.33",
+        role_arn="arn:r",
+        subnet_ids=["subnet-1", "subnet-2"],
+        kms_key_arn="arn:k",
+        endpoint_public_access=public,
+        public_access_cidrs=["203.0.113.0/24"],
+        tags={"z": "1", "a": "2"},
+    )
+
+
+def test_cluster_encrypts_secrets_logs_the_control_plane_and_keeps_a_private_endpoint() -> None:
+    args = _cluster()
+    assert args["encryption_config"] == {"resources": ["secrets"], "provider": {"key_arn": "arn:k"}}
+    assert args["enabled_cluster_log_types"] == ["api", "audit", "authenticator"]
+    assert args["vpc_config"]["endpoint_private_access"] is True
+    assert args["version"] == "1.33" and args["name"] == "chat-dev-us-east-1"
+    assert list(args["tags"]) == ["a", "z"]
+
+
+def test_public_endpoint_is_optional_and_narrowable() -> None:
+    assert _cluster(public=True)["vpc_config"]["public_access_cidrs"] == ["203.0.113.0/24"]
+    closed = _cluster(public=False)["vpc_config"]
+    assert closed["endpoint_public_access"] is False and "public_access_cidrs" not in closed
+
+
+def test_cluster_builder_uses_only_real_sdk_arguments() -> None:
+    assert unknown_sdk_args(aws.eks.Cluster, _cluster()) == []
+
+
+def test_kubeconfig_gets_a_token_from_aws_eks_and_is_deterministic() -> None:
+    text = kubeconfig_json("c1", "https://x.eks", "Q0E=", "eu-west-1")
+    assert text == kubeconfig_json("c1", "https://x.eks", "Q0E=", "eu-west-1")
+    doc = json.loads(text)
+    assert text == json.dumps(doc, sort_keys=True, indent=2)
+    assert doc["clusters"][0]["cluster"] == {
+        "server": "https://x.eks",
+        "certificate-authority-data": "Q0E=",
+    }
+    assert doc["current-context"] == "c1"
+    exec_cfg = doc["users"][0]["user"]["exec"]
+    assert exec_cfg["command"] == "aws"
+    assert exec_cfg["args"][:4] == ["eks", "get-token", "--cluster-name", "c1"]
+    assert exec_cfg["args"][4:6] == ["--region", "eu-west-1"]
+    assert "env" not in exec_cfg
+    with_profile = json.loads(kubeconfig_json("c1", "e", "d", "eu-west-1", aws_profile="ml"))
+    assert with_profile["users"][0]["user"]["exec"]["env"] == [
+        {"name": "AWS_PROFILE", "value": "ml"}
+    ]
+
+
+# --- IAM and tags --------------------------------------------------------------------------
+
+
+def test_node_role_policies_are_the_least_privilege_three() -> None:
+    assert sorted(iam.NODE_POLICIES) == [
+        "AmazonEC2ContainerRegistryReadOnly",
+        "AmazonEKSWorkerNodePolicy",
+        "AmazonEKS_CNI_Policy",
+    ]
+    assert iam.CLUSTER_POLICIES == ("AmazonEKSClusterPolicy",)
+
+
+def test_managed_policy_arns_follow_the_partition() -> None:
+    assert (
+        iam.managed_policy_arn("AmazonEKS_CNI_Policy", "us-east-1")
+        == "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+    )
+    assert iam.managed_policy_arn("X", "cn-north-1").startswith("arn:aws-cn:")
+    assert iam.managed_policy_arn("X", "us-gov-west-1").startswith("arn:aws-us-gov:")
+
+
+def test_trust_policies_name_one_service() -> None:
+    doc = json.loads(iam.assume_role_policy("ec2", "us-east-1"))
+    assert doc["Statement"] == [
+        {
+            "Effect": "Allow",
+            "Action": "sts:AssumeRole",
+            "Principal": {"Service": "ec2.amazonaws.com"},
+        }
+    ]
+
+
+def test_default_tags_name_the_fleet() -> None:
+    assert default_tags("chat-dev", {"team": "ml"}) == {
+        "llmfleet.io/fleet": "chat-dev",
+        "managed-by": "pulumi",
+        "team": "ml",
+    }

@@ -1,0 +1,379 @@
+"""Policies over what `pulumi preview` would create: the real __main__.py under mocks.
+
+Each stack runs once per module (fixtures below); every test reads those runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi._types
+import pulumi_aws
+import pulumi_kubernetes
+import pytest
+
+from components.preview import PreviewResult, format_preview, run_preview, run_program
+from llmfleet.errors import PlanError
+from llmfleet.fleet import FleetPlan
+from llmfleet.optimizer import build_fleet_plan
+from llmfleet.stack import parse_plan, read_stack_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+SUBNET = "aws:ec2/subnet:Subnet"
+CLUSTER = "aws:eks/cluster:Cluster"
+ROLE = "aws:iam/role:Role"
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+AWS_PROVIDER = "pulumi:providers:aws"
+EXISTING = {
+    "vpc_id": "vpc-0123456789abcdef0",
+    "private_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"],
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    result: PreviewResult
+    plan: FleetPlan
+
+    @property
+    def resources(self) -> list[dict[str, Any]]:
+        return self.result.resources
+
+    def of_type(self, typ: str) -> list[dict[str, Any]]:
+        return [r for r in self.resources if r["type"] == typ]
+
+    def by_id(self, rid: str) -> dict[str, Any]:
+        [hit] = [r for r in self.resources if r["id"] == rid]
+        return hit
+
+    def region_of(self, r: dict[str, Any]) -> str:
+        [provider] = [p for p in self.of_type(AWS_PROVIDER) if p["name"] == r["provider"]]
+        return str(provider["inputs"]["region"])
+
+
+def _run(name: str, config: dict[str, Any]) -> Run:
+    plan = build_fleet_plan(parse_plan(config["llmfleet:plan"]))
+    return Run(name, run_program(name, config), plan)
+
+
+def existing_vpc_config() -> dict[str, Any]:
+    """prod, with us-west-2 placed in an existing VPC."""
+    config = copy.deepcopy(read_stack_config("prod"))
+    [west] = [r for r in config["llmfleet:plan"]["regions"] if r["name"] == "us-west-2"]
+    west["network"] = EXISTING
+    return config
+
+
+VARIANTS = {
+    "dev": lambda: _run("dev", read_stack_config("dev")),
+    "prod": lambda: _run("prod", read_stack_config("prod")),
+    "prod-existing-vpc": lambda: _run("prod", existing_vpc_config()),
+}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, Run]:
+    """Each variant runs at most once per module, on first use."""
+    return {}
+
+
+def _get(runs: dict[str, Run], variant: str) -> Run:
+    if variant not in runs:
+        runs[variant] = VARIANTS[variant]()
+    return runs[variant]
+
+
+@pytest.fixture(params=list(VARIANTS))
+def run(request: pytest.FixtureRequest, runs: dict[str, Run]) -> Run:
+    return _get(runs, request.param)
+
+
+@pytest.fixture
+def existing(runs: dict[str, Run]) -> Run:
+    return _get(runs, "prod-existing-vpc")
+
+
+# --- GPU nodes ------------------------------------------------------------------------------
+
+
+def test_every_gpu_node_group_is_tainted_no_schedule(run: Run) -> None:
+    for ng in run.of_type(NODE_GROUP):
+        assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"} in ng["inputs"][
+            "taints"
+        ], ng["name"]
+
+
+def test_node_groups_are_sized_exactly_as_the_fleet_plan(run: Run) -> None:
+    groups = {run.region_of(ng): ng["inputs"] for ng in run.of_type(NODE_GROUP)}
+    assert sorted(groups) == sorted(r.region for r in run.plan.regions)
+    for rp in run.plan.regions:
+        ng = groups[rp.region]
+        assert ng["scalingConfig"] == {
+            "minSize": rp.nodes.min,
+            "desiredSize": rp.nodes.desired,
+            "maxSize": rp.nodes.max,
+        }, rp.region
+        assert ng["instanceTypes"] == [rp.instance_type]
+        assert ng["amiType"] == "AL2023_x86_64_NVIDIA"
+        assert ng["capacityType"] == "ON_DEMAND"
+
+
+def test_the_autoscaler_owns_desired_size_after_creation(run: Run) -> None:
+    for ng in run.of_type(NODE_GROUP):
+        assert ng["options"]["ignore_changes"] == ["scalingConfig.desiredSize"]
+        assert "desiredSize" in ng["inputs"]["scalingConfig"], "path must name a real input"
+
+
+def test_nodes_wait_for_their_role_policies(run: Run) -> None:
+    for ng in run.of_type(NODE_GROUP):
+        waits = [d for d in ng["options"]["depends_on"] if "-node-Amazon" in d]
+        assert len(waits) == 3, ng["name"]
+
+
+def test_every_launch_template_requires_imdsv2_and_encrypts_its_gp3_root(run: Run) -> None:
+    templates = run.of_type(LAUNCH_TEMPLATE)
+    assert len(templates) == len(run.plan.regions)
+    for lt in templates:
+        inputs, rp = lt["inputs"], run.plan.region(run.region_of(lt))
+        assert inputs["metadataOptions"]["httpTokens"] == "required"
+        assert inputs["metadataOptions"]["httpPutResponseHopLimit"] == 2
+        [root] = inputs["blockDeviceMappings"]
+        assert root["deviceName"] == "/dev/xvda"
+        assert root["ebs"]["volumeType"] == "gp3" and root["ebs"]["encrypted"] == "true"
+        assert root["ebs"]["volumeSize"] == rp.node_volume_gib
+        assert "imageId" not in inputs, "the managed AMI type picks the image"
+
+
+def test_node_groups_use_their_own_launch_template(run: Run) -> None:
+    for ng in run.of_type(NODE_GROUP):
+        lt = run.by_id(ng["inputs"]["launchTemplate"]["id"])
+        assert lt["type"] == LAUNCH_TEMPLATE and lt["parent"] == ng["parent"]
+
+
+# --- network --------------------------------------------------------------------------------
+
+
+def _public_subnet_ids(run: Run) -> set[str]:
+    """Subnets whose route table sends traffic to an internet gateway."""
+    igws = {r["id"] for r in run.of_type("aws:ec2/internetGateway:InternetGateway")}
+    public_rts = {
+        rt["id"]
+        for rt in run.of_type("aws:ec2/routeTable:RouteTable")
+        if any(route.get("gatewayId") in igws for route in rt["inputs"]["routes"])
+    }
+    return {
+        a["inputs"]["subnetId"]
+        for a in run.of_type("aws:ec2/routeTableAssociation:RouteTableAssociation")
+        if a["inputs"]["routeTableId"] in public_rts
+    }
+
+
+def test_no_public_ips_except_nat_and_no_nodes_in_public_subnets(run: Run) -> None:
+    public = _public_subnet_ids(run)
+    nat_subnets = {n["inputs"]["subnetId"] for n in run.of_type("aws:ec2/natGateway:NatGateway")}
+    assert public == nat_subnets, "public subnets exist only to hold the NAT gateways"
+    for subnet in run.of_type(SUBNET):
+        if subnet["inputs"].get("mapPublicIpOnLaunch"):
+            assert subnet["id"] in nat_subnets, subnet["name"]
+    for ng in run.of_type(NODE_GROUP):
+        assert not public & set(ng["inputs"]["subnetIds"]), ng["name"]
+    for lt in run.of_type(LAUNCH_TEMPLATE):
+        assert all(
+            nic["associatePublicIpAddress"] == "false" for nic in lt["inputs"]["networkInterfaces"]
+        )
+
+
+def test_private_subnets_take_internal_load_balancers(run: Run) -> None:
+    public = _public_subnet_ids(run)
+    for subnet in run.of_type(SUBNET):
+        assert (subnet["id"] not in public) == (
+            subnet["inputs"]["tags"].get("kubernetes.io/role/internal-elb") == "1"
+        )
+
+
+def test_an_existing_vpc_is_used_rather_than_a_new_one(existing: Run) -> None:
+    west = [r for r in existing.resources if r["provider"] == "chat-prod-us-west-2-aws"]
+    for typ in ("aws:ec2/vpc:Vpc", SUBNET, "aws:ec2/natGateway:NatGateway"):
+        assert not [r for r in west if r["type"] == typ], typ
+    [cluster] = [r for r in west if r["type"] == CLUSTER]
+    [ng] = [r for r in west if r["type"] == NODE_GROUP]
+    assert cluster["inputs"]["vpcConfig"]["subnetIds"] == EXISTING["private_subnet_ids"]
+    assert ng["inputs"]["subnetIds"] == EXISTING["private_subnet_ids"]
+    assert len(existing.of_type("aws:ec2/vpc:Vpc")) == len(existing.plan.regions) - 1
+
+
+# --- IAM, cluster, providers ----------------------------------------------------------------
+
+
+def _policies_of(run: Run, role_name: str) -> list[str]:
+    return sorted(
+        a["inputs"]["policyArn"].split("/")[-1]
+        for a in run.of_type(ATTACHMENT)
+        if a["inputs"]["role"] == role_name
+    )
+
+
+def test_node_role_has_exactly_the_three_managed_policies(run: Run) -> None:
+    for ng in run.of_type(NODE_GROUP):
+        role = ng["inputs"]["nodeRoleArn"].split("/")[-1]
+        assert _policies_of(run, role) == [
+            "AmazonEC2ContainerRegistryReadOnly",
+            "AmazonEKSWorkerNodePolicy",
+            "AmazonEKS_CNI_Policy",
+        ]
+        [doc] = [
+            json.loads(r["inputs"]["assumeRolePolicy"])
+            for r in run.of_type(ROLE)
+            if r["id"] == role
+        ]
+        assert doc["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+    assert not [r for r in run.of_type("aws:iam/rolePolicy:RolePolicy")], "no inline policies"
+
+
+def test_cluster_role_has_only_the_eks_cluster_policy(run: Run) -> None:
+    for cluster in run.of_type(CLUSTER):
+        role = cluster["inputs"]["roleArn"].split("/")[-1]
+        assert _policies_of(run, role) == ["AmazonEKSClusterPolicy"]
+
+
+def test_one_cluster_per_region_each_in_its_region(run: Run) -> None:
+    clusters = run.of_type(CLUSTER)
+    assert len(clusters) == len(run.plan.regions)
+    assert sorted(run.region_of(c) for c in clusters) == sorted(r.region for r in run.plan.regions)
+    assert sorted(p["inputs"]["region"] for p in run.of_type(AWS_PROVIDER)) == sorted(
+        r.region for r in run.plan.regions
+    )
+    assert {c["inputs"]["version"] for c in clusters} == {run.plan.kubernetes_version}
+
+
+def test_every_aws_resource_uses_its_regions_explicit_provider(run: Run) -> None:
+    for r in run.resources:
+        if r["type"].startswith("aws:"):
+            assert r["provider"] is not None, r["name"]
+            assert r["name"].startswith(f"{run.plan.name}-{run.region_of(r)}"), r["name"]
+
+
+def test_clusters_encrypt_secrets_with_a_rotating_key_in_their_region(run: Run) -> None:
+    for cluster in run.of_type(CLUSTER):
+        enc = cluster["inputs"]["encryptionConfig"]
+        assert enc["resources"] == ["secrets"]
+        [key] = [
+            k for k in run.of_type("aws:kms/key:Key") if enc["provider"]["keyArn"].endswith(k["id"])
+        ]
+        assert key["inputs"]["enableKeyRotation"] is True
+        assert run.region_of(key) == run.region_of(cluster)
+
+
+def test_clusters_keep_a_private_endpoint_and_log_the_control_plane(run: Run) -> None:
+    for cluster in run.of_type(CLUSTER):
+        assert cluster["inputs"]["vpcConfig"]["endpointPrivateAccess"] is True
+        assert cluster["inputs"]["enabledClusterLogTypes"] == ["api", "audit", "authenticator"]
+        [group] = [
+            g
+            for g in run.of_type("aws:cloudwatch/logGroup:LogGroup")
+            if g["inputs"]["name"] == f"/aws/eks/{cluster['inputs']['name']}/cluster"
+        ]
+        assert group["name"] in cluster["options"]["depends_on"]
+
+
+def test_everything_hangs_under_the_fleet(run: Run) -> None:
+    [fleet] = [r for r in run.resources if r["parent"] is None]
+    assert (fleet["type"], fleet["name"]) == ("llmfleet:index:Fleet", run.plan.name)
+    assert all(r["name"].startswith(run.plan.name) for r in run.resources)
+
+
+def test_every_input_is_a_real_sdk_argument(run: Run) -> None:
+    for r in run.resources:
+        if r["id"] is not None:
+            assert _unknown_wire_args(r["type"], r["inputs"]) == [], r["name"]
+
+
+def _args_class(token: str) -> type:
+    package, module, name = token.split(":")
+    if package == "pulumi":
+        return {"aws": pulumi_aws.ProviderArgs, "kubernetes": pulumi_kubernetes.ProviderArgs}[name]
+    return getattr(getattr(pulumi_aws, module.split("/")[0]), f"{name}Args")
+
+
+def _unknown_wire_args(token: str, inputs: dict[str, Any]) -> list[str]:
+    return _unknown(_args_class(token), inputs, token)
+
+
+def _unknown(cls: type, values: dict[str, Any], path: str) -> list[str]:
+    py_names = {wire: py for py, wire in pulumi._types.input_type_py_to_pulumi_names(cls).items()}
+    params = inspect.signature(cls.__init__).parameters
+    bad = []
+    for key, value in values.items():
+        if key not in py_names:
+            bad.append(f"{path}.{key}")
+            continue
+        found = re.search(r"ForwardRef\('(\w+Args)'\)", str(params[py_names[key]].annotation))
+        if found is None:
+            continue
+        nested = getattr(sys.modules[cls.__module__], found.group(1))
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict):
+                bad += _unknown(nested, item, f"{path}.{key}")
+    return bad
+
+
+# --- outputs and determinism ----------------------------------------------------------------
+
+
+def test_stack_outputs_agree_with_the_fleet_plan(run: Run) -> None:
+    out = run.result.outputs
+    assert out["monthly_cost_usd"] == pytest.approx(run.plan.monthly_cost_usd)
+    for rp in run.plan.regions:
+        assert out["regions"][rp.region] == {
+            "instance_type": rp.instance_type,
+            "nodes": rp.nodes.model_dump(),
+            "replicas": rp.replicas.model_dump(),
+        }
+    names = {run.region_of(c): c["inputs"]["name"] for c in run.of_type(CLUSTER)}
+    assert out["cluster_names"] == names
+
+
+def test_kubeconfigs_are_secret_and_use_aws_eks_get_token(run: Run) -> None:
+    assert "kubeconfigs" in run.result.secret_outputs
+    for region, text in run.result.outputs["kubeconfigs"].items():
+        user = json.loads(text)["users"][0]["user"]["exec"]
+        assert user["args"][:6] == [
+            "eks",
+            "get-token",
+            "--cluster-name",
+            run.result.outputs["cluster_names"][region],
+            "--region",
+            region,
+        ]
+    for provider in run.of_type("pulumi:providers:kubernetes"):
+        assert provider["inputs"]["kubeconfig"] == "[secret]"
+
+
+def test_format_preview_summarises_each_region_and_shows_the_node_groups(run: Run) -> None:
+    text = format_preview(run.resources, run.plan)
+    for rp in run.plan.regions:
+        assert f"{rp.region}: {rp.instance_type}" in text
+        assert f"nodes {rp.nodes.min}/{rp.nodes.desired}/{rp.nodes.max}" in text
+    assert text.count(f"{NODE_GROUP}  ") == len(run.plan.regions)
+    assert f"{len(run.resources)} resources" in text
+
+
+def test_a_preview_is_deterministic() -> None:
+    assert run_preview("dev") == run_preview("dev")
+
+
+def test_a_bad_plan_fails_the_preview_with_the_plan_error() -> None:
+    config = copy.deepcopy(read_stack_config("dev"))
+    config["llmfleet:plan"]["regions"][0]["vpc_cidr"] = "10.40.0.0/24"
+    with pytest.raises(PlanError, match=r"regions\[us-east-1\]\.vpc_cidr"):
+        run_preview("dev", config)
