@@ -113,14 +113,15 @@ def fit_group(
     ]
     priors = [max(get(prior, p), 1e-3) for p in params]
 
-    def resid(x: Sequence[float]) -> list[float]:
-        c = with_values(start, params, x)
+    def resid(x: Any, /) -> list[float]:
+        c = with_values(start, params, [float(v) for v in x])
         r = [residual(p) for p in predict_rows(rows, c) if p.metric in metrics]
         r += [PRIOR_WEIGHT * math.log(max(v, 1e-6) / p0) for v, p0 in zip(x, priors, strict=True)]
         return r
 
     result = least_squares(resid, x0, bounds=(lo, hi), max_nfev=max_evals, x_scale="jac")
-    return Fit(with_values(start, params, result.x), tuple(params), len(rows), float(result.cost))
+    best = [float(v) for v in result.x]
+    return Fit(with_values(start, params, best), tuple(params), len(rows), float(result.cost))
 
 
 def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200) -> Constants:
