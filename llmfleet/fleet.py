@@ -5,6 +5,8 @@ Components, templates and the CLI read it; none of them recompute anything.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmfleet import __version__
@@ -62,6 +64,48 @@ class Engine(Data):
     enable_prefix_caching: bool = True
 
 
+class Paging(Data):
+    contiguous_sequences: int = Field(description="Sequences if each reserved max_model_len.")
+    paged_sequences: int = Field(description="Mean-length sequences the paged pool holds.")
+    explanation: str
+
+
+class Autoscaling(Data):
+    """KEDA ScaledObject settings; thresholds are per-replica averages."""
+
+    min_replicas: int
+    max_replicas: int
+    fallback_replicas: int
+    polling_interval_s: int
+    cooldown_period_s: int
+    scale_down_stabilization_s: int
+    queue_depth_per_replica: float = Field(description="vllm:num_requests_waiting per replica.")
+    kv_cache_usage: float = Field(description="vllm:kv_cache_usage_perc (0-1) per replica.")
+    queue_wait_p99_s: float = Field(description="p99 of vllm:request_queue_time_seconds.")
+    reasons: list[str]
+
+
+class Serving(Data):
+    """Stage 2: what each replica runs and how the fleet scales."""
+
+    image: str
+    vllm_version: str
+    args: dict[str, Any] = Field(description="`vllm serve --config` keys, sorted.")
+    gpus_per_pod: int
+    cpu_per_pod: int
+    memory_gib_per_pod: int
+    shm_gib: int
+    model_cache_gib: int
+    startup_budget_s: int
+    startup_period_s: int
+    shutdown_timeout_s: int
+    prestop_sleep_s: int
+    termination_grace_s: int
+    paging: Paging
+    autoscaling: Autoscaling
+    reasons: list[str]
+
+
 class Alternative(Data):
     instance_type: str
     tensor_parallel_size: int
@@ -90,6 +134,7 @@ class RegionPlan(Data):
     predicted: Predicted
     memory: Memory
     engine: Engine
+    serving: Serving
     node_volume_gib: int = Field(description="Root volume per node: images and weights.")
     vpc_id: str | None
     private_subnet_ids: list[str] | None

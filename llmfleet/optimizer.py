@@ -19,6 +19,7 @@ from llmfleet.catalog import Instance
 from llmfleet.errors import InfeasibleError, PlanError
 from llmfleet.perf import Engine
 from llmfleet.plan import CapacityPlan, Region
+from llmfleet.serving import serving
 from llmfleet.sizing import Rejection, ReplicaSizing, predict_at, size_replica
 from llmfleet.stack import REPO_ROOT
 from llmfleet.units import GB, GIB, HOURS_PER_MONTH
@@ -31,9 +32,10 @@ VOLUME_STEP_GIB = 50
 @dataclass(frozen=True)
 class ResolvedModel:
     id: str
-    hf_repo: str | None
+    hf_repo: str  # the checkpoint vLLM loads
     source: str
     arch: Arch
+    native_precision: str
 
 
 def resolve_model(plan: CapacityPlan, base_dir: Path = REPO_ROOT) -> ResolvedModel:
@@ -41,17 +43,30 @@ def resolve_model(plan: CapacityPlan, base_dir: Path = REPO_ROOT) -> ResolvedMod
     if spec.id is not None:
         entry = catalog.model_entry(spec.id)
         model = ResolvedModel(
-            entry.id, entry.hf_repo, entry.source, from_config(entry.id, entry.config)
+            entry.id,
+            spec.hf_repo or entry.hf_repo,
+            entry.source,
+            from_config(entry.id, entry.config),
+            entry.native_precision,
         )
     else:
         assert spec.config_path is not None
+        if spec.hf_repo is None:
+            raise PlanError(
+                "model.hf_repo",
+                None,
+                "with model.config_path, name the checkpoint vLLM loads (e.g. org/model)",
+            )
         path = (base_dir / spec.config_path).resolve()
         cfg = catalog.load_config_json(path)
+        quant = cfg.get("quantization_config")
+        native = str(quant.get("quant_method", "bf16")) if isinstance(quant, dict) else "bf16"
         model = ResolvedModel(
-            path.parent.name or path.stem,
-            None,
+            spec.hf_repo,
+            spec.hf_repo,
             f"config.json at {spec.config_path}",
-            from_config(path.parent.name, cfg),
+            from_config(spec.hf_repo, cfg),
+            native,
         )
     ctx = model.arch.max_context
     if ctx and plan.max_model_len > ctx:
@@ -383,6 +398,15 @@ def _region_plan(
     at_peak, ttft_s = predict_at(eng, plan, s, per_replica_peak)
     tpot_ms = at_peak.tpot_percentile_s(o, plan.slo.percentile) * 1000
     limit_tpot_ms = s.steps.tpot_percentile_s(o, plan.slo.percentile) * 1000
+    engine = fleet.Engine(
+        tensor_parallel_size=best.tp,
+        max_num_seqs=s.batch,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        max_model_len=plan.max_model_len,
+        gpu_memory_utilization=plan.gpu_memory_utilization,
+        kv_cache_dtype=plan.model.kv_cache_dtype,
+        block_size=mem.block_size,
+    )
     reasons = [
         f"{inst.instance_type} at TP {best.tp}: weights {mem.weights_gib_per_gpu:.1f} GiB per GPU, "
         f"KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = {mem.kv_cache_tokens:,} tokens",
@@ -434,14 +458,17 @@ def _region_plan(
             kv_cache_gib_per_gpu=_round(mem.kv_cache_gib_per_gpu),
             kv_bytes_per_token=mem.kv_bytes_per_token,
         ),
-        engine=fleet.Engine(
-            tensor_parallel_size=best.tp,
-            max_num_seqs=s.batch,
-            max_num_batched_tokens=s.max_num_batched_tokens,
-            max_model_len=plan.max_model_len,
-            gpu_memory_utilization=plan.gpu_memory_utilization,
-            kv_cache_dtype=plan.model.kv_cache_dtype,
-            block_size=mem.block_size,
+        engine=engine,
+        serving=serving(
+            plan,
+            model.hf_repo,
+            model.native_precision,
+            weights_gib,
+            inst,
+            eng,
+            s,
+            engine,
+            best.replicas,
         ),
         node_volume_gib=volume,
         vpc_id=region.network.vpc_id if region.network else None,

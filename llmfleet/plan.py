@@ -21,6 +21,10 @@ class ModelSpec(Strict):
     config_path: str | None = Field(
         default=None, description="Path to a Hugging Face config.json, relative to the repo root."
     )
+    hf_repo: str | None = Field(
+        default=None,
+        description="Checkpoint vLLM loads; defaults to the catalog model's repository.",
+    )
     precision: Precision = Field(default="bf16", description="Serving precision of the weights.")
     kv_cache_dtype: KvCacheDtype = Field(
         default="auto", description="auto keeps 16-bit KV; fp8 halves it."

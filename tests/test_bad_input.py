@@ -105,7 +105,7 @@ def test_model_needs_exactly_one_of_id_and_config_path():
 
 
 def test_a_missing_config_json_names_the_path(tmp_path):
-    plan = make_plan(model={"config_path": "nope/config.json"})
+    plan = make_plan(model={"config_path": "nope/config.json", "hf_repo": "org/nope"})
     with pytest.raises(PlanError, match="model.config_path = .*nope/config.json.*no such file"):
         build_fleet_plan(plan, base_dir=tmp_path)
 
@@ -119,10 +119,16 @@ def test_a_config_json_path_sizes_like_the_catalog_model(tmp_path):
     (tmp_path / "m" / "config.json").write_text(
         json.dumps(catalog.model_entry("Llama-3.1-8B").config)
     )
-    by_path = build_fleet_plan(make_plan(model={"config_path": "m/config.json"}), base_dir=tmp_path)
+    plan = make_plan(model={"config_path": "m/config.json", "hf_repo": "meta-llama/x"})
+    by_path = build_fleet_plan(plan, base_dir=tmp_path)
     by_id = build_fleet_plan(make_plan())
     assert by_path.monthly_cost_usd == by_id.monthly_cost_usd
     assert by_path.model.kv_bytes_per_token == by_id.model.kv_bytes_per_token
+
+
+def test_a_config_json_path_needs_the_checkpoint_vllm_loads():
+    with pytest.raises(PlanError, match="model.hf_repo = None: with model.config_path, name"):
+        build_fleet_plan(make_plan(model={"config_path": "m/config.json"}))
 
 
 def test_a_missing_stack_names_the_file_and_the_stacks_there(tmp_path):
