@@ -39,6 +39,10 @@ class Predicted(Data):
     kv_cache_tokens: int = Field(description="KV capacity of a replica, as vLLM logs it.")
     max_concurrency: float = Field(description="Sequences of max_model_len the KV pool holds.")
     batch_size: int = Field(description="Running sequences at the operating point (max_num_seqs).")
+    ranges: dict[str, tuple[float, float]] = Field(
+        description="Per metric, where the measured value is expected (p10-p90 of the "
+        "calibration's measured/predicted ratios)."
+    )
 
 
 class Memory(Data):
@@ -169,6 +173,7 @@ class FleetPlan(Data):
     slo: dict[str, float]
     traffic: dict[str, float]
     headroom: float
+    confidence: str
     kubernetes_version: str
     regions: list[RegionPlan]
     monthly_cost_usd: float

@@ -312,6 +312,13 @@ def _rules_of_thumb(model: ResolvedModel, plan: CapacityPlan) -> list[fleet.Rule
     ]
 
 
+def _ranges(consts: Constants, values: dict[str, float]) -> dict[str, tuple[float, float]]:
+    return {
+        k: (_round(v * consts.ratio(k, "p10"), 1), _round(v * consts.ratio(k, "p90"), 1))
+        for k, v in sorted(values.items())
+    }
+
+
 def _round(x: float, nd: int = 2) -> float:
     return round(x, nd)
 
@@ -320,6 +327,10 @@ def build_fleet_plan(
     plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = REPO_ROOT
 ) -> fleet.FleetPlan:
     consts = consts or load_constants()
+    if plan.confidence == "pessimistic":
+        factors = dict(consts.engine_step_factor)
+        factors["vllm"] = factors.get("vllm", 1.0) * max(1.0, consts.ratio("itl_ms", "p90"))
+        consts = consts.model_copy(update={"engine_step_factor": factors})
     model = resolve_model(plan, base_dir)
     arch = model.arch
     regions = []
@@ -361,6 +372,7 @@ def build_fleet_plan(
             "output_tokens_p95": plan.traffic.output_tokens.p95_or_mean,
         },
         headroom=plan.headroom,
+        confidence=plan.confidence,
         kubernetes_version=plan.kubernetes_version,
         regions=regions,
         monthly_cost_usd=_round(sum(r.monthly_cost_usd for r in regions)),
@@ -449,6 +461,12 @@ def _region_plan(
             kv_cache_tokens=mem.kv_cache_tokens,
             max_concurrency=_round(mem.max_concurrency),
             batch_size=s.batch,
+            ranges=_ranges(consts, {
+                "ttft_ms": ttft_s * 1000,
+                "itl_ms": tpot_ms,
+                "output_tokens_per_s": s.capacity_rps * o,
+                "kv_cache_tokens": float(mem.kv_cache_tokens),
+            }),
         ),
         memory=fleet.Memory(
             gpu_total_gib=_round(mem.total_gib),

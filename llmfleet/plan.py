@@ -5,6 +5,8 @@ Every model is strict (`extra="forbid"`, frozen) so a typo is an error, not a de
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmfleet.architecture import KvCacheDtype, Precision
@@ -125,6 +127,11 @@ class CapacityPlan(Strict):
     )
     gpu_memory_utilization: float = Field(default=0.90, gt=0.1, le=0.98)
     prices: list[PriceOverride] = Field(default_factory=list)
+    confidence: Literal["expected", "pessimistic"] = Field(
+        default="expected",
+        description="pessimistic sizes with step times at the p90 of the calibration's "
+        "measured/predicted ITL ratio",
+    )
     kubernetes_version: str = Field(default="1.33", pattern=r"^1\.\d+$")
 
     @model_validator(mode="after")

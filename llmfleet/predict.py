@@ -8,11 +8,14 @@ on average. The token budget (max_num_batched_tokens), max_num_seqs and the KV p
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmfleet.architecture import Arch
 from llmfleet.calibration import Constants
+from llmfleet.catalog import Gpu
 from llmfleet.memory import MemoryBudget
 from llmfleet.perf import Engine, MixedSteps, mixed_steps, prefill_s, step_time
 
@@ -137,19 +140,27 @@ def _rate_fixed_point(
 
 # ---- one configuration, end to end: what `llmfleet predict` and `llmfleet validate` call ----
 
-# vLLM's `vllm serve` defaults (engine/arg_utils.py): GPUs with 70 GiB or more get a
-# bigger batch and token budget.
+# vLLM's `vllm serve` defaults (EngineArgs.get_batch_defaults, recorded in
+# catalog/vllm/vllm-<version>.json): GPUs of 70 GiB or more, except A100s, get a bigger
+# batch and token budget, and 160 GiB or more a bigger budget still.
 LARGE_GPU_GIB = 70
+HUGE_GPU_GIB = 160
 
 
-def default_max_num_seqs(gpu_memory_gib: float, engine: str = "vllm") -> int:
+def _large(gpu: Gpu) -> bool:
+    return gpu.memory_gib >= LARGE_GPU_GIB and not gpu.gpu.startswith("A100")
+
+
+def default_max_num_seqs(gpu: Gpu, engine: str = "vllm") -> int:
     if engine == "trtllm":
         return 2048  # trtllm-bench / trtllm-serve max_batch_size default
-    return 1024 if gpu_memory_gib >= LARGE_GPU_GIB else 256
+    return 1024 if _large(gpu) else 256
 
 
-def default_max_num_batched_tokens(gpu_memory_gib: float) -> int:
-    return 8192 if gpu_memory_gib >= LARGE_GPU_GIB else 2048
+def default_max_num_batched_tokens(gpu: Gpu) -> int:
+    if gpu.memory_gib >= HUGE_GPU_GIB:
+        return 16384
+    return 8192 if _large(gpu) else 2048
 
 
 Engine_ = Literal["vllm", "trtllm", "sglang"]
@@ -206,6 +217,15 @@ class PredictResult(BaseModel):
     fits: bool
 
 
+@cache
+def catalog_arch(model_id: str) -> Arch:
+    from llmfleet import catalog
+    from llmfleet.architecture import from_config
+
+    entry = catalog.models()[model_id]
+    return from_config(entry.id, entry.config)
+
+
 def run_predict(req: PredictRequest, config: dict[str, object] | None = None) -> PredictResult:
     """Predict one replica. `config` is a config.json dict when `req.model` is a path."""
     from llmfleet.calibration import load
@@ -226,10 +246,9 @@ def run_predict_with(
         raise PlanError("--precision", req.precision, f"use one of {', '.join(PRECISIONS)}")
     if config is None:
         entry = catalog.model_entry(req.model, "--model")
-        name, config = entry.id, entry.config
+        name, arch = entry.id, catalog_arch(entry.id)
     else:
-        name = req.model
-    arch = from_config(name, config)
+        name, arch = req.model, from_config(req.model, config)
     gpu = catalog.gpu(req.gpu, "--gpu")
     if arch.heads % req.tensor_parallel_size:
         raise PlanError(
@@ -238,8 +257,8 @@ def run_predict_with(
             f"must divide the {arch.heads} attention heads",
         )
     max_len = req.max_model_len or arch.max_context
-    seqs = req.max_num_seqs or default_max_num_seqs(gpu.memory_gib, req.engine)
-    budget_tokens = req.max_num_batched_tokens or default_max_num_batched_tokens(gpu.memory_gib)
+    seqs = req.max_num_seqs or default_max_num_seqs(gpu, req.engine)
+    budget_tokens = req.max_num_batched_tokens or default_max_num_batched_tokens(gpu)
     mem = budget(
         arch,
         gpu,

@@ -30,7 +30,8 @@ def fleet_text(fp: FleetPlan) -> str:
     con.print(
         f"SLO: TTFT <= {fp.slo['ttft_ms']:g} ms, ITL <= {fp.slo['itl_ms']:g} ms at "
         f"p{fp.slo['percentile']:g}; peak {fp.traffic['peak_requests_per_s']:g} req/s, trough "
-        f"{fp.traffic['trough_requests_per_s']:g} req/s; headroom {fp.headroom:.0%}"
+        f"{fp.traffic['trough_requests_per_s']:g} req/s; headroom {fp.headroom:.0%}; "
+        f"sizing confidence {fp.confidence}"
     )
     t = Table(title="Sized fleet (per replica predictions at the region's peak)")
     for col in (
@@ -70,6 +71,11 @@ def fleet_text(fp: FleetPlan) -> str:
     )
     for r in fp.regions:
         con.print(f"\n{r.region}: why {r.instance_type} TP {r.tensor_parallel_size}")
+        rng = r.predicted.ranges
+        con.print(
+            "  calibration range (p10-p90 of measured/predicted): "
+            + ", ".join(f"{k} {lo:,.1f}-{hi:,.1f}" for k, (lo, hi) in rng.items())
+        )
         for line in r.reasons:
             con.print(f"  - {line}")
         runners = [a for a in r.alternatives[1:4] if a.feasible]
