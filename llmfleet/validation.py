@@ -150,7 +150,14 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
     conc_text = r["concurrency"].strip().lower()
     concurrency = _num(conc_text)
     rate = _num(r["request_rate_qps"])
-    prompts = re.search(r"(\d+) prompts", r["workload"])
+    prompts = re.search(r"(\d+) prompts|num-prompts (\d+)", r["workload"])
+    burst = re.search(r"at once|no rate limit", r["workload"].lower()) is not None
+    num_requests = int(prompts.group(1) or prompts.group(2)) if prompts else None
+    if burst and concurrency and not num_requests:
+        # "--num-prompts N" sent at once: the concurrency column is the burst size
+        num_requests = int(concurrency)
+    if burst:
+        concurrency = None
     if not timing:
         i, o = 1, 1
     try:
@@ -168,7 +175,7 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
             gpu_memory_utilization=_num(r["gpu_memory_utilization"])
             or (0.95 if engine == "trtllm" else 0.9),
             max_model_len=int(_num(r["max_model_len"]) or 0) or None,
-            num_requests=int(prompts.group(1)) if prompts else None,
+            num_requests=num_requests,
         )
     except ValueError as e:
         return f"row does not parse: {e}"
