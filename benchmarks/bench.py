@@ -1,0 +1,65 @@
+"""Speed figures for the planner: `make bench` prints them (no timed assertions in tests).
+
+Measures, with time.perf_counter over repeated runs: one `predict`, a full FleetPlan for
+each stack, predicting every measurement row, one calibration fit, and peak memory.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+
+from llmfleet.calibrate import fit_all
+from llmfleet.calibration import load, load_prior
+from llmfleet.optimizer import build_fleet_plan
+from llmfleet.predict import PredictRequest, run_predict
+from llmfleet.stack import list_stacks, read_plan
+from llmfleet.validation import load_measurements, predict_rows
+
+
+def timed(label: str, fn: Callable[[], object], repeat: int) -> None:
+    fn()  # warm caches (catalog reads)
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - start)
+    med = statistics.median(runs)
+    print(f"{label:<44} median {med * 1000:9.2f} ms  min {min(runs) * 1000:9.2f} ms  n={repeat}")
+
+
+def main() -> None:
+    req = PredictRequest(
+        model="Llama-3.1-70B-Instruct",
+        gpu="H100",
+        tensor_parallel_size=4,
+        input_tokens=1000,
+        output_tokens=200,
+        concurrency=32,
+    )
+    timed("predict (one configuration)", lambda: run_predict(req), 200)
+    for env in list_stacks():
+        plan = read_plan(env)
+        timed(
+            f"plan --stack {env} ({len(plan.regions)} regions)",
+            lambda plan=plan: build_fleet_plan(plan),
+            5,
+        )
+    loaded = load_measurements()
+    timed(
+        f"predict {len(loaded.rows)} measurement rows",
+        lambda: predict_rows(loaded.rows, load()),
+        10,
+    )
+    timed("calibration fit (all groups)", lambda: fit_all(loaded.rows, load_prior()), 2)
+    tracemalloc.start()
+    build_fleet_plan(read_plan("prod"))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(f"{'peak Python memory, plan --stack prod':<44} {peak / 2**20:9.2f} MiB")
+
+
+if __name__ == "__main__":
+    main()
