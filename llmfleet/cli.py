@@ -23,7 +23,7 @@ GPUS = ("H100", "H200", "B200", "A100-80GB", "A100-40GB", "L40S", "L4", "A10G")
 
 
 def _dump(data: object) -> str:
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -119,6 +119,34 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_render(args: argparse.Namespace) -> int:
+    from llmfleet import render
+    from llmfleet.stack import list_stacks
+
+    out = Path(args.out) if args.out else render.RENDERED_DIR
+    envs = [args.stack] if args.stack else list_stacks()
+    drifted: list[str] = []
+    for env in envs:
+        files = render.render_stack(build_fleet_plan(read_plan(env)))
+        root = out / env
+        if args.check:
+            drifted += render.drift(files, root).lines(root)
+        else:
+            changed = render.write(files, root)
+            print(f"{root}: {len(files)} files, {len(changed.lines(root))} changed")
+            for line in changed.lines(root):
+                print(f"  {line}")
+    if args.check and not args.stack and out.is_dir():
+        drifted += [f"extra: {d}" for d in sorted(out.iterdir()) if d.name not in envs]
+    if drifted:
+        lines = "\n  ".join(drifted)
+        print(f"rendered files differ; run `llmfleet render`:\n  {lines}", file=sys.stderr)
+        return 1
+    if args.check:
+        print(f"{out}: up to date for {', '.join(envs)}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llmfleet", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -163,6 +191,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--measurements", default=str(MEASUREMENTS))
     s.add_argument("--write", action="store_true", help="write llmfleet/calibration/constants.json")
     s.set_defaults(func=cmd_calibrate)
+
+    s = sub.add_parser(
+        "render", help="write the vLLM config, Kubernetes manifests and fleet report per stack"
+    )
+    s.add_argument("--stack", help="one environment (default: every stacks/Pulumi.<ENV>.yaml)")
+    s.add_argument("--out", help="output root (default: the repo's rendered/); files go to OUT/<ENV>/")
+    s.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 naming stale, missing or extra files",
+    )
+    s.set_defaults(func=cmd_render)
 
     s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
     s.add_argument("--stack", required=True)

@@ -47,8 +47,8 @@ class Prediction(BaseModel):
     batch_size: float
     prefill_tokens_per_step: float
     step_bound: str
-    ttft_ms: float
-    itl_ms: float
+    ttft_ms: float | None  # None: the KV pool cannot hold one request
+    itl_ms: float | None
     output_tokens_per_s: float
     total_tokens_per_s: float
     requests_per_s: float
@@ -187,8 +187,8 @@ class PredictRequest(BaseModel):
     num_requests: int | None = Field(default=None, gt=0)
 
 
-class PredictResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class PredictResult(Prediction):
+    """A Prediction with the configuration and memory it was made for."""
 
     model: str
     engine: str
@@ -196,7 +196,6 @@ class PredictResult(BaseModel):
     tensor_parallel_size: int
     precision: str
     kv_cache_dtype: str
-    mode: Mode
     weights_gib_per_gpu: float
     activation_gib: float
     kv_bytes_per_token: float
@@ -206,14 +205,6 @@ class PredictResult(BaseModel):
     max_concurrency: float
     max_num_seqs: int
     max_num_batched_tokens: int
-    batch_size: float
-    step_bound: str
-    ttft_ms: float
-    itl_ms: float
-    output_tokens_per_s: float
-    total_tokens_per_s: float
-    requests_per_s: float
-    saturated: bool
     fits: bool
 
 
@@ -291,21 +282,21 @@ def run_predict_with(
             batch_size=0,
             prefill_tokens_per_step=0,
             step_bound="none",
-            ttft_ms=math.inf,
-            itl_ms=math.inf,
+            ttft_ms=None,
+            itl_ms=None,
             output_tokens_per_s=0,
             total_tokens_per_s=0,
             requests_per_s=0,
             saturated=True,
         )
     return PredictResult(
+        **p.model_dump(),
         model=name,
         engine=req.engine,
         gpu=gpu.gpu,
         tensor_parallel_size=req.tensor_parallel_size,
         precision=req.precision,
         kv_cache_dtype=req.kv_cache_dtype,
-        mode=p.mode,
         weights_gib_per_gpu=mem.weights_gib_per_gpu,
         activation_gib=mem.activation_gib,
         kv_bytes_per_token=mem.kv_bytes_per_token,
@@ -315,13 +306,5 @@ def run_predict_with(
         max_concurrency=mem.max_concurrency,
         max_num_seqs=seqs,
         max_num_batched_tokens=budget_tokens,
-        batch_size=p.batch_size,
-        step_bound=p.step_bound,
-        ttft_ms=p.ttft_ms,
-        itl_ms=p.itl_ms,
-        output_tokens_per_s=p.output_tokens_per_s,
-        total_tokens_per_s=p.total_tokens_per_s,
-        requests_per_s=p.requests_per_s,
-        saturated=p.saturated,
         fits=fits,
     )

@@ -105,11 +105,14 @@ def predict_text(r: PredictResult) -> str:
         f"activation peak {r.activation_gib:.2f} GiB, KV pool {r.kv_cache_gib_per_gpu:.2f} GiB/GPU",
         f"  KV cache {r.kv_cache_tokens:,} tokens ({r.kv_bytes_per_token:,.0f} bytes/token); "
         f"max concurrency {r.max_concurrency:.2f}x at {r.max_model_len:,} tokens",
-        f"  batch {r.batch_size:.1f} ({r.step_bound}-bound): TTFT {r.ttft_ms:.1f} ms, ITL "
-        f"{r.itl_ms:.2f} ms, {r.output_tokens_per_s:,.0f} output tok/s, "
-        f"{r.total_tokens_per_s:,.0f} total tok/s, {r.requests_per_s:.3f} req/s",
     ]
-    if not r.fits:
+    if r.fits and r.ttft_ms is not None and r.itl_ms is not None:
+        lines.append(
+            f"  batch {r.batch_size:.1f} ({r.step_bound}-bound): TTFT {r.ttft_ms:.1f} ms, ITL "
+            f"{r.itl_ms:.2f} ms, {r.output_tokens_per_s:,.0f} output tok/s, "
+            f"{r.total_tokens_per_s:,.0f} total tok/s, {r.requests_per_s:.3f} req/s"
+        )
+    else:
         lines.append("  does not fit: the KV pool cannot hold one request")
     return "\n".join(lines) + "\n"
 
@@ -142,8 +145,11 @@ def validation_text(report: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def _fmt(s: dict[str, float]) -> str:
-    text = f"{s['median_ape']:.1f}% / {s['p90_ape']:.1f}% ({int(s['n'])})"
+def _fmt(s: dict[str, Any]) -> str:
+    if s["median_ape"] is None:
+        text = "no prediction"
+    else:
+        text = f"{s['median_ape']:.1f}% / {s['p90_ape']:.1f}% ({int(s['n'])})"
     if s.get("infeasible"):
         text += f" +{int(s['infeasible'])} wrongly infeasible"
     return text

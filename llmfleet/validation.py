@@ -183,12 +183,13 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
 
 
 def predicted_value(metric: str, p: PredictResult) -> float:
+    """The prediction for a metric; NaN where llmfleet predicts the row cannot run."""
     return {
         "kv_cache_gib": p.kv_cache_gib_per_gpu,
         "kv_cache_tokens": float(p.kv_cache_tokens),
         "output_tokens_per_s": p.output_tokens_per_s,
-        "itl_ms": p.itl_ms,
-        "ttft_ms": p.ttft_ms,
+        "itl_ms": math.nan if p.itl_ms is None else p.itl_ms,
+        "ttft_ms": math.nan if p.ttft_ms is None else p.ttft_ms,
     }[metric]
 
 
@@ -238,7 +239,7 @@ def predict_rows(rows: Iterable[Measurement], consts: Constants) -> list[Point]:
     return points
 
 
-def summarize(points: Iterable[Point]) -> dict[str, dict[str, float]]:
+def summarize(points: Iterable[Point]) -> dict[str, dict[str, float | None]]:
     """Per metric: count, median and p90 absolute percentage error, and how many rows
     llmfleet wrongly predicts cannot run (kept out of the percentages, never dropped)."""
     by: dict[str, list[float]] = {}
@@ -252,10 +253,10 @@ def summarize(points: Iterable[Point]) -> dict[str, dict[str, float]]:
     return {k: _stats(v, infeasible.get(k, 0)) for k, v in sorted(by.items())}
 
 
-def _stats(errors: list[float], infeasible: int) -> dict[str, float]:
+def _stats(errors: list[float], infeasible: int) -> dict[str, float | None]:
     errors = sorted(errors)
     if not errors:
-        return {"n": 0, "median_ape": math.nan, "p90_ape": math.nan, "infeasible": infeasible}
+        return {"n": 0, "median_ape": None, "p90_ape": None, "infeasible": infeasible}
     p90 = errors[min(len(errors) - 1, math.ceil(0.9 * len(errors)) - 1)]
     return {
         "n": len(errors),
@@ -265,7 +266,9 @@ def _stats(errors: list[float], infeasible: int) -> dict[str, float]:
     }
 
 
-def summarize_by(points: Iterable[Point], key: str) -> dict[str, dict[str, dict[str, float]]]:
+def summarize_by(
+    points: Iterable[Point], key: str
+) -> dict[str, dict[str, dict[str, float | None]]]:
     """summarize() per value of `key` (source_id or engine)."""
     groups: dict[str, list[Point]] = {}
     for pt in points:
