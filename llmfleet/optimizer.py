@@ -232,6 +232,14 @@ def _infeasible(
         )
     reasons = sorted({f"{i.instance_type} TP {tp}: {r.reason}" for i, tp, r in rejected})[:12]
     kinds = {r.kind for _, _, r in rejected}
+    if kinds == {"price"}:
+        names = ", ".join(sorted({i.instance_type for i in offered}))
+        return InfeasibleError(
+            summary + " The catalog has no on-demand price for them there.",
+            reasons,
+            f"add plan.prices entries (instance_type, usd_per_hour, region: {region.name}) for "
+            f"one of: {names}",
+        )
     if kinds <= {"memory", "shape", "price"}:
         largest = max(offered, key=lambda i: i.gpu_count * i.gpu_memory_mib)
         have_gib = largest.gpu_count * largest.gpu_memory_mib / 1024

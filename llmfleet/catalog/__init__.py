@@ -2,7 +2,8 @@
 
 - gpus.csv: GPU specs (memory as AWS reports it, HBM bandwidth, dense tensor rates).
 - instances.csv: AWS GPU instance types.
-- offerings.csv: which region offers which instance, and its on-demand price there.
+- offerings.csv: which region offers which instance, and its on-demand price where known.
+- zone_offerings.csv: which availability zones of a region offer which instance.
 - models/*.json: model architectures (Hugging Face config.json keys, verbatim).
 """
 
@@ -142,7 +143,7 @@ def instance(name: str, field: str = "instance_type") -> Instance:
 def check_region(name: str, field: str = "region") -> str:
     known = regions()
     if name not in known:
-        raise UnknownNameError(field, name, "region (no catalog prices there)", known)
+        raise UnknownNameError(field, name, "region (no GPU instance offered there)", known)
     return name
 
 
