@@ -87,6 +87,38 @@ class Autoscaling(Data):
     kv_cache_usage: float = Field(description="vllm:kv_cache_usage_perc (0-1) per replica.")
     queue_wait_p99_s: float = Field(description="p99 of vllm:request_queue_time_seconds.")
     reasons: list[str]
+    fallback_failure_threshold: int = Field(
+        description="Failed Prometheus polls in a row before KEDA holds fallback_replicas."
+    )
+
+
+class Workload(Data):
+    """Kubernetes names and settings the rendered manifests and the Pulumi components share.
+
+    Derived from the plan (names) or fixed by llmfleet (documented constants in serving.py);
+    a manifest and the node pool read them here, so they cannot disagree.
+    """
+
+    namespace: str = Field(description="Namespace of the vLLM Deployment and its objects.")
+    name: str = Field(description="Name of the Deployment, Service, PDB, ScaledObject, ...")
+    labels: dict[str, str] = Field(description="Pod labels; every selector matches them.")
+    node_labels: dict[str, str] = Field(
+        description="Labels GpuNodePool puts on its nodes; the Deployment's nodeSelector."
+    )
+    gpu_taint_key: str = Field(description="Taint on every GPU node (effect NoSchedule).")
+    gpu_taint_value: str
+    hf_token_secret: str = Field(
+        description="Secret the user creates in `namespace` holding the Hugging Face token; "
+        "the pod reads it only through a secretKeyRef."
+    )
+    hf_token_secret_key: str
+    run_as_user: int = Field(description="Non-root uid of the vLLM container.")
+    model_cache_path: str = Field(description="Mount path of the weight cache; HF_HOME below it.")
+    config_path: str = Field(description="Where the ConfigMap's vLLM config is mounted.")
+    gateway_namespace: str = Field(description="Namespace of the gateway/ingress admitted.")
+    monitoring_namespace: str = Field(description="Namespace of Prometheus (admitted, scrapes).")
+    prometheus_url: str = Field(description="Prometheus that KEDA's triggers query.")
+    pdb_max_unavailable: int = Field(description="Replicas a voluntary disruption may take.")
 
 
 class Serving(Data):
@@ -108,6 +140,14 @@ class Serving(Data):
     paging: Paging
     autoscaling: Autoscaling
     reasons: list[str]
+    startup_failure_threshold: int = Field(
+        description="startup_budget_s / startup_period_s: failed /health probes before a restart."
+    )
+    probe_period_s: int = Field(description="Readiness and liveness probe period.")
+    probe_timeout_s: int
+    readiness_failure_threshold: int
+    liveness_failure_threshold: int
+    workload: Workload
 
 
 class Alternative(Data):
@@ -139,6 +179,10 @@ class RegionPlan(Data):
     memory: Memory
     engine: Engine
     serving: Serving
+    node_zones: list[str] = Field(description="Zones that offer the instance: GPU node subnets.")
+    availability_zones: list[str] = Field(
+        description="Zones of the cluster's subnets: the node zones, topped up to 2-3 zones."
+    )
     node_volume_gib: int = Field(description="Root volume per node: images and weights.")
     vpc_id: str | None
     private_subnet_ids: list[str] | None

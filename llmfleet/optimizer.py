@@ -27,6 +27,8 @@ from llmfleet.units import GB, GIB, HOURS_PER_MONTH
 TP_DEGREES = (1, 2, 4, 8)
 IMAGE_AND_OS_GIB = 100
 VOLUME_STEP_GIB = 50
+MAX_ZONES = 3
+MIN_CLUSTER_ZONES = 2
 
 
 @dataclass(frozen=True)
@@ -320,6 +322,12 @@ def _rules_of_thumb(model: ResolvedModel, plan: CapacityPlan) -> list[fleet.Rule
     ]
 
 
+def cluster_zones(region: str, node_zones: list[str]) -> list[str]:
+    """EKS needs subnets in two zones or more: the GPU zones first, then others of the region."""
+    others = [z for z in catalog.zones(region) if z not in node_zones]
+    return (node_zones + others)[: max(MIN_CLUSTER_ZONES, min(MAX_ZONES, len(node_zones)))]
+
+
 def _ranges(consts: Constants, values: dict[str, float]) -> dict[str, tuple[float, float]]:
     return {
         k: (_round(v * consts.ratio(k, "p10"), 1), _round(v * consts.ratio(k, "p90"), 1))
@@ -418,6 +426,7 @@ def _region_plan(
     at_peak, ttft_s = predict_at(eng, plan, s, per_replica_peak)
     tpot_ms = at_peak.tpot_percentile_s(o, plan.slo.percentile) * 1000
     limit_tpot_ms = s.steps.tpot_percentile_s(o, plan.slo.percentile) * 1000
+    node_zones = catalog.zones(region.name, inst.instance_type)[:MAX_ZONES]
     engine = fleet.Engine(
         tensor_parallel_size=best.tp,
         max_num_seqs=s.batch,
@@ -496,6 +505,8 @@ def _region_plan(
             engine,
             best.replicas,
         ),
+        node_zones=node_zones,
+        availability_zones=cluster_zones(region.name, node_zones),
         node_volume_gib=volume,
         vpc_id=region.network.vpc_id if region.network else None,
         private_subnet_ids=region.network.private_subnet_ids if region.network else None,

@@ -116,3 +116,15 @@ def test_prompt_length_spread_is_a_lognormal_fitted_to_mean_and_p95():
     assert length_cv2(1000, 1000) == 0
     # p95/mean = exp(1.645 s - s^2/2) = 2.5 -> s = 0.7106 -> cv^2 = exp(s^2) - 1 = 0.657
     assert length_cv2(1000, 2500) == pytest.approx(0.657, abs=0.001)
+
+
+def test_gpu_nodes_go_only_to_zones_that_offer_the_instance():
+    # DescribeInstanceTypeOfferings by zone: p4d.24xlarge is offered in eu-west-1c only
+    plan = make_plan(
+        regions=[{"name": "eu-west-1", "traffic_share": 1.0}],
+        **{"allowed.instance_types": ["p4d.24xlarge"]},
+    )
+    r = build_fleet_plan(plan).regions[0]
+    assert r.node_zones == catalog.zones("eu-west-1", "p4d.24xlarge") == ["eu-west-1c"]
+    # EKS needs subnets in two zones: the cluster tops up with another zone of the region
+    assert r.availability_zones[0] == "eu-west-1c" and len(r.availability_zones) == 2

@@ -119,6 +119,26 @@ def models() -> dict[str, ModelEntry]:
     return out
 
 
+class ZoneOffering(CatalogRow):
+    instance_type: str
+    region: str
+    availability_zone: str
+    source: str
+
+
+@cache
+def zone_offerings() -> tuple[ZoneOffering, ...]:
+    return tuple(ZoneOffering.model_validate(r) for r in _read_csv("zone_offerings.csv"))
+
+
+def zones(region: str, instance_type: str | None = None) -> list[str]:
+    """Availability zones of a region (that offer the instance type, if given), sorted."""
+    return sorted({
+        z.availability_zone for z in zone_offerings()
+        if z.region == region and (instance_type is None or z.instance_type == instance_type)
+    })
+
+
 def regions() -> list[str]:
     return sorted({o.region for o in offerings()})
 
