@@ -1,11 +1,15 @@
-"""Pulumi components: translate a FleetPlan into AWS resources. They do no math."""
+"""Pulumi components: translate a FleetPlan into AWS and Kubernetes resources. No math."""
 
 from components.cluster import InferenceCluster, InferenceClusterArgs
+from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
 from components.fleet import Fleet, FleetArgs
 from components.network import Network, NetworkArgs
 from components.node_pool import GpuNodePool, GpuNodePoolArgs
+from components.vllm_service import VllmService, VllmServiceArgs
 
 __all__ = [
+    "ClusterAddons",
+    "ClusterAddonsArgs",
     "Fleet",
     "FleetArgs",
     "GpuNodePool",
@@ -14,4 +18,6 @@ __all__ = [
     "InferenceClusterArgs",
     "Network",
     "NetworkArgs",
+    "VllmService",
+    "VllmServiceArgs",
 ]

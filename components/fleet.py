@@ -1,4 +1,5 @@
-"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, GPU nodes.
+"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, GPU nodes,
+the cluster add-ons (device plugin, KEDA, Prometheus) and the vLLM service.
 
 It translates and never computes: every number (instance type, node counts, volume size,
 Kubernetes version, CIDR) is read from the FleetPlan.
@@ -13,8 +14,10 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cluster import InferenceCluster, InferenceClusterArgs
+from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
 from components.network import NatGateways
 from components.node_pool import GpuNodePool, GpuNodePoolArgs
+from components.vllm_service import VllmService, VllmServiceArgs
 from llmfleet.fleet import FleetPlan
 
 
@@ -39,6 +42,8 @@ class RegionResources:
     provider: aws.Provider
     cluster: InferenceCluster
     node_pool: GpuNodePool
+    addons: ClusterAddons
+    service: VllmService
 
 
 def default_tags(fleet_name: str, extra: Mapping[str, str]) -> dict[str, str]:
@@ -48,7 +53,8 @@ def default_tags(fleet_name: str, extra: Mapping[str, str]) -> dict[str, str]:
 
 class Fleet(pulumi.ComponentResource):
     """Children per region r: `{name}-{r}-aws` (provider), `{name}-{r}` (InferenceCluster),
-    `{name}-{r}-gpu` (GpuNodePool). `regions` maps region name to those three.
+    `{name}-{r}-gpu` (GpuNodePool), `{name}-{r}-addons` (ClusterAddons) and `{name}-{r}-vllm`
+    (VllmService: the rendered manifests). `regions` maps region name to those.
     """
 
     regions: dict[str, RegionResources]
@@ -94,7 +100,22 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
             )
-            self.regions[rp.region] = RegionResources(provider, cluster, pool)
+            addons = ClusterAddons(
+                f"{base}-addons",
+                ClusterAddonsArgs(k8s_provider=cluster.k8s_provider, depends_on=[pool.node_group]),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            service = VllmService(
+                f"{base}-vllm",
+                VllmServiceArgs(
+                    fleet_plan=plan,
+                    region_plan=rp,
+                    k8s_provider=cluster.k8s_provider,
+                    depends_on=[pool.node_group, *addons.releases.values()],
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.regions[rp.region] = RegionResources(provider, cluster, pool, addons, service)
 
         self.register_outputs(
             {

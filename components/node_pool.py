@@ -25,14 +25,15 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from llmfleet import serving
 from llmfleet.fleet import RegionPlan
 
 AMI_TYPE = "AL2023_x86_64_NVIDIA"
 """EKS-optimised Amazon Linux 2023 with the NVIDIA driver and container toolkit."""
 ROOT_DEVICE_NAME = "/dev/xvda"
 """Root device of the AL2023 EKS AMIs; a mapping on another name adds a second volume."""
-GPU_TAINT_KEY = "nvidia.com/gpu"
-LABEL_PREFIX = "llmfleet.io"
+GPU_TAINT_KEY = serving.GPU_TAINT_KEY
+LABEL_PREFIX = serving.NODE_LABEL_PREFIX
 IMDS_HOP_LIMIT = 2
 DESIRED_SIZE_PATH = "scalingConfig.desiredSize"
 """Engine property path (wire names) of the node group's desired size, for ignore_changes."""
@@ -67,20 +68,16 @@ class GpuNodePoolArgs:
 
 
 def node_labels(region_plan: RegionPlan, fleet_name: str) -> dict[str, str]:
-    """Kubernetes labels of every node in the pool (sorted keys)."""
-    labels = {
-        f"{LABEL_PREFIX}/fleet": fleet_name,
-        f"{LABEL_PREFIX}/gpu": region_plan.gpu,
-        f"{LABEL_PREFIX}/instance-type": region_plan.instance_type,
-        f"{LABEL_PREFIX}/gpus-per-node": str(region_plan.gpus_per_node),
-        "nvidia.com/gpu.present": "true",
-    }
-    return dict(sorted(labels.items()))
+    """Kubernetes labels of every node in the pool (sorted keys): the core's
+    `serving.node_labels`, the same function that gives the vLLM pods their nodeSelector."""
+    return serving.node_labels(
+        fleet_name, region_plan.gpu, region_plan.instance_type, region_plan.gpus_per_node
+    )
 
 
 def node_taints() -> list[dict[str, str]]:
     """Only pods that tolerate nvidia.com/gpu may schedule on a GPU node."""
-    return [{"key": GPU_TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"}]
+    return [{"key": GPU_TAINT_KEY, "value": serving.GPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}]
 
 
 def launch_template_args(

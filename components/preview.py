@@ -308,6 +308,9 @@ KEY_INPUTS: dict[str, tuple[str, ...]] = {
         "blockDeviceMappings.0.ebs",
         "networkInterfaces.0.associatePublicIpAddress",
     ),
+    "kubernetes:helm.sh/v3:Release": ("chart", "version", "namespace"),
+    "kubernetes:apps/v1:Deployment": ("metadata.namespace", "metadata.name"),
+    "kubernetes:keda.sh/v1alpha1:ScaledObject": ("spec.minReplicaCount", "spec.maxReplicaCount"),
     "aws:eks/nodeGroup:NodeGroup": (
         "instanceTypes",
         "amiType",

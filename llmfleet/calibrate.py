@@ -10,7 +10,9 @@ hand-derived prior keeps constants that few rows inform near physics.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,10 +177,18 @@ def uncertainty(points: Sequence[Point]) -> dict[str, dict[str, float]]:
 
 
 def leave_one_source_out(rows: Sequence[Measurement], prior: Constants) -> list[Point]:
-    """For every source: fit on the other sources' rows, predict this source's rows."""
-    points: list[Point] = []
-    for source in sorted({r.source_id for r in rows}):
-        held = [r for r in rows if r.source_id == source]
-        fitted = fit_all([r for r in rows if r.source_id != source], prior, max_evals=40)
-        points += predict_rows(held, fitted)
-    return points
+    """For every source: fit on the other sources' rows, predict this source's rows.
+
+    The folds are independent, so they run in parallel processes; results are gathered
+    in source order, so the output does not depend on scheduling.
+    """
+    sources = sorted({r.source_id for r in rows})
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        folds = pool.map(_held_out_points, [(list(rows), prior, s) for s in sources])
+        return [pt for fold in folds for pt in fold]
+
+
+def _held_out_points(job: tuple[list[Measurement], Constants, str]) -> list[Point]:
+    rows, prior, source = job
+    fitted = fit_all([r for r in rows if r.source_id != source], prior, max_evals=40)
+    return predict_rows([r for r in rows if r.source_id == source], fitted)

@@ -196,7 +196,7 @@ def parser() -> argparse.ArgumentParser:
         "render", help="write the vLLM config, Kubernetes manifests and fleet report per stack"
     )
     s.add_argument("--stack", help="one environment (default: every stacks/Pulumi.<ENV>.yaml)")
-    s.add_argument("--out", help="output root (default: the repo's rendered/); files go to OUT/<ENV>/")
+    s.add_argument("--out", help="output root, files go to OUT/<ENV>/ (default: rendered/)")
     s.add_argument(
         "--check",
         action="store_true",

@@ -478,12 +478,15 @@ def _region_plan(
             kv_cache_tokens=mem.kv_cache_tokens,
             max_concurrency=_round(mem.max_concurrency),
             batch_size=s.batch,
-            ranges=_ranges(consts, {
-                "ttft_ms": ttft_s * 1000,
-                "itl_ms": tpot_ms,
-                "output_tokens_per_s": s.capacity_rps * o,
-                "kv_cache_tokens": float(mem.kv_cache_tokens),
-            }),
+            ranges=_ranges(
+                consts,
+                {
+                    "ttft_ms": ttft_s * 1000,
+                    "itl_ms": tpot_ms,
+                    "output_tokens_per_s": s.capacity_rps * o,
+                    "kv_cache_tokens": float(mem.kv_cache_tokens),
+                },
+            ),
         ),
         memory=fleet.Memory(
             gpu_total_gib=_round(mem.total_gib),

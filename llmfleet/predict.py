@@ -7,7 +7,6 @@ on average. The token budget (max_num_batched_tokens), max_num_seqs and the KV p
 
 from __future__ import annotations
 
-import math
 from functools import cache
 from typing import Literal
 

@@ -33,6 +33,33 @@ STARTUP_PERIOD_S = 10
 PRESTOP_SLEEP_S = 10
 SYSTEM_RESERVED_VCPU = 2
 SYSTEM_RESERVED_MEMORY_SHARE = 0.1
+PROBE_PERIOD_S = 10
+PROBE_TIMEOUT_S = 5
+READINESS_FAILURE_THRESHOLD = 3
+# A busy engine answers /health late; restart only after a minute of silence.
+LIVENESS_FAILURE_THRESHOLD = 6
+FALLBACK_FAILURE_THRESHOLD = 3
+PDB_MAX_UNAVAILABLE = 1
+
+# Kubernetes names shared by the rendered manifests (templates/) and the Pulumi components.
+NODE_LABEL_PREFIX = "llmfleet.io"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "true"
+HF_TOKEN_SECRET = "hf-token"
+"""Secret the user creates in the fleet's namespace: `kubectl create secret generic hf-token
+--from-literal=token=hf_...`; llmfleet never renders or deploys its value."""
+HF_TOKEN_SECRET_KEY = "token"
+VLLM_UID = 2000
+"""The `vllm` user (uid 2000, HOME /home/vllm) the vllm/vllm-openai image ships; the image's
+default USER stays root, so the pod sets it explicitly."""
+MODEL_CACHE_PATH = "/var/cache/vllm"
+CONFIG_PATH = "/etc/vllm/config.yaml"
+GATEWAY_NAMESPACE = "gateway"
+MONITORING_NAMESPACE = "monitoring"
+PROMETHEUS_RELEASE = "kube-prometheus-stack"
+PROMETHEUS_URL = (
+    f"http://{PROMETHEUS_RELEASE}-prometheus.{MONITORING_NAMESPACE}.svc.cluster.local:9090"
+)
 
 
 @cache
@@ -63,6 +90,47 @@ def engine_args(
     if plan.model.precision == "fp8" and native_precision != "fp8":
         args["quantization"] = "fp8"  # dynamic FP8 of a 16-bit checkpoint at load time
     return dict(sorted(args.items()))
+
+
+def node_labels(
+    fleet_name: str, gpu: str, instance_type: str, gpus_per_node: int
+) -> dict[str, str]:
+    """Kubernetes labels of every GPU node (GpuNodePool) = the vLLM pods' nodeSelector."""
+    labels = {
+        f"{NODE_LABEL_PREFIX}/fleet": fleet_name,
+        f"{NODE_LABEL_PREFIX}/gpu": gpu,
+        f"{NODE_LABEL_PREFIX}/instance-type": instance_type,
+        f"{NODE_LABEL_PREFIX}/gpus-per-node": str(gpus_per_node),
+        "nvidia.com/gpu.present": "true",
+    }
+    return dict(sorted(labels.items()))
+
+
+def workload(plan: CapacityPlan, instance: Instance) -> fleet.Workload:
+    return fleet.Workload(
+        namespace=plan.name,
+        name=plan.name,
+        labels={
+            "app.kubernetes.io/component": "inference",
+            "app.kubernetes.io/name": "vllm",
+            "app.kubernetes.io/instance": plan.name,
+            "app.kubernetes.io/managed-by": "llmfleet",
+        },
+        node_labels=node_labels(
+            plan.name, instance.gpu, instance.instance_type, instance.gpu_count
+        ),
+        gpu_taint_key=GPU_TAINT_KEY,
+        gpu_taint_value=GPU_TAINT_VALUE,
+        hf_token_secret=HF_TOKEN_SECRET,
+        hf_token_secret_key=HF_TOKEN_SECRET_KEY,
+        run_as_user=VLLM_UID,
+        model_cache_path=MODEL_CACHE_PATH,
+        config_path=CONFIG_PATH,
+        gateway_namespace=GATEWAY_NAMESPACE,
+        monitoring_namespace=MONITORING_NAMESPACE,
+        prometheus_url=PROMETHEUS_URL,
+        pdb_max_unavailable=PDB_MAX_UNAVAILABLE,
+    )
 
 
 def _paged(kv_tokens: int, max_model_len: int, request_tokens: int, block: int) -> fleet.Paging:
@@ -108,6 +176,7 @@ def autoscaling(
         polling_interval_s=15,
         cooldown_period_s=300,
         scale_down_stabilization_s=600,
+        fallback_failure_threshold=FALLBACK_FAILURE_THRESHOLD,
         queue_depth_per_replica=round(max(queued, 0.5), 2),
         kv_cache_usage=round(min(max(kv_use, 0.05), 0.95), 3),
         queue_wait_p99_s=round(max(wait_p, 0.01), 3),
@@ -150,7 +219,15 @@ def serving(
     return fleet.Serving(
         image=vllm_catalog()["image"],
         vllm_version=VLLM_VERSION,
-        args=engine_args(plan, hf_repo, native_precision, engine),
+        args=dict(
+            sorted(
+                {
+                    **engine_args(plan, hf_repo, native_precision, engine),
+                    # graceful drain: finish in-flight requests for this long after SIGTERM
+                    "shutdown-timeout": shutdown,
+                }.items()
+            )
+        ),
         gpus_per_pod=engine.tensor_parallel_size,
         cpu_per_pod=cpu,
         memory_gib_per_pod=mem,
@@ -158,6 +235,12 @@ def serving(
         model_cache_gib=math.ceil(weights_gib * 1.2) + 10,
         startup_budget_s=int(math.ceil(startup / STARTUP_PERIOD_S) * STARTUP_PERIOD_S),
         startup_period_s=STARTUP_PERIOD_S,
+        startup_failure_threshold=int(math.ceil(startup / STARTUP_PERIOD_S)),
+        probe_period_s=PROBE_PERIOD_S,
+        probe_timeout_s=PROBE_TIMEOUT_S,
+        readiness_failure_threshold=READINESS_FAILURE_THRESHOLD,
+        liveness_failure_threshold=LIVENESS_FAILURE_THRESHOLD,
+        workload=workload(plan, instance),
         shutdown_timeout_s=shutdown,
         prestop_sleep_s=PRESTOP_SLEEP_S,
         termination_grace_s=shutdown + PRESTOP_SLEEP_S + 5,

@@ -186,9 +186,22 @@ def test_the_module_entry_point_exits_2_on_a_user_error():
 
 def test_predict_json_says_null_when_the_kv_pool_holds_no_request(capsys):
     # Llama-3.3-70B FP8 on one H100: vLLM fails with a negative KV budget (benchmarks row 116)
-    argv = ["predict", "--model", "Llama-3.3-70B-Instruct", "--gpu", "H100", "--precision", "fp8",
-            "--input-tokens", "1000", "--output-tokens", "100", "--max-model-len", "16000",
-            "--json"]
+    argv = [
+        "predict",
+        "--model",
+        "Llama-3.3-70B-Instruct",
+        "--gpu",
+        "H100",
+        "--precision",
+        "fp8",
+        "--input-tokens",
+        "1000",
+        "--output-tokens",
+        "100",
+        "--max-model-len",
+        "16000",
+        "--json",
+    ]
     code, out, _ = run(argv, capsys)
     r = json.loads(out)  # strict JSON: no Infinity
     assert code == 0 and r["fits"] is False

@@ -17,11 +17,14 @@ import pulumi._types
 import pulumi_aws
 import pulumi_kubernetes
 import pytest
+import yaml
 
 from components.preview import PreviewResult, format_preview, run_preview, run_program
+from llmfleet import render
 from llmfleet.errors import PlanError
 from llmfleet.fleet import FleetPlan
 from llmfleet.optimizer import build_fleet_plan
+from llmfleet.render import RENDERED_DIR
 from llmfleet.stack import parse_plan, read_stack_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
@@ -33,6 +36,8 @@ CLUSTER = "aws:eks/cluster:Cluster"
 ROLE = "aws:iam/role:Role"
 ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 AWS_PROVIDER = "pulumi:providers:aws"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 EXISTING = {
     "vpc_id": "vpc-0123456789abcdef0",
     "private_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"],
@@ -293,15 +298,23 @@ def test_everything_hangs_under_the_fleet(run: Run) -> None:
 
 
 def test_every_input_is_a_real_sdk_argument(run: Run) -> None:
+    """AWS resources, providers and Helm releases; the Kubernetes objects are the rendered
+    documents, validated against the Kubernetes and CRD schemas (test_schemas.py)."""
     for r in run.resources:
-        if r["id"] is not None:
+        if r["id"] is not None and not _is_rendered_object(r["type"]):
             assert _unknown_wire_args(r["type"], r["inputs"]) == [], r["name"]
+
+
+def _is_rendered_object(token: str) -> bool:
+    return token.startswith("kubernetes:") and token != HELM_RELEASE
 
 
 def _args_class(token: str) -> type:
     package, module, name = token.split(":")
     if package == "pulumi":
         return {"aws": pulumi_aws.ProviderArgs, "kubernetes": pulumi_kubernetes.ProviderArgs}[name]
+    if token == HELM_RELEASE:
+        return pulumi_kubernetes.helm.v3.ReleaseArgs
     return getattr(getattr(pulumi_aws, module.split("/")[0]), f"{name}Args")
 
 
@@ -377,3 +390,114 @@ def test_a_bad_plan_fails_the_preview_with_the_plan_error() -> None:
     config["llmfleet:plan"]["regions"][0]["vpc_cidr"] = "10.40.0.0/24"
     with pytest.raises(PlanError, match=r"regions\[us-east-1\]\.vpc_cidr"):
         run_preview("dev", config)
+
+
+# --- Kubernetes: the rendered documents, the cluster add-ons ---------------------------------
+
+
+def _rendered(env: str, region: str) -> list[dict[str, Any]]:
+    root = RENDERED_DIR / env / region
+    return [yaml.safe_load((root / f"{kind}.yaml").read_text()) for kind in render.MANIFESTS]
+
+
+def _objects_of(run: Run, region: str) -> list[dict[str, Any]]:
+    prefix = f"{run.plan.name}-{region}-vllm"
+    return [r for r in run.resources if r["parent"] == prefix and r["id"] is not None]
+
+
+def _k8s_region(run: Run, r: dict[str, Any]) -> str:
+    [provider] = [p for p in run.of_type(K8S_PROVIDER) if p["name"] == r["provider"]]
+    return str(provider["name"]).removeprefix(f"{run.plan.name}-").removesuffix("-k8s")
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_the_program_deploys_exactly_the_documents_rendered_holds(runs, env: str) -> None:
+    run = _get(runs, env)
+    for rp in run.plan.regions:
+        deployed = sorted(
+            (r["inputs"] for r in _objects_of(run, rp.region)), key=lambda d: d["kind"]
+        )
+        assert deployed == sorted(_rendered(env, rp.region), key=lambda d: d["kind"])
+
+
+def test_the_rendered_objects_are_typed_resources_on_the_regions_cluster(run: Run) -> None:
+    for rp in run.plan.regions:
+        objects = _objects_of(run, rp.region)
+        assert sorted(r["type"] for r in objects) == sorted(
+            [
+                "kubernetes:core/v1:Namespace",
+                "kubernetes:core/v1:ConfigMap",
+                "kubernetes:core/v1:Service",
+                "kubernetes:apps/v1:Deployment",
+                "kubernetes:policy/v1:PodDisruptionBudget",
+                "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+                "kubernetes:keda.sh/v1alpha1:ScaledObject",
+                "kubernetes:monitoring.coreos.com/v1:ServiceMonitor",
+            ]
+        )
+        for r in objects:
+            assert _k8s_region(run, r) == rp.region, r["name"]
+            if r["type"] != "kubernetes:core/v1:Namespace":
+                assert f"{run.plan.name}-{rp.region}-vllm-namespace" in r["options"]["depends_on"]
+
+
+def test_the_service_waits_for_the_gpu_nodes_and_the_addons_crds(run: Run) -> None:
+    for rp in run.plan.regions:
+        base = f"{run.plan.name}-{rp.region}"
+        for r in _objects_of(run, rp.region):
+            assert {
+                f"{base}-gpu",
+                f"{base}-addons-keda",
+                f"{base}-addons-kube-prometheus-stack",
+                f"{base}-addons-nvidia-device-plugin",
+            } <= set(r["options"]["depends_on"]), r["name"]
+
+
+def test_pods_select_the_labels_the_node_group_sets(run: Run) -> None:
+    groups = {run.region_of(ng): ng["inputs"]["labels"] for ng in run.of_type(NODE_GROUP)}
+    for rp in run.plan.regions:
+        [deployment] = [
+            r for r in _objects_of(run, rp.region) if r["type"] == "kubernetes:apps/v1:Deployment"
+        ]
+        selector = deployment["inputs"]["spec"]["template"]["spec"]["nodeSelector"]
+        assert selector.items() <= groups[rp.region].items()
+
+
+def test_every_cluster_gets_pinned_helm_releases_for_gpus_scaling_and_metrics(run: Run) -> None:
+    releases = run.of_type(HELM_RELEASE)
+    assert len(releases) == 3 * len(run.plan.regions)
+    by_region: dict[str, set[str]] = {}
+    for r in releases:
+        inputs = r["inputs"]
+        assert re.fullmatch(r"\d+\.\d+\.\d+", inputs["version"]), (r["name"], inputs["version"])
+        assert inputs["repositoryOpts"]["repo"].startswith("https://"), r["name"]
+        by_region.setdefault(_k8s_region(run, r), set()).add(inputs["chart"])
+    assert by_region == {
+        rp.region: {"nvidia-device-plugin", "keda", "kube-prometheus-stack"}
+        for rp in run.plan.regions
+    }
+
+
+def test_prometheus_is_where_the_scaled_objects_query_it(run: Run) -> None:
+    for rp in run.plan.regions:
+        [prom] = [
+            r
+            for r in run.of_type(HELM_RELEASE)
+            if r["inputs"]["chart"] == "kube-prometheus-stack" and _k8s_region(run, r) == rp.region
+        ]
+        w = rp.serving.workload
+        name, namespace = prom["inputs"]["name"], prom["inputs"]["namespace"]
+        assert prom["inputs"]["values"]["fullnameOverride"] == name
+        assert w.prometheus_url.startswith(f"http://{name}-prometheus.{namespace}.svc")
+        assert namespace == w.monitoring_namespace
+
+
+def test_no_secret_value_reaches_a_resource_input(run: Run) -> None:
+    text = json.dumps([r["inputs"] for r in run.resources])
+    assert not re.search(r"\bhf_[A-Za-z0-9]{8,}", text)
+    assert not [r for r in run.resources if r["type"] == "kubernetes:core/v1:Secret"]
+    for r in run.of_type("kubernetes:apps/v1:Deployment"):
+        for c in r["inputs"]["spec"]["template"]["spec"]["containers"]:
+            assert all("value" not in e for e in c["env"] if e["name"] == "HF_TOKEN")
+    for r in run.of_type(HELM_RELEASE):
+        assert "password" not in json.dumps(r["inputs"]["values"]).lower(), r["name"]

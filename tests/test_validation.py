@@ -78,12 +78,29 @@ def test_llm_d_start_up_logs_are_predicted_within_3_percent(report):
 
 
 ROW = {
-    "row_id": "9", "source_id": "SX", "model": "meta-llama/Llama-3.1-8B-Instruct",
-    "engine": "vLLM", "gpu": "H100 SXM", "gpu_count": "1", "tensor_parallel": "1",
-    "precision": "BF16", "kv_cache_dtype": "", "input_len": "1000", "output_len": "100",
-    "workload": "x", "concurrency": "8", "request_rate_qps": "", "output_tok_s": "900",
-    "total_tok_s": "", "req_s": "", "ttft_mean_ms": "", "tpot_mean_ms": "", "itl_mean_ms": "",
-    "kv_cache_gib_per_gpu": "", "kv_cache_tokens": "", "gpu_memory_utilization": "",
+    "row_id": "9",
+    "source_id": "SX",
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "engine": "vLLM",
+    "gpu": "H100 SXM",
+    "gpu_count": "1",
+    "tensor_parallel": "1",
+    "precision": "BF16",
+    "kv_cache_dtype": "",
+    "input_len": "1000",
+    "output_len": "100",
+    "workload": "x",
+    "concurrency": "8",
+    "request_rate_qps": "",
+    "output_tok_s": "900",
+    "total_tok_s": "",
+    "req_s": "",
+    "ttft_mean_ms": "",
+    "tpot_mean_ms": "",
+    "itl_mean_ms": "",
+    "kv_cache_gib_per_gpu": "",
+    "kv_cache_tokens": "",
+    "gpu_memory_utilization": "",
     "max_model_len": "",
 }
 
@@ -103,12 +120,18 @@ def test_a_row_on_an_unstated_a100_variant_is_skipped():
     assert "not a catalog GPU" in str(parse_row({**ROW, "gpu": "A100 (memory size not stated)"}))
 
 
-@pytest.mark.parametrize(("text", "gpu"), [
-    ("H100 SXM 80GB (DGX H100)", "H100"), ("H200 SXM", "H200"), ("A100 SXM 80GB", "A100-80GB"),
-    ("A100 (4 GPUs; CUDA total 39.38 GiB each, i.e. 40GB variant)", "A100-40GB"),
-    ("NVIDIA L40S (IBM Code Engine)", "L40S"), ("NVIDIA A10G x 1", "A10G"),
-    ("NVIDIA GeForce RTX 3090", None),
-])
+@pytest.mark.parametrize(
+    ("text", "gpu"),
+    [
+        ("H100 SXM 80GB (DGX H100)", "H100"),
+        ("H200 SXM", "H200"),
+        ("A100 SXM 80GB", "A100-80GB"),
+        ("A100 (4 GPUs; CUDA total 39.38 GiB each, i.e. 40GB variant)", "A100-40GB"),
+        ("NVIDIA L40S (IBM Code Engine)", "L40S"),
+        ("NVIDIA A10G x 1", "A10G"),
+        ("NVIDIA GeForce RTX 3090", None),
+    ],
+)
 def test_gpu_names_as_sources_print_them_map_to_the_catalog(text, gpu):
     assert normalize_gpu(text) == gpu
 

@@ -133,10 +133,13 @@ def zone_offerings() -> tuple[ZoneOffering, ...]:
 
 def zones(region: str, instance_type: str | None = None) -> list[str]:
     """Availability zones of a region (that offer the instance type, if given), sorted."""
-    return sorted({
-        z.availability_zone for z in zone_offerings()
-        if z.region == region and (instance_type is None or z.instance_type == instance_type)
-    })
+    return sorted(
+        {
+            z.availability_zone
+            for z in zone_offerings()
+            if z.region == region and (instance_type is None or z.instance_type == instance_type)
+        }
+    )
 
 
 def regions() -> list[str]:

@@ -1,0 +1,304 @@
+"""Render a FleetPlan into the files a reviewer reads and Pulumi deploys.
+
+Per region: `vllm-config.yaml` (the `vllm serve --config` file, exactly `serving.args`) and
+one Kubernetes object per file (Namespace, ConfigMap, Deployment, Service,
+PodDisruptionBudget, NetworkPolicy, ServiceMonitor, KEDA ScaledObject); per stack a
+`REPORT.md`. Each YAML template is rendered, parsed, checked against the pinned vLLM
+release (every config key a flag, every metric in a query a metric it exports), and dumped
+back with sorted keys, so the same plan always gives byte-identical files and the files are
+exactly the documents `components.VllmService` deploys.
+
+Pure: templates are read from templates/, nothing else is touched. Writing and comparing
+files (`write`, `drift`) is separate and used by the CLI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from llmfleet.errors import LlmfleetError
+from llmfleet.fleet import FleetPlan, RegionPlan
+from llmfleet.serving import vllm_catalog
+from llmfleet.stack import REPO_ROOT
+
+TEMPLATES_DIR = REPO_ROOT / "templates"
+RENDERED_DIR = REPO_ROOT / "rendered"
+VLLM_CONFIG = "vllm-config.yaml"
+REPORT = "REPORT.md"
+MANIFESTS = (
+    "namespace",
+    "configmap",
+    "deployment",
+    "service",
+    "poddisruptionbudget",
+    "networkpolicy",
+    "servicemonitor",
+    "scaledobject",
+)
+"""One template and one file per Kubernetes object, in the order they are applied."""
+METRIC_NAME = re.compile(r"\bvllm:[A-Za-z_][A-Za-z0-9_:]*")
+
+
+class RenderError(LlmfleetError):
+    """A rendered file would use something the pinned vLLM release does not have."""
+
+
+# --- YAML and filters -----------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    """Stable YAML: no anchors/aliases, multi-line strings as literal blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_yaml(data: Any) -> str:
+    """The one YAML serialisation of every rendered file: sorted keys, block style."""
+    text: str = yaml.dump(
+        data, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=4096
+    )
+    return text
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _num(value: float, digits: int | None = None) -> str:
+    if digits is None:
+        return f"{value:,.6g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+def _usd(value: float, digits: int = 2) -> str:
+    return f"${value:,.{digits}f}"
+
+
+def _pct(value: float, digits: int = 0) -> str:
+    return f"{value:.{digits}%}"
+
+
+def _md(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+FILTERS: dict[str, Any] = {
+    "json": _json,
+    "yaml": dump_yaml,
+    "sha256": lambda text: hashlib.sha256(text.encode()).hexdigest(),
+    "gib": lambda n: f"{n}Gi",
+    "dirname": posixpath.dirname,
+    "basename": posixpath.basename,
+    "num": _num,
+    "usd": _usd,
+    "pct": _pct,
+    "md": _md,
+}
+"""Every filter the templates may use, registered in one place."""
+
+
+@cache
+def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(FILTERS)
+    return env
+
+
+def _template(name: str, **context: Any) -> str:
+    return environment().get_template(name).render(**context)
+
+
+# --- checks against the pinned vLLM release -------------------------------------------------
+
+
+def _option_strings() -> set[str]:
+    flags = vllm_catalog()["flags"]
+    names = set(flags)
+    for spec in flags.values():
+        names.update(spec.get("aliases", []), spec.get("hidden_aliases", []))
+    return names
+
+
+def config_key_problems(args: Mapping[str, Any]) -> list[str]:
+    """Keys of a `vllm serve --config` file the pinned release would reject or drop."""
+    catalog = vllm_catalog()
+    options = _option_strings()
+    stale = catalog["stale_last_seen"]
+    problems = []
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-")
+        if flag not in options:
+            seen = f" (last seen in vLLM {stale[flag]})" if flag in stale else ""
+            problems.append(f"{key}: not a flag of vLLM {catalog['version']}{seen}")
+        elif value is False and "--no-" + flag[2:] not in options:
+            problems.append(f"{key}: false is silently dropped (vLLM has no --no-{flag[2:]})")
+    return problems
+
+
+def metric_problems(queries: Iterable[str]) -> list[str]:
+    """Metric names in PromQL queries that the pinned release does not export."""
+    catalog = vllm_catalog()
+    series = {s for spec in catalog["metrics"].values() for s in spec["series"]}
+    stale = catalog["stale_last_seen"]
+    problems = []
+    for query in queries:
+        for name in METRIC_NAME.findall(query):
+            if name in series:
+                continue
+            base = re.sub(r"_(bucket|sum|count|total)$", "", name)
+            seen = next(
+                (f" (last seen in vLLM {stale[n]})" for n in (name, base) if n in stale), ""
+            )
+            problems.append(f"{name}: not a metric of vLLM {catalog['version']}{seen}")
+    return problems
+
+
+def prometheus_queries(docs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Every Prometheus query in the ScaledObjects among `docs`."""
+    return [
+        t["metadata"]["query"]
+        for d in docs
+        if d.get("kind") == "ScaledObject"
+        for t in d["spec"]["triggers"]
+        if t["type"] == "prometheus"
+    ]
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+def vllm_config(rp: RegionPlan) -> str:
+    """The region's `vllm serve --config` file."""
+    args = yaml.safe_load(_template("vllm-config.yaml.j2", s=rp.serving))
+    problems = config_key_problems(args)
+    if problems:
+        raise RenderError(f"{rp.region}/{VLLM_CONFIG}:\n  " + "\n  ".join(problems))
+    return dump_yaml(args)
+
+
+def region_manifests(fp: FleetPlan, rp: RegionPlan) -> list[dict[str, Any]]:
+    """The region's Kubernetes objects, parsed, in apply order (MANIFESTS)."""
+    s = rp.serving
+    context = {
+        "fp": fp,
+        "r": rp,
+        "s": s,
+        "w": s.workload,
+        "a": s.autoscaling,
+        "vllm_config": vllm_config(rp),
+    }
+    docs = [
+        yaml.safe_load(_template(f"kubernetes/{kind}.yaml.j2", **context)) for kind in MANIFESTS
+    ]
+    problems = metric_problems(prometheus_queries(docs))
+    if problems:
+        raise RenderError(f"{rp.region}/scaledobject.yaml:\n  " + "\n  ".join(problems))
+    return docs
+
+
+def region_files(fp: FleetPlan, rp: RegionPlan) -> dict[str, str]:
+    """`<region>/<file>` -> text for one region."""
+    files = {f"{rp.region}/{VLLM_CONFIG}": vllm_config(rp)}
+    for kind, doc in zip(MANIFESTS, region_manifests(fp, rp), strict=True):
+        files[f"{rp.region}/{kind}.yaml"] = dump_yaml(doc)
+    return files
+
+
+def render_stack(fp: FleetPlan) -> dict[str, str]:
+    """Every file of a stack, relative to rendered/<env>/, sorted by path."""
+    files: dict[str, str] = {}
+    per_region: dict[str, list[str]] = {}
+    for rp in fp.regions:
+        region = region_files(fp, rp)
+        files.update(region)
+        per_region[rp.region] = sorted(region)
+    files[REPORT] = _template("REPORT.md.j2", fp=fp, files=per_region)
+    return dict(sorted(files.items()))
+
+
+# --- writing and checking -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How a directory differs from what would be rendered (paths relative to the out dir)."""
+
+    stale: list[str]
+    missing: list[str]
+    extra: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.stale or self.missing or self.extra)
+
+    def lines(self, root: Path | None = None) -> list[str]:
+        """`stale: <path>` etc., paths under `root` when given."""
+
+        def show(rel: str) -> str:
+            return str(root / rel) if root is not None else rel
+
+        return (
+            [f"stale: {show(p)}" for p in self.stale]
+            + [f"missing: {show(p)}" for p in self.missing]
+            + [f"extra: {show(p)}" for p in self.extra]
+        )
+
+
+def _on_disk(root: Path) -> set[str]:
+    if not root.is_dir():
+        return set()
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def drift(expected: Mapping[str, str], root: Path) -> Drift:
+    """Compare `expected` (relative path -> text) with the files under `root`."""
+    present = _on_disk(root)
+    stale = [p for p in expected if p in present and (root / p).read_text() != expected[p]]
+    return Drift(
+        stale=sorted(stale),
+        missing=sorted(set(expected) - present),
+        extra=sorted(present - set(expected)),
+    )
+
+
+def write(expected: Mapping[str, str], root: Path) -> Drift:
+    """Make `root` hold exactly `expected`: write changed or missing files, delete rendered
+    files (*.yaml, *.md) that are no longer rendered. Returns what was changed."""
+    before = drift(expected, root)
+    for rel in before.stale + before.missing:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(expected[rel])
+    for rel in before.extra:
+        if rel.endswith((".yaml", ".md")):
+            (root / rel).unlink()
+    for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
+        if not any(d.iterdir()):
+            d.rmdir()
+    return before

@@ -1,0 +1,74 @@
+"""`llmfleet render`: writes rendered/<env>/ byte-identically; `--check` names what drifted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmfleet.cli import main
+from llmfleet.render import RENDERED_DIR
+
+
+def render(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["render", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_committed_rendered_dir_is_current(capsys) -> None:
+    code, out, err = render(capsys, "--check")
+    assert code == 0, err
+    assert "up to date for dev, prod" in out
+
+
+def test_render_writes_a_stack_and_rerendering_changes_nothing(tmp_path: Path, capsys) -> None:
+    assert render(capsys, "--stack", "dev", "--out", str(tmp_path))[0] == 0
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert tmp_path / "dev" / "REPORT.md" in files
+    assert tmp_path / "dev" / "us-east-1" / "vllm-config.yaml" in files
+    code, out, _ = render(capsys, "--stack", "dev", "--out", str(tmp_path))
+    assert code == 0 and "0 changed" in out
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+    assert files == {
+        tmp_path / p.relative_to(RENDERED_DIR): p.read_bytes()
+        for p in (RENDERED_DIR / "dev").rglob("*")
+        if p.is_file()
+    }
+
+
+def test_check_names_stale_missing_and_extra_files_and_writes_nothing(tmp_path, capsys) -> None:
+    render(capsys, "--stack", "dev", "--out", str(tmp_path))
+    region = tmp_path / "dev" / "us-east-1"
+    (region / "deployment.yaml").write_text("edited by hand\n")
+    (region / "service.yaml").unlink()
+    (region / "old.yaml").write_text("kind: Leftover\n")
+    code, _, err = render(capsys, "--stack", "dev", "--out", str(tmp_path), "--check")
+    assert code == 1
+    assert f"stale: {region / 'deployment.yaml'}" in err
+    assert f"missing: {region / 'service.yaml'}" in err
+    assert f"extra: {region / 'old.yaml'}" in err
+    assert (region / "deployment.yaml").read_text() == "edited by hand\n"
+    assert not (region / "service.yaml").exists()
+
+
+def test_render_repairs_a_drifted_directory(tmp_path, capsys) -> None:
+    render(capsys, "--stack", "dev", "--out", str(tmp_path))
+    region = tmp_path / "dev" / "us-east-1"
+    (region / "deployment.yaml").write_text("edited by hand\n")
+    (region / "old.yaml").write_text("kind: Leftover\n")
+    code, out, _ = render(capsys, "--stack", "dev", "--out", str(tmp_path))
+    assert code == 0 and "stale:" in out and "extra:" in out
+    assert render(capsys, "--stack", "dev", "--out", str(tmp_path), "--check")[0] == 0
+
+
+def test_check_of_every_stack_names_a_missing_stack_and_an_unknown_one(tmp_path, capsys) -> None:
+    render(capsys, "--stack", "dev", "--out", str(tmp_path))
+    (tmp_path / "staging").mkdir()
+    code, _, err = render(capsys, "--out", str(tmp_path), "--check")
+    assert code == 1
+    assert f"missing: {tmp_path / 'prod' / 'REPORT.md'}" in err
+    assert f"extra: {tmp_path / 'staging'}" in err
+
+
+def test_an_unknown_stack_is_a_user_error(capsys) -> None:
+    code, _, err = render(capsys, "--stack", "nope", "--check")
+    assert code == 2 and "no file" in err

@@ -1,0 +1,62 @@
+"""The pure parts of ClusterAddons and VllmService, without the Pulumi runtime."""
+
+from __future__ import annotations
+
+import re
+
+import pulumi_kubernetes as k8s
+
+from components.cluster_addons import CHARTS, NVIDIA_DEVICE_PLUGIN, release_args
+from components.node_pool import node_labels, node_taints
+from components.vllm_service import CUSTOM, TYPED, resource_kwargs
+from llmfleet import render, serving
+
+
+def test_every_chart_is_pinned_to_an_exact_version_from_an_https_repository() -> None:
+    for chart in CHARTS:
+        args = release_args(chart)
+        assert re.fullmatch(r"\d+\.\d+\.\d+", args["version"]), chart.release
+        assert args["repository_opts"]["repo"].startswith("https://")
+        assert args["name"] == chart.release and args["create_namespace"] is True
+        assert chart.source
+
+
+def test_release_args_are_arguments_of_the_helm_release() -> None:
+    params = k8s.helm.v3.ReleaseArgs.__init__.__code__.co_varnames
+    for chart in CHARTS:
+        assert set(release_args(chart)) <= set(params)
+
+
+def test_the_device_plugin_runs_only_on_the_node_pools_gpu_nodes() -> None:
+    values = NVIDIA_DEVICE_PLUGIN.values
+    [taint] = node_taints()
+    assert values["tolerations"] == [
+        {"key": taint["key"], "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert values["nodeSelector"].items() <= node_labels_of_any_pool().items()
+
+
+def node_labels_of_any_pool() -> dict[str, str]:
+    return serving.node_labels("f", "L4", "g6.xlarge", 1)
+
+
+def test_node_pool_labels_and_pod_node_selector_come_from_one_function(stack_plans) -> None:
+    for fp in stack_plans.values():
+        for rp in fp.regions:
+            assert node_labels(rp, fp.name) == rp.serving.workload.node_labels
+
+
+def test_every_rendered_kind_has_a_resource_class(stack_plans) -> None:
+    fp = stack_plans["dev"]
+    for doc in render.region_manifests(fp, fp.regions[0]):
+        assert (doc["apiVersion"], doc["kind"]) in {*TYPED, *CUSTOM}
+
+
+def test_a_document_becomes_keyword_arguments_verbatim() -> None:
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "b"}}
+    assert resource_kwargs(doc) == {
+        "api_version": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "x"},
+        "data": {"a": "b"},
+    }

@@ -1,0 +1,445 @@
+"""The rendered vLLM config, Kubernetes manifests and fleet report, read as specifications.
+
+Every rendered file is checked against the FleetPlan it came from (no number is invented on
+the way) and against the pinned vLLM release's flags and metrics.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jinja2
+import pytest
+import yaml
+
+from components.node_pool import node_labels, node_taints
+from llmfleet import render, serving
+from llmfleet.fleet import FleetPlan, RegionPlan
+from llmfleet.render import RenderError
+
+Docs = dict[str, dict[str, Any]]
+
+
+def _regions(plans: dict[str, FleetPlan]) -> list[tuple[FleetPlan, RegionPlan, Docs]]:
+    return [
+        (fp, rp, {d["kind"]: d for d in render.region_manifests(fp, rp)})
+        for fp in plans.values()
+        for rp in fp.regions
+    ]
+
+
+@pytest.fixture(scope="module")
+def regions(stack_plans: dict[str, FleetPlan]) -> list[tuple[FleetPlan, RegionPlan, Docs]]:
+    """(fleet plan, region plan, rendered objects by kind) for every region of every stack."""
+    return _regions(stack_plans)
+
+
+def _container(docs: Docs) -> dict[str, Any]:
+    [container] = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+# --- vLLM config ------------------------------------------------------------------------------
+
+
+def test_the_vllm_config_is_exactly_the_plans_engine_args(regions) -> None:
+    for _, rp, docs in regions:
+        text = render.vllm_config(rp)
+        assert yaml.safe_load(text) == rp.serving.args
+        assert docs["ConfigMap"]["data"]["config.yaml"] == text
+        assert list(yaml.safe_load(text)) == sorted(rp.serving.args)
+
+
+def test_every_config_key_is_a_flag_of_the_pinned_release(regions) -> None:
+    for _, rp, _ in regions:
+        assert render.config_key_problems(yaml.safe_load(render.vllm_config(rp))) == []
+
+
+def test_the_config_drains_with_the_plans_shutdown_timeout(regions) -> None:
+    flags = serving.vllm_catalog()["flags"]
+    assert "--shutdown-timeout" in flags
+    for _, rp, _ in regions:
+        assert rp.serving.args["shutdown-timeout"] == rp.serving.shutdown_timeout_s
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("speculative-model", "x", "last seen in vLLM"),
+        ("swap-space", 4, "last seen in vLLM"),
+        ("max_num_seqs_typo", 1, "not a flag of vLLM 0.33.0"),
+        ("trust-remote-code", False, "silently dropped"),
+    ],
+)
+def test_stale_unknown_or_dropped_config_keys_are_caught(key, value, message) -> None:
+    [problem] = render.config_key_problems({"model": "m", key: value})
+    assert problem.startswith(f"{key}:") and message in problem
+
+
+def test_a_region_whose_args_use_a_stale_flag_does_not_render(stack_plans) -> None:
+    rp = stack_plans["dev"].regions[0]
+    bad = rp.model_copy(
+        update={
+            "serving": rp.serving.model_copy(update={"args": {**rp.serving.args, "swap-space": 4}})
+        }
+    )
+    with pytest.raises(RenderError, match=r"swap-space: not a flag .*last seen"):
+        render.vllm_config(bad)
+
+
+# --- metrics ------------------------------------------------------------------------------------
+
+
+def test_every_metric_in_a_query_is_exported_by_the_pinned_release(regions) -> None:
+    for _, _, docs in regions:
+        queries = render.prometheus_queries(docs.values())
+        assert len(queries) == 3
+        assert render.metric_problems(queries) == []
+        names = {n for q in queries for n in render.METRIC_NAME.findall(q)}
+        assert names == {
+            "vllm:num_requests_waiting",
+            "vllm:kv_cache_usage_perc",
+            "vllm:request_queue_time_seconds_bucket",
+        }
+
+
+@pytest.mark.parametrize(
+    "stale",
+    ["vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds_bucket", "vllm:no_such"],
+)
+def test_stale_or_unknown_metric_names_are_caught(stale) -> None:
+    [problem] = render.metric_problems([f"sum(vllm:num_requests_waiting) + sum({stale})"])
+    assert problem.startswith(stale)
+    if stale != "vllm:no_such":
+        assert "last seen in vLLM" in problem
+
+
+# --- Deployment ---------------------------------------------------------------------------------
+
+
+def test_pods_get_the_plans_gpus_cpu_and_memory(regions) -> None:
+    for _, rp, docs in regions:
+        s, res = rp.serving, _container(docs)["resources"]
+        assert res["limits"]["nvidia.com/gpu"] == str(s.gpus_per_pod) == str(rp.gpus_per_replica)
+        assert res["requests"]["nvidia.com/gpu"] == res["limits"]["nvidia.com/gpu"]
+        assert res["requests"]["cpu"] == str(s.cpu_per_pod)
+        assert res["requests"]["memory"] == f"{s.memory_gib_per_pod}Gi"
+
+
+def test_pods_land_only_on_the_node_pools_gpu_nodes(regions) -> None:
+    for fp, rp, docs in regions:
+        spec = docs["Deployment"]["spec"]["template"]["spec"]
+        assert spec["nodeSelector"] == node_labels(rp, fp.name)
+        [taint] = node_taints()
+        assert spec["tolerations"] == [
+            {
+                "key": taint["key"],
+                "operator": "Equal",
+                "value": taint["value"],
+                "effect": "NoSchedule",
+            }
+        ]
+
+
+def test_the_image_is_the_pinned_vllm_release(regions) -> None:
+    for _, rp, docs in regions:
+        image = _container(docs)["image"]
+        assert image == rp.serving.image == serving.vllm_catalog()["image"]
+        assert image.endswith(":v" + serving.VLLM_VERSION)
+
+
+def test_vllm_serves_the_config_from_the_configmap(regions) -> None:
+    for _, rp, docs in regions:
+        c, spec = _container(docs), docs["Deployment"]["spec"]["template"]["spec"]
+        w = rp.serving.workload
+        assert c["command"] == ["vllm", "serve", "--config", w.config_path]
+        [config] = [v for v in spec["volumes"] if v["name"] == "config"]
+        assert config["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"]
+        [mount] = [m for m in c["volumeMounts"] if m["name"] == "config"]
+        path = f"{mount['mountPath']}/{config['configMap']['items'][0]['path']}"
+        assert path == w.config_path and mount["readOnly"] is True
+
+
+def test_shm_and_the_model_cache_are_sized_by_the_plan(regions) -> None:
+    for _, rp, docs in regions:
+        s, c = rp.serving, _container(docs)
+        vols = {v["name"]: v for v in docs["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+        mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        assert vols["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{s.shm_gib}Gi"}
+        assert mounts["dshm"] == "/dev/shm"
+        assert vols["model-cache"]["emptyDir"] == {"sizeLimit": f"{s.model_cache_gib}Gi"}
+        env = {e["name"]: e for e in c["env"]}
+        assert env["HF_HOME"]["value"].startswith(mounts["model-cache"] + "/")
+
+
+def test_probes_give_startup_the_plans_budget_and_watch_health(regions) -> None:
+    for _, rp, docs in regions:
+        s, c = rp.serving, _container(docs)
+        start = c["startupProbe"]
+        assert start["httpGet"] == {"path": "/health", "port": "http"}
+        assert start["periodSeconds"] == s.startup_period_s
+        assert start["failureThreshold"] * start["periodSeconds"] == s.startup_budget_s
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert c[probe]["httpGet"] == {"path": "/health", "port": "http"}
+        assert c["livenessProbe"]["failureThreshold"] > c["readinessProbe"]["failureThreshold"]
+
+
+def test_drain_prestop_then_shutdown_timeout_inside_the_grace_period(regions) -> None:
+    for _, rp, docs in regions:
+        s, c = rp.serving, _container(docs)
+        spec = docs["Deployment"]["spec"]["template"]["spec"]
+        assert c["lifecycle"]["preStop"] == {"sleep": {"seconds": s.prestop_sleep_s}}
+        assert spec["terminationGracePeriodSeconds"] == s.termination_grace_s
+        assert s.prestop_sleep_s + s.args["shutdown-timeout"] < s.termination_grace_s
+
+
+def test_replicas_spread_across_zones_and_nodes(regions) -> None:
+    for _, rp, docs in regions:
+        spread = docs["Deployment"]["spec"]["template"]["spec"]["topologySpreadConstraints"]
+        assert {t["topologyKey"] for t in spread} == {
+            "topology.kubernetes.io/zone",
+            "kubernetes.io/hostname",
+        }
+        for t in spread:
+            assert t["labelSelector"]["matchLabels"] == rp.serving.workload.labels
+
+
+def test_the_hf_token_comes_only_from_a_secret_reference(regions) -> None:
+    for _, rp, docs in regions:
+        w = rp.serving.workload
+        [token] = [e for e in _container(docs)["env"] if e["name"] == "HF_TOKEN"]
+        assert token == {
+            "name": "HF_TOKEN",
+            "valueFrom": {
+                "secretKeyRef": {"name": w.hf_token_secret, "key": w.hf_token_secret_key}
+            },
+        }
+        assert "Secret" not in docs
+
+
+def test_vllm_runs_as_the_images_non_root_user_without_privileges(regions) -> None:
+    for _, rp, docs in regions:
+        pod = docs["Deployment"]["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] == rp.serving.workload.run_as_user != 0
+        assert pod["securityContext"]["fsGroup"] == rp.serving.workload.run_as_user
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        sc = _container(docs)["securityContext"]
+        assert sc == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def test_the_hpa_owns_the_replica_count(regions) -> None:
+    for _, _, docs in regions:
+        assert "replicas" not in docs["Deployment"]["spec"]
+
+
+# --- Service, PDB, monitoring, network policy -------------------------------------------------
+
+
+def test_every_selector_matches_the_pods(regions) -> None:
+    for _, rp, docs in regions:
+        labels = rp.serving.workload.labels
+        assert docs["Deployment"]["spec"]["template"]["metadata"]["labels"] == labels
+        assert docs["Deployment"]["spec"]["selector"]["matchLabels"] == labels
+        assert docs["Service"]["spec"]["selector"] == labels
+        assert docs["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"] == labels
+        assert docs["NetworkPolicy"]["spec"]["podSelector"]["matchLabels"] == labels
+        assert docs["ServiceMonitor"]["spec"]["selector"]["matchLabels"] == labels
+        assert docs["Service"]["metadata"]["labels"] == labels  # what the ServiceMonitor selects
+
+
+def test_everything_lives_in_the_fleets_namespace(regions) -> None:
+    for _, rp, docs in regions:
+        ns = rp.serving.workload.namespace
+        assert docs["Namespace"]["metadata"]["name"] == ns
+        for kind, doc in docs.items():
+            if kind != "Namespace":
+                assert doc["metadata"]["namespace"] == ns, kind
+
+
+def test_the_service_exposes_vllms_port_inside_the_cluster(regions) -> None:
+    for _, rp, docs in regions:
+        svc = docs["Service"]["spec"]
+        assert svc["type"] == "ClusterIP"
+        assert svc["ports"] == [
+            {"name": "http", "port": serving.PORT, "targetPort": "http", "protocol": "TCP"}
+        ]
+        assert rp.serving.args["port"] == serving.PORT
+
+
+def test_prometheus_scrapes_metrics_as_often_as_keda_polls(regions) -> None:
+    for _, rp, docs in regions:
+        [ep] = docs["ServiceMonitor"]["spec"]["endpoints"]
+        assert ep == {
+            "port": "http",
+            "path": "/metrics",
+            "interval": f"{rp.serving.autoscaling.polling_interval_s}s",
+        }
+
+
+def test_a_disruption_takes_at_most_the_plans_share(regions) -> None:
+    for _, rp, docs in regions:
+        share = rp.serving.workload.pdb_max_unavailable
+        assert docs["PodDisruptionBudget"]["spec"]["maxUnavailable"] == share
+        strategy = docs["Deployment"]["spec"]["strategy"]["rollingUpdate"]
+        assert strategy == {"maxSurge": 0, "maxUnavailable": share}
+
+
+def test_only_the_gateway_and_prometheus_reach_the_model_port(regions) -> None:
+    for _, rp, docs in regions:
+        w, spec = rp.serving.workload, docs["NetworkPolicy"]["spec"]
+        assert spec["policyTypes"] == ["Ingress", "Egress"]
+        [rule] = spec["ingress"]
+        assert rule["ports"] == [{"port": serving.PORT, "protocol": "TCP"}]
+        [peer] = rule["from"]
+        assert peer == {
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {
+                        "key": "kubernetes.io/metadata.name",
+                        "operator": "In",
+                        "values": [w.gateway_namespace, w.monitoring_namespace],
+                    }
+                ]
+            }
+        }
+        egress_ports = {p["port"] for r in spec["egress"] for p in r["ports"]}
+        assert egress_ports == {53, 443}
+
+
+# --- KEDA ---------------------------------------------------------------------------------------
+
+
+def test_the_scaled_object_carries_the_plans_autoscaling(regions) -> None:
+    for _, rp, docs in regions:
+        a, so = rp.serving.autoscaling, docs["ScaledObject"]["spec"]
+        assert so["scaleTargetRef"] == {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": docs["Deployment"]["metadata"]["name"],
+        }
+        assert (so["minReplicaCount"], so["maxReplicaCount"]) == (a.min_replicas, a.max_replicas)
+        assert (a.min_replicas, a.max_replicas) == (rp.replicas.min, rp.replicas.max)
+        assert so["pollingInterval"] == a.polling_interval_s
+        assert so["cooldownPeriod"] == a.cooldown_period_s
+        assert so["fallback"] == {
+            "failureThreshold": a.fallback_failure_threshold,
+            "replicas": a.fallback_replicas,
+        }
+        behavior = so["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+        assert behavior == {
+            "scaleDown": {"stabilizationWindowSeconds": a.scale_down_stabilization_s}
+        }
+
+
+def test_triggers_fire_at_the_plans_thresholds(regions) -> None:
+    for _, rp, docs in regions:
+        a = rp.serving.autoscaling
+        triggers = {t["name"]: t for t in docs["ScaledObject"]["spec"]["triggers"]}
+        expected = {
+            "queue-depth": a.queue_depth_per_replica,
+            "kv-cache-usage": a.kv_cache_usage,
+            "queue-wait-p99": a.queue_wait_p99_s,
+        }
+        assert {n: float(t["metadata"]["threshold"]) for n, t in triggers.items()} == expected
+        for t in triggers.values():
+            assert t["type"] == "prometheus"
+            assert t["metadata"]["serverAddress"] == rp.serving.workload.prometheus_url
+
+
+def test_fallback_is_valid_because_every_trigger_is_average_value(regions) -> None:
+    """KEDA 2.16 (CheckFallbackValid) rejects a ScaledObject with `fallback` unless every
+    trigger's metricType is AverageValue, so fleet-wide signals are scaled by the replicas."""
+    for _, _, docs in regions:
+        triggers = docs["ScaledObject"]["spec"]["triggers"]
+        assert {t["metricType"] for t in triggers} == {"AverageValue"}
+        q = {t["name"]: t["metadata"]["query"] for t in triggers}
+        assert q["queue-depth"].startswith("sum(vllm:num_requests_waiting{")
+        assert q["kv-cache-usage"].startswith("sum(vllm:kv_cache_usage_perc{")
+        assert q["queue-wait-p99"].startswith(
+            "(histogram_quantile(0.99, sum by (le) (rate(vllm:request_queue_time_seconds_bucket{"
+        )
+        assert "* count(vllm:kv_cache_usage_perc{" in q["queue-wait-p99"]
+        assert q["queue-wait-p99"].endswith("> 0 or vector(0)")  # an idle fleet's NaN is 0
+
+
+def test_queries_select_this_namespace_and_served_model(regions) -> None:
+    for _, rp, docs in regions:
+        selector = (
+            f'{{namespace="{rp.serving.workload.namespace}",'
+            f'model_name="{rp.serving.args["served-model-name"]}"}}'
+        )
+        for q in render.prometheus_queries(docs.values()):
+            uses = re.findall(r"vllm:\w+(\{[^}]*\})", q)
+            assert uses and set(uses) == {selector}, q
+
+
+# --- the report and the files -------------------------------------------------------------------
+
+
+def test_the_report_explains_each_regions_decisions(stack_plans) -> None:
+    for fp in stack_plans.values():
+        report = render.render_stack(fp)[render.REPORT]
+        assert f"# Fleet report: {fp.name}" in report
+        for rp in fp.regions:
+            s = rp.serving
+            assert f"## {rp.region}: {rp.instance_type}, TP {rp.tensor_parallel_size}" in report
+            for text in [
+                s.paging.explanation,
+                *s.autoscaling.reasons,
+                *s.reasons,
+                *rp.reasons,
+                rp.alternatives[1].reason,
+            ]:
+                assert text in report, text
+        for rule in fp.rules_of_thumb:
+            assert rule.verdict in report
+
+
+def test_rendering_twice_gives_byte_identical_files(stack_plans) -> None:
+    fp = stack_plans["prod"]
+    assert render.render_stack(fp) == render.render_stack(fp)
+
+
+def test_a_stack_renders_a_config_nine_files_per_region_and_a_report(stack_plans) -> None:
+    for fp in stack_plans.values():
+        files = render.render_stack(fp)
+        expected = {render.REPORT} | {
+            f"{rp.region}/{name}"
+            for rp in fp.regions
+            for name in [render.VLLM_CONFIG, *(f"{k}.yaml" for k in render.MANIFESTS)]
+        }
+        assert set(files) == expected
+        assert all(text.endswith("\n") for text in files.values())
+
+
+def test_rendered_is_current_for_every_stack(stack_plans) -> None:
+    for env, fp in stack_plans.items():
+        drift = render.drift(render.render_stack(fp), render.RENDERED_DIR / env)
+        assert not drift, "run `llmfleet render`:\n" + "\n".join(drift.lines())
+
+
+def test_no_secret_value_is_rendered() -> None:
+    for path in render.RENDERED_DIR.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert not re.search(r"\bhf_[A-Za-z0-9]{8,}", text), path
+            if path.suffix == ".yaml":
+                for doc in yaml.safe_load_all(text):
+                    assert doc.get("kind") != "Secret", path
+
+
+def test_templates_fail_on_an_undefined_value() -> None:
+    env = render.environment()
+    assert env.undefined is jinja2.StrictUndefined
+    with pytest.raises(jinja2.UndefinedError):
+        env.get_template("kubernetes/service.yaml.j2").render()
+
+
+def test_the_node_pool_can_hold_the_scaled_objects_max_replicas(regions) -> None:
+    for _, rp, docs in regions:
+        so = docs["ScaledObject"]["spec"]
+        assert rp.nodes.max * rp.replicas_per_node >= so["maxReplicaCount"]
+        assert rp.replicas_per_node * rp.serving.gpus_per_pod <= rp.gpus_per_node
