@@ -150,6 +150,16 @@ class Serving(Data):
     workload: Workload
 
 
+class SystemPool(Data):
+    """Untainted CPU nodes for cluster services (CoreDNS, KEDA, Prometheus, the operators)."""
+
+    instance_type: str
+    nodes: MinDesiredMax
+    volume_gib: int
+    priced: bool = Field(description="False: not in the price catalog, not in monthly_cost_usd.")
+    reason: str
+
+
 class Alternative(Data):
     instance_type: str
     tensor_parallel_size: int
@@ -179,6 +189,7 @@ class RegionPlan(Data):
     memory: Memory
     engine: Engine
     serving: Serving
+    system_pool: SystemPool
     node_zones: list[str] = Field(description="Zones that offer the instance: GPU node subnets.")
     availability_zones: list[str] = Field(
         description="Zones of the cluster's subnets: the node zones, topped up to 2-3 zones."

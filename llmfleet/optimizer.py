@@ -28,6 +28,12 @@ TP_DEGREES = (1, 2, 4, 8)
 IMAGE_AND_OS_GIB = 100
 VOLUME_STEP_GIB = 50
 MAX_ZONES = 3
+# Cluster services need somewhere untainted to run: two general-purpose nodes in two zones
+# (KEDA and the Prometheus stack ask for about 2 vCPU and 4 GiB together; m6i.xlarge has
+# 4 vCPU and 16 GiB). It is not a GPU instance, so the price catalog does not cover it.
+SYSTEM_INSTANCE_TYPE = "m6i.xlarge"
+SYSTEM_NODES = fleet.MinDesiredMax(min=2, desired=2, max=3)
+SYSTEM_VOLUME_GIB = 50
 MIN_CLUSTER_ZONES = 2
 
 
@@ -507,6 +513,15 @@ def _region_plan(
             s,
             engine,
             best.replicas,
+        ),
+        system_pool=fleet.SystemPool(
+            instance_type=SYSTEM_INSTANCE_TYPE,
+            nodes=SYSTEM_NODES,
+            volume_gib=SYSTEM_VOLUME_GIB,
+            priced=False,
+            reason="untainted nodes for CoreDNS, KEDA and the Prometheus stack, one per zone "
+            "for availability; general-purpose instances are outside the GPU price catalog, "
+            "so their cost is not in monthly_cost_usd",
         ),
         node_zones=node_zones,
         availability_zones=cluster_zones(region.name, node_zones),
