@@ -34,10 +34,11 @@ TIMING: tuple[Param, ...] = (
     ("mbu", "Ampere"),
     ("mfu", "Hopper"),
     ("mfu", "Ampere"),
-    ("step_overhead_ms", None),
+    ("step_overhead_ms", "vllm"),
     ("ttft_overhead_ms", None),
     ("moe_efficiency", None),
-    ("sequence_overhead_us", None),
+    ("roofline_overlap", None),
+    ("sequence_overhead_us", "vllm"),
 )
 # Physical bounds: no decode kernel streams HBM at more than ~92 % of its peak, no GEMM
 # sustains more than ~85 % of the dense tensor peak.
@@ -46,6 +47,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "mfu": (0.1, 0.85),
     "step_overhead_ms": (0.0, 20.0),
     "ttft_overhead_ms": (0.0, 500.0),
+    "roofline_overlap": (0.0, 1.0),
     "moe_efficiency": (0.05, 1.0),
     "sampler_logit_copies": (0.0, 30.0),
     "token_activation_factor": (0.0, 10.0),
@@ -146,7 +148,11 @@ def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200)
             own,
             c,
             prior,
-            [("engine_step_factor", engine)],
+            [
+                ("engine_step_factor", engine),
+                ("step_overhead_ms", engine),
+                ("sequence_overhead_us", engine),
+            ],
             {"itl_ms", "output_tokens_per_s"},
             max_evals,
         ).consts

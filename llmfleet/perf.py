@@ -5,6 +5,8 @@ context) plus `prefill` prompt tokens (a chunk). Its time is the roofline of the
 reads and the FLOPs it does, plus tensor-parallel all-reduces and a fixed overhead:
 
     t = max(bytes / (BW * MBU), flops / (TP * F * MFU)) + allreduce + overhead
+
+(with a fitted share of the shorter term added where memory and math do not overlap).
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ class Engine:
 
     @property
     def step_factor(self) -> float:
-        """Per-engine multiplier on step time, fitted on that engine's measurements."""
-        return self.consts.engine_step_factor.get(self.engine, 1.0)
+        """Per-engine multiplier on GPU time, fitted on that engine's measurements."""
+        return self.per_engine(self.consts.engine_step_factor)
+
+    def per_engine(self, values: dict[str, float]) -> float:
+        """This engine's value of a per-engine constant (vLLM's when it has none)."""
+        return values.get(self.engine, values["vllm"])
 
     @property
     def compute_flops(self) -> float:
@@ -58,11 +64,17 @@ class StepTime:
     compute_s: float
     comm_s: float
     overhead_s: float
-    factor: float = 1.0
+    factor: float = 1.0  # the engine's GPU time relative to vLLM's kernels
+    overlap: float = 1.0  # 1: memory and math overlap fully (the ideal roofline)
+
+    @property
+    def gpu_s(self) -> float:
+        longer, shorter = max(self.memory_s, self.compute_s), min(self.memory_s, self.compute_s)
+        return longer + (1 - self.overlap) * shorter + self.comm_s
 
     @property
     def total_s(self) -> float:
-        return (max(self.memory_s, self.compute_s) + self.comm_s + self.overhead_s) * self.factor
+        return self.gpu_s * self.factor + self.overhead_s
 
     @property
     def bound(self) -> str:
@@ -135,8 +147,11 @@ def step_time(
         msg = tokens * a.hidden * 2
         one = c.allreduce_latency_us[link] * 1e-6 + 2 * (eng.tp - 1) / eng.tp * msg / bw
         comm_s = 2 * a.layers * one
-    overhead_s = c.step_overhead_ms / 1000 + decode * c.sequence_overhead_us * 1e-6
-    return StepTime(memory_s, compute_s, comm_s, overhead_s, eng.step_factor)
+    overhead_s = (
+        eng.per_engine(c.step_overhead_ms) / 1000
+        + decode * eng.per_engine(c.sequence_overhead_us) * 1e-6
+    )
+    return StepTime(memory_s, compute_s, comm_s, overhead_s, eng.step_factor, c.roofline_overlap)
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,9 @@ def predict(
     cap = _decode_cap(mem, load, max_num_seqs, max_num_batched_tokens)
     saturated = False
     if load.mode == "offline":
-        decode, saturated = cap, True
+        # A finite queue of N requests runs at most N at once.
+        decode = min(cap, float(load.num_requests)) if load.num_requests else cap
+        saturated = True
     elif load.mode == "concurrency":
         assert load.concurrency is not None
         decode = min(load.concurrency, cap)

@@ -27,13 +27,14 @@ class Constants(BaseModel):
     token_activation_factor: float
     mbu: dict[str, float]
     mfu: dict[str, float]
-    step_overhead_ms: float
+    step_overhead_ms: dict[str, float]
     allreduce_latency_us: dict[str, float]
     link_efficiency: float
     engine_step_factor: dict[str, float]
     ttft_overhead_ms: float
     moe_efficiency: float
-    sequence_overhead_us: float
+    roofline_overlap: float
+    sequence_overhead_us: dict[str, float]
     # measured/predicted quantiles per metric: {"itl_ms": {"p10": .., "p90": ..}}
     uncertainty: dict[str, dict[str, float]] = {}
 
