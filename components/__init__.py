@@ -4,7 +4,7 @@ from components.cluster import InferenceCluster, InferenceClusterArgs
 from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
 from components.fleet import Fleet, FleetArgs
 from components.network import Network, NetworkArgs
-from components.node_pool import GpuNodePool, GpuNodePoolArgs
+from components.node_pool import NodePool, NodePoolArgs
 from components.vllm_service import VllmService, VllmServiceArgs
 
 __all__ = [
@@ -12,12 +12,12 @@ __all__ = [
     "ClusterAddonsArgs",
     "Fleet",
     "FleetArgs",
-    "GpuNodePool",
-    "GpuNodePoolArgs",
     "InferenceCluster",
     "InferenceClusterArgs",
     "Network",
     "NetworkArgs",
+    "NodePool",
+    "NodePoolArgs",
     "VllmService",
     "VllmServiceArgs",
 ]

@@ -1,8 +1,18 @@
 """InferenceCluster: one region's EKS control plane, its network, IAM and a Kubernetes provider.
 
 Network: the RegionPlan's existing VPC (`vpc_id` + `private_subnet_ids`) when it names one,
-else a new `Network` from `vpc_cidr`. The control plane's ENIs and every node live in the
-private subnets only.
+else a new `Network` from `vpc_cidr` with one private subnet in each of
+`RegionPlan.availability_zones`. The control plane's ENIs and every node live in the
+private subnets only. `gpu_subnet_ids` are the private subnets where GPU nodes may run: in a
+new VPC those in `RegionPlan.node_zones` (the zones that offer the instance type; a node
+group in a zone without it would fail to launch there); in an existing VPC all the given
+subnets, because their zones are unknown without an AWS call: give subnets only in zones
+that offer the instance (`llmfleet plan --json` lists them as `node_zones`), or the GPU node
+group may try to launch in a zone without the instance type.
+
+VPC CNI: the managed `vpc-cni` add-on with its network-policy agent on
+(`enableNetworkPolicy`), so the rendered NetworkPolicy is enforced rather than merely
+accepted; node groups wait for it (`vpc_cni`), so no node starts without the agent.
 
 Control plane: Kubernetes `FleetPlan.kubernetes_version`; private endpoint on; public
 endpoint on by default, because `pulumi up` and kubectl usually run from outside the VPC
@@ -27,11 +37,15 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import iam
-from components.network import NatGateways, Network, NetworkArgs
+from components.network import NatGateways, Network, NetworkArgs, subnets_in_zones
 from llmfleet.errors import PlanError
 from llmfleet.fleet import RegionPlan
 
 LOG_TYPES = ("api", "audit", "authenticator")
+VPC_CNI_ADDON = "vpc-cni"
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+"""The managed add-on's configuration key that starts the network-policy agent in aws-node
+(EKS user guide, cni-network-policy-configure; the value is a string)."""
 EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
 
 
@@ -43,7 +57,7 @@ class InferenceClusterArgs:
     fleet_name: FleetPlan.name, for tags.
     endpoint_public_access: public API endpoint (default True; see the module docstring).
     public_access_cidrs: who may reach the public endpoint (default anywhere).
-    az_count, nat_gateways: for a new VPC only; see NetworkArgs.
+    nat_gateways: for a new VPC only; see NetworkArgs.
     log_retention_days: control-plane log retention (default 90).
     aws_profile: AWS CLI profile the kubeconfig's `aws eks get-token` uses (default: the
         environment's credentials).
@@ -56,7 +70,6 @@ class InferenceClusterArgs:
     fleet_name: str
     endpoint_public_access: bool = True
     public_access_cidrs: Sequence[str] = ("0.0.0.0/0",)
-    az_count: int = 3
     nat_gateways: NatGateways = "per_az"
     log_retention_days: int = 90
     aws_profile: str | None = None
@@ -94,6 +107,24 @@ def cluster_args(
             "bootstrap_cluster_creator_admin_permissions": True,
         },
         "tags": dict(sorted(tags.items())),
+    }
+
+
+def vpc_cni_addon_args(cluster_name: pulumi.Input[str]) -> dict[str, Any]:
+    """Keyword arguments of the cluster's `aws.eks.Addon` for the VPC CNI.
+
+    No `addon_version`: EKS installs its default version for the cluster's Kubernetes
+    version. Network policies need VPC CNI 1.14 or later on Kubernetes 1.25 or later (EKS
+    user guide); `aws eks describe-addon-versions --addon-name vpc-cni` shows the default.
+    OVERWRITE on create and update: EKS installs a self-managed aws-node with every
+    cluster, and the managed add-on takes it over (and reverts hand edits on update).
+    """
+    return {
+        "cluster_name": cluster_name,
+        "addon_name": VPC_CNI_ADDON,
+        "configuration_values": json.dumps(VPC_CNI_CONFIGURATION, sort_keys=True),
+        "resolve_conflicts_on_create": "OVERWRITE",
+        "resolve_conflicts_on_update": "OVERWRITE",
     }
 
 
@@ -148,9 +179,10 @@ class InferenceCluster(pulumi.ComponentResource):
     """A region's EKS cluster with its network, IAM roles, KMS key and Kubernetes provider.
 
     Attributes: `cluster`, `cluster_security_group_id` (the one EKS creates), `node_role`
-    (for the GPU node group; its policy attachments are `node_role_attachments`),
-    `private_subnet_ids`, `vpc_id`, `network` (None when the plan names an existing VPC),
-    `kms_key`, `kubeconfig` (secret), `k8s_provider`.
+    (for every node group; its policy attachments are `node_role_attachments`), `vpc_cni`
+    (the add-on node groups wait for), `private_subnet_ids` (all: the control plane and the
+    system nodes), `gpu_subnet_ids` (see the module docstring), `vpc_id`, `network` (None
+    when the plan names an existing VPC), `kms_key`, `kubeconfig` (secret), `k8s_provider`.
     """
 
     cluster: aws.eks.Cluster
@@ -158,6 +190,8 @@ class InferenceCluster(pulumi.ComponentResource):
     node_role_attachments: list[aws.iam.RolePolicyAttachment]
     network: Network | None
     private_subnet_ids: pulumi.Output[list[str]]
+    gpu_subnet_ids: pulumi.Output[list[str]]
+    vpc_cni: aws.eks.Addon
     vpc_id: pulumi.Output[str]
     kms_key: aws.kms.Key
     cluster_security_group_id: pulumi.Output[str]
@@ -195,23 +229,28 @@ class InferenceCluster(pulumi.ComponentResource):
             self.network = None
             self.vpc_id = pulumi.Output.from_input(plan.vpc_id)
             self.private_subnet_ids = pulumi.Output.from_input(list(plan.private_subnet_ids))
+            self.gpu_subnet_ids = self.private_subnet_ids
         else:
             self.network = Network(
                 f"{name}-vpc",
                 NetworkArgs(
                     vpc_cidr=plan.vpc_cidr,
                     region=region,
-                    az_count=args.az_count,
+                    availability_zones=plan.availability_zones,
                     nat_gateways=args.nat_gateways,
                     field_path=f"regions[{region}].vpc_cidr",
+                    zones_field_path=f"regions[{region}].availability_zones",
                     tags=tags,
                 ),
                 opts=pulumi.ResourceOptions(parent=self, providers=[args.aws_provider]),
             )
+            private = self.network.private_subnets
             self.vpc_id = self.network.vpc.id
-            self.private_subnet_ids = pulumi.Output.all(
-                *[s.id for s in self.network.private_subnets]
+            self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private.values()])
+            gpu_subnets = subnets_in_zones(
+                private, plan.node_zones, f"regions[{region}].node_zones"
             )
+            self.gpu_subnet_ids = pulumi.Output.all(*[s.id for s in gpu_subnets])
 
         cluster_role = aws.iam.Role(
             f"{name}-cluster-role",
@@ -226,7 +265,7 @@ class InferenceCluster(pulumi.ComponentResource):
         self.node_role = aws.iam.Role(
             f"{name}-node-role",
             assume_role_policy=iam.assume_role_policy("ec2", region),
-            description=f"GPU nodes of {name}",
+            description=f"Nodes of {name}",
             tags=tags,
             opts=aws_opts(),
         )
@@ -266,6 +305,9 @@ class InferenceCluster(pulumi.ComponentResource):
         )
 
         self.cluster_security_group_id = self.cluster.vpc_config.apply(_cluster_security_group)
+        self.vpc_cni = aws.eks.Addon(
+            f"{name}-vpc-cni", **vpc_cni_addon_args(self.cluster.name), opts=aws_opts()
+        )
 
         profile = args.aws_profile
         self.kubeconfig = pulumi.Output.secret(
@@ -285,6 +327,7 @@ class InferenceCluster(pulumi.ComponentResource):
                 "endpoint": self.cluster.endpoint,
                 "vpc_id": self.vpc_id,
                 "private_subnet_ids": self.private_subnet_ids,
+                "gpu_subnet_ids": self.gpu_subnet_ids,
                 "node_role_arn": self.node_role.arn,
                 "kubeconfig": self.kubeconfig,
             }

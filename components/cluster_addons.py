@@ -8,12 +8,20 @@ Three pinned Helm releases on the cluster's Kubernetes provider:
   the EKS-optimized AL2023 AMIs with NVIDIA GPUs, you must install the NVIDIA Kubernetes
   device plugin"; only the Bottlerocket NVIDIA AMIs include it). It runs on the GPU nodes
   only: it tolerates the GPU taint and selects the `nvidia.com/gpu.present` label that
-  GpuNodePool sets.
+  the GPU NodePool sets, and waits for the GPU node group.
 - KEDA: the ScaledObject CRD and the operator that turns the vLLM metrics into an HPA.
 - kube-prometheus-stack: Prometheus, the operator and its CRDs (ServiceMonitor). Prometheus
   selects every ServiceMonitor in the cluster (not only the chart's own), so the
   VllmService's ServiceMonitor is scraped; Grafana is off (it would create a Secret with an
   admin password).
+
+KEDA and the Prometheus stack run on the system pool: they wait for the system node group
+(a release that waits for its pods would otherwise wait on pods with nowhere to run) and
+select `llmfleet.io/pool: system` through the charts' own values: KEDA 2.16.1's top-level
+`nodeSelector` (operator, metrics server, webhooks); in kube-prometheus-stack 69.5.1 the
+operator, its admission-webhook patch jobs, Prometheus, Alertmanager and kube-state-metrics
+each take a `nodeSelector` (values.yaml of those chart versions). The node exporter is a
+DaemonSet meant for every node and keeps the chart's default.
 
 Versions are pinned to the releases whose CRD schemas the tests validate against
 (cloudcoil-models-keda 2.16.1.0 = KEDA 2.16.1; cloudcoil-models-prometheus-operator
@@ -31,12 +39,16 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.node_pool import PoolKind, pool_node_selector
 from llmfleet import serving
+
+SYSTEM = pool_node_selector("system")
 
 
 @dataclass(frozen=True)
 class HelmChart:
-    """A pinned chart: release name, chart, exact version, repository, namespace, values."""
+    """A pinned chart: release name, chart, exact version, repository, namespace, values,
+    and the node pool its pods run on (`pool`: the release waits for that node group)."""
 
     release: str
     chart: str
@@ -45,6 +57,7 @@ class HelmChart:
     namespace: str
     values: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""
+    pool: PoolKind = "system"
 
 
 NVIDIA_DEVICE_PLUGIN = HelmChart(
@@ -60,6 +73,7 @@ NVIDIA_DEVICE_PLUGIN = HelmChart(
         ],
     },
     source="EKS user guide ml-eks-k8s-device-plugin (helm repo nvdp, chart 0.17.4)",
+    pool="gpu",
 )
 KEDA = HelmChart(
     release="keda",
@@ -67,6 +81,7 @@ KEDA = HelmChart(
     version="2.16.1",
     repository="https://kedacore.github.io/charts",
     namespace="keda",
+    values={"nodeSelector": SYSTEM},
     source="kedacore/charts release v2.16.1 (app 2.16.1)",
 )
 KUBE_PROMETHEUS_STACK = HelmChart(
@@ -83,8 +98,15 @@ KUBE_PROMETHEUS_STACK = HelmChart(
             "prometheusSpec": {
                 "serviceMonitorSelectorNilUsesHelmValues": False,
                 "podMonitorSelectorNilUsesHelmValues": False,
+                "nodeSelector": SYSTEM,
             }
         },
+        "prometheusOperator": {
+            "nodeSelector": SYSTEM,
+            "admissionWebhooks": {"patch": {"nodeSelector": SYSTEM}},
+        },
+        "alertmanager": {"alertmanagerSpec": {"nodeSelector": SYSTEM}},
+        "kube-state-metrics": {"nodeSelector": SYSTEM},
     },
     source="prometheus-community/helm-charts kube-prometheus-stack-69.5.1 (app v0.80.1)",
 )
@@ -107,13 +129,13 @@ def release_args(chart: HelmChart) -> dict[str, Any]:
 @dataclass(frozen=True)
 class ClusterAddonsArgs:
     """k8s_provider: the region's cluster provider (InferenceCluster.k8s_provider).
-    depends_on: what the releases wait for, e.g. the GPU node group (the device plugin's
-        DaemonSet has nowhere to run before it).
+    pool_nodes: per pool kind, what a chart of that `pool` waits for: the pool's node group
+        (its pods have nowhere to run before it). Every chart's pool must have an entry.
     charts: the releases to install (default CHARTS).
     """
 
     k8s_provider: k8s.Provider
-    depends_on: Sequence[pulumi.Resource] = ()
+    pool_nodes: Mapping[PoolKind, Sequence[pulumi.Resource]]
     charts: Sequence[HelmChart] = CHARTS
 
 
@@ -127,12 +149,17 @@ class ClusterAddons(pulumi.ComponentResource):
         self, name: str, args: ClusterAddonsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("llmfleet:index:ClusterAddons", name, None, opts)
+        missing = sorted({c.pool for c in args.charts} - set(args.pool_nodes))
+        if missing:
+            raise ValueError(f"{name}: ClusterAddonsArgs.pool_nodes has no {', '.join(missing)}")
         self.releases = {
             chart.release: k8s.helm.v3.Release(
                 f"{name}-{chart.release}",
                 **release_args(chart),
                 opts=pulumi.ResourceOptions(
-                    parent=self, provider=args.k8s_provider, depends_on=list(args.depends_on)
+                    parent=self,
+                    provider=args.k8s_provider,
+                    depends_on=list(args.pool_nodes[chart.pool]),
                 ),
             )
             for chart in args.charts

@@ -1,5 +1,5 @@
-"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, GPU nodes,
-the cluster add-ons (device plugin, KEDA, Prometheus) and the vLLM service.
+"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, system and
+GPU nodes, the cluster add-ons (device plugin, KEDA, Prometheus) and the vLLM service.
 
 It translates and never computes: every number (instance type, node counts, volume size,
 Kubernetes version, CIDR) is read from the FleetPlan.
@@ -16,7 +16,7 @@ import pulumi_aws as aws
 from components.cluster import InferenceCluster, InferenceClusterArgs
 from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
 from components.network import NatGateways
-from components.node_pool import GpuNodePool, GpuNodePoolArgs
+from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, system_pool
 from components.vllm_service import VllmService, VllmServiceArgs
 from llmfleet.fleet import FleetPlan
 
@@ -41,7 +41,8 @@ class FleetArgs:
 class RegionResources:
     provider: aws.Provider
     cluster: InferenceCluster
-    node_pool: GpuNodePool
+    system_pool: NodePool
+    gpu_pool: NodePool
     addons: ClusterAddons
     service: VllmService
 
@@ -51,10 +52,34 @@ def default_tags(fleet_name: str, extra: Mapping[str, str]) -> dict[str, str]:
     return dict(sorted({**extra, "llmfleet.io/fleet": fleet_name, "managed-by": "pulumi"}.items()))
 
 
+def node_pool_args(
+    pool: PoolSpec,
+    cluster: InferenceCluster,
+    subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
+    fleet_name: str,
+) -> NodePoolArgs:
+    """A pool on `cluster`: its node role, security group and fleet name; it waits for the
+    role's policies and the VPC CNI add-on."""
+    return NodePoolArgs(
+        pool=pool,
+        cluster_name=cluster.cluster.name,
+        cluster_security_group_id=cluster.cluster_security_group_id,
+        node_role_arn=cluster.node_role.arn,
+        subnet_ids=subnet_ids,
+        fleet_name=fleet_name,
+        depends_on=[*cluster.node_role_attachments, cluster.vpc_cni],
+    )
+
+
 class Fleet(pulumi.ComponentResource):
     """Children per region r: `{name}-{r}-aws` (provider), `{name}-{r}` (InferenceCluster),
-    `{name}-{r}-gpu` (GpuNodePool), `{name}-{r}-addons` (ClusterAddons) and `{name}-{r}-vllm`
-    (VllmService: the rendered manifests). `regions` maps region name to those.
+    `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools), `{name}-{r}-addons`
+    (ClusterAddons) and `{name}-{r}-vllm` (VllmService: the rendered manifests). `regions`
+    maps region name to those.
+
+    The system pool runs in all of the cluster's private subnets, the GPU pool only in the
+    zones that offer its instance type (InferenceCluster.gpu_subnet_ids). Both wait for the
+    node role's policies and the VPC CNI add-on.
     """
 
     regions: dict[str, RegionResources]
@@ -87,22 +112,25 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
             )
-            pool = GpuNodePool(
-                f"{base}-gpu",
-                GpuNodePoolArgs(
-                    region_plan=rp,
-                    cluster_name=cluster.cluster.name,
-                    cluster_security_group_id=cluster.cluster_security_group_id,
-                    node_role_arn=cluster.node_role.arn,
-                    subnet_ids=cluster.private_subnet_ids,
-                    fleet_name=plan.name,
-                    depends_on=cluster.node_role_attachments,
+            pool_opts = pulumi.ResourceOptions(parent=self, providers=[provider])
+            system = NodePool(
+                f"{base}-system",
+                node_pool_args(
+                    system_pool(rp, plan.name), cluster, cluster.private_subnet_ids, plan.name
                 ),
-                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+                opts=pool_opts,
+            )
+            gpu = NodePool(
+                f"{base}-gpu",
+                node_pool_args(gpu_pool(rp, plan.name), cluster, cluster.gpu_subnet_ids, plan.name),
+                opts=pool_opts,
             )
             addons = ClusterAddons(
                 f"{base}-addons",
-                ClusterAddonsArgs(k8s_provider=cluster.k8s_provider, depends_on=[pool.node_group]),
+                ClusterAddonsArgs(
+                    k8s_provider=cluster.k8s_provider,
+                    pool_nodes={"system": [system.node_group], "gpu": [gpu.node_group]},
+                ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             service = VllmService(
@@ -111,17 +139,23 @@ class Fleet(pulumi.ComponentResource):
                     fleet_plan=plan,
                     region_plan=rp,
                     k8s_provider=cluster.k8s_provider,
-                    depends_on=[pool.node_group, *addons.releases.values()],
+                    depends_on=[gpu.node_group, *addons.releases.values()],
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            self.regions[rp.region] = RegionResources(provider, cluster, pool, addons, service)
+            self.regions[rp.region] = RegionResources(
+                provider, cluster, system, gpu, addons, service
+            )
 
         self.register_outputs(
             {
                 "cluster_names": {r: res.cluster.cluster.name for r, res in self.regions.items()},
                 "node_groups": {
-                    r: res.node_pool.node_group.node_group_name for r, res in self.regions.items()
+                    r: {
+                        "system": res.system_pool.node_group.node_group_name,
+                        "gpu": res.gpu_pool.node_group.node_group_name,
+                    }
+                    for r, res in self.regions.items()
                 },
             }
         )

@@ -15,8 +15,8 @@ NODE_POLICIES = (
     "AmazonEKS_CNI_Policy",
     "AmazonEC2ContainerRegistryReadOnly",
 )
-"""The GPU nodes' role, least privilege: join the cluster (WorkerNode), let the VPC CNI
-manage pod ENIs and addresses (CNI), pull images from ECR (ECR read-only).
+"""Every node's role (system and GPU pools), least privilege: join the cluster (WorkerNode),
+let the VPC CNI manage pod ENIs and addresses (CNI), pull images from ECR (ECR read-only).
 
 AmazonSSMManagedInstanceCore is deliberately absent: it would let anyone with SSM access
 open a shell on a GPU node (and read the model weights and the node's credentials) outside

@@ -1,15 +1,25 @@
-"""GpuNodePool: one EKS managed node group of GPU nodes for a region, sized by the FleetPlan.
+"""NodePool: one EKS managed node group of a region's cluster, sized by the FleetPlan.
 
-The node group runs the EKS-optimised AL2023 NVIDIA AMI (`ami_type`, so the launch template
-sets no image and EKS keeps merging its own bootstrap user data), on-demand, with the
-instance type and min/desired/max nodes of the region's `RegionPlan`. Every node is
-labelled and tainted `nvidia.com/gpu=true:NoSchedule` so only pods that tolerate the GPU
-taint (the vLLM replicas, the NVIDIA device plugin) land on it.
+Two kinds of pool per region, both built by the same pure functions from a `PoolSpec`:
 
-The launch template carries what the node group API cannot: IMDSv2 with hop limit 2 (pods
-behind the node's network namespace need the second hop), an encrypted gp3 root volume
-sized for the image and the model weights, and a primary network interface without a
-public IP that keeps the EKS cluster security group.
+- "gpu" (`gpu_pool`): the vLLM replicas' nodes. The EKS-optimised AL2023 NVIDIA AMI, the
+  region's instance type and min/desired/max nodes (`RegionPlan.nodes`), root volume
+  `RegionPlan.node_volume_gib`. Labelled with the core's `serving.node_labels` (the vLLM
+  pods' nodeSelector) and tainted `nvidia.com/gpu=true:NoSchedule`, so only pods that
+  tolerate the GPU taint (the vLLM replicas, the NVIDIA device plugin) land on it. Fleet
+  places it in the private subnets of `RegionPlan.node_zones` only: the zones that offer
+  the instance type.
+- "system" (`system_pool`): untainted general-purpose nodes for CoreDNS, KEDA, the
+  Prometheus stack and the operators, from `RegionPlan.system_pool` (instance type, nodes,
+  volume) on the standard AL2023 x86_64 AMI, in all of the cluster's private subnets.
+
+Every node carries `llmfleet.io/pool: <kind>` (`pool_node_selector(kind)` selects it) and
+`llmfleet.io/fleet`. Both pools share the node role and the same launch template policy,
+which carries what the node group API cannot: IMDSv2 with hop limit 2 (pods behind the
+node's network namespace need the second hop), an encrypted gp3 root volume, and a primary
+network interface without a public IP that keeps the EKS cluster security group. The
+managed `ami_type` picks the image, so the launch template sets none and EKS keeps merging
+its own bootstrap user data.
 
 After creation the cluster autoscaler owns `desired_size`: `pulumi up` sets it once and
 then ignores drift in it, so a deploy never scales a busy fleet back to the plan's number.
@@ -20,56 +30,58 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pulumi
 import pulumi_aws as aws
 
 from llmfleet import serving
-from llmfleet.fleet import RegionPlan
+from llmfleet.fleet import MinDesiredMax, RegionPlan
 
+PoolKind = Literal["gpu", "system"]
 AMI_TYPE = "AL2023_x86_64_NVIDIA"
-"""EKS-optimised Amazon Linux 2023 with the NVIDIA driver and container toolkit."""
+"""GPU pool: EKS-optimised Amazon Linux 2023 with the NVIDIA driver and container toolkit."""
+SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+"""System pool: EKS-optimised Amazon Linux 2023 for x86_64 instances (m6i and the like)."""
 ROOT_DEVICE_NAME = "/dev/xvda"
 """Root device of the AL2023 EKS AMIs; a mapping on another name adds a second volume."""
 GPU_TAINT_KEY = serving.GPU_TAINT_KEY
 LABEL_PREFIX = serving.NODE_LABEL_PREFIX
+POOL_LABEL = f"{LABEL_PREFIX}/pool"
+"""Node label naming the pool a node belongs to: "gpu" or "system"."""
 IMDS_HOP_LIMIT = 2
 DESIRED_SIZE_PATH = "scalingConfig.desiredSize"
 """Engine property path (wire names) of the node group's desired size, for ignore_changes."""
 
 
 @dataclass(frozen=True)
-class GpuNodePoolArgs:
-    """What a GpuNodePool needs; every number comes from `region_plan`.
+class PoolSpec:
+    """One pool's decisions, read from the RegionPlan (`gpu_pool`, `system_pool`).
 
-    region_plan: the region's decisions: instance type, nodes (min/desired/max), GPU,
-        root volume size.
-    cluster_name: name of the EKS cluster the nodes join.
-    cluster_security_group_id: the security group EKS created for the cluster. The
-        launch template's network interface carries it (EKS adds it only when a launch
-        template names no security group), so nodes and control plane can talk.
-    node_role_arn: IAM role of the nodes (see InferenceCluster.node_role).
-    subnet_ids: private subnets for the nodes; never public ones.
-    fleet_name: the FleetPlan's name, for labels and tags.
-    tags: extra AWS tags for the node group and the instances, volumes and ENIs it launches.
-    depends_on: resources the node group must wait for, e.g. the node role's policy
-        attachments (nodes cannot join a cluster before their role may).
+    kind: "gpu" or "system". description: for the launch template. ami_type: the EKS
+    managed AMI type. labels: Kubernetes node labels (sorted). taints: node group taints
+    (none for the system pool).
     """
 
-    region_plan: RegionPlan
-    cluster_name: pulumi.Input[str]
-    cluster_security_group_id: pulumi.Input[str]
-    node_role_arn: pulumi.Input[str]
-    subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
-    fleet_name: str
-    tags: Mapping[str, str] = field(default_factory=dict)
-    depends_on: Sequence[pulumi.Resource] = ()
+    kind: PoolKind
+    region: str
+    description: str
+    instance_type: str
+    nodes: MinDesiredMax
+    volume_gib: int
+    ami_type: str
+    labels: Mapping[str, str]
+    taints: Sequence[Mapping[str, str]] = ()
+
+
+def pool_node_selector(kind: PoolKind) -> dict[str, str]:
+    """The nodeSelector that places a pod on the nodes of pool `kind`."""
+    return {POOL_LABEL: kind}
 
 
 def node_labels(region_plan: RegionPlan, fleet_name: str) -> dict[str, str]:
-    """Kubernetes labels of every node in the pool (sorted keys): the core's
-    `serving.node_labels`, the same function that gives the vLLM pods their nodeSelector."""
+    """The GPU labels (sorted keys): the core's `serving.node_labels`, the same function
+    that gives the vLLM pods their nodeSelector."""
     return serving.node_labels(
         fleet_name, region_plan.gpu, region_plan.instance_type, region_plan.gpus_per_node
     )
@@ -80,19 +92,51 @@ def node_taints() -> list[dict[str, str]]:
     return [{"key": GPU_TAINT_KEY, "value": serving.GPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}]
 
 
+def gpu_pool(region_plan: RegionPlan, fleet_name: str) -> PoolSpec:
+    """The region's GPU pool: instance type, nodes and root volume of the RegionPlan."""
+    labels = {**node_labels(region_plan, fleet_name), **pool_node_selector("gpu")}
+    return PoolSpec(
+        kind="gpu",
+        region=region_plan.region,
+        description=f"GPU nodes {region_plan.instance_type} in {region_plan.region}",
+        instance_type=region_plan.instance_type,
+        nodes=region_plan.nodes,
+        volume_gib=region_plan.node_volume_gib,
+        ami_type=AMI_TYPE,
+        labels=dict(sorted(labels.items())),
+        taints=node_taints(),
+    )
+
+
+def system_pool(region_plan: RegionPlan, fleet_name: str) -> PoolSpec:
+    """The region's system pool: `RegionPlan.system_pool`, untainted."""
+    sp = region_plan.system_pool
+    labels = {f"{LABEL_PREFIX}/fleet": fleet_name, **pool_node_selector("system")}
+    return PoolSpec(
+        kind="system",
+        region=region_plan.region,
+        description=f"System nodes {sp.instance_type} in {region_plan.region}",
+        instance_type=sp.instance_type,
+        nodes=sp.nodes,
+        volume_gib=sp.volume_gib,
+        ami_type=SYSTEM_AMI_TYPE,
+        labels=dict(sorted(labels.items())),
+    )
+
+
 def launch_template_args(
-    region_plan: RegionPlan,
+    pool: PoolSpec,
     cluster_security_group_id: pulumi.Input[str],
     tags: Mapping[str, str],
 ) -> dict[str, Any]:
-    """Keyword arguments of the node pool's `aws.ec2.LaunchTemplate`.
+    """Keyword arguments of the pool's `aws.ec2.LaunchTemplate`.
 
     No `image_id`, `instance_type`, `user_data`, `iam_instance_profile` or subnet: the
     managed node group sets those (EKS rejects a launch template that sets some of them).
     """
     propagated = dict(sorted(tags.items()))
     return {
-        "description": f"GPU nodes {region_plan.instance_type} in {region_plan.region}",
+        "description": pool.description,
         "update_default_version": True,
         "metadata_options": {
             "http_endpoint": "enabled",
@@ -104,7 +148,7 @@ def launch_template_args(
             {
                 "device_name": ROOT_DEVICE_NAME,
                 "ebs": {
-                    "volume_size": region_plan.node_volume_gib,
+                    "volume_size": pool.volume_gib,
                     "volume_type": "gp3",
                     "encrypted": "true",
                     "delete_on_termination": "true",
@@ -128,44 +172,74 @@ def launch_template_args(
 
 
 def node_group_args(
-    region_plan: RegionPlan,
+    pool: PoolSpec,
     *,
     cluster_name: pulumi.Input[str],
     node_role_arn: pulumi.Input[str],
     subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
     launch_template_id: pulumi.Input[str],
     launch_template_version: pulumi.Input[str],
-    fleet_name: str,
     tags: Mapping[str, str],
 ) -> dict[str, Any]:
     """Keyword arguments of the pool's `aws.eks.NodeGroup`.
 
-    No `disk_size` (the launch template sizes the root volume; EKS rejects both) and no
-    `version`/`release_version` (the node group follows the cluster's version).
+    No `disk_size` (the launch template sizes the root volume; EKS rejects both), no
+    `version`/`release_version` (the node group follows the cluster's version) and no
+    `taints` when the pool has none.
     """
-    nodes = region_plan.nodes
-    return {
+    args: dict[str, Any] = {
         "cluster_name": cluster_name,
         "node_role_arn": node_role_arn,
         "subnet_ids": subnet_ids,
-        "ami_type": AMI_TYPE,
+        "ami_type": pool.ami_type,
         "capacity_type": "ON_DEMAND",
-        "instance_types": [region_plan.instance_type],
+        "instance_types": [pool.instance_type],
         "scaling_config": {
-            "min_size": nodes.min,
-            "desired_size": nodes.desired,
-            "max_size": nodes.max,
+            "min_size": pool.nodes.min,
+            "desired_size": pool.nodes.desired,
+            "max_size": pool.nodes.max,
         },
         "update_config": {"max_unavailable": 1},
-        "labels": node_labels(region_plan, fleet_name),
-        "taints": node_taints(),
+        "labels": dict(pool.labels),
         "launch_template": {"id": launch_template_id, "version": launch_template_version},
         "tags": dict(sorted(tags.items())),
     }
+    if pool.taints:
+        args["taints"] = [dict(t) for t in pool.taints]
+    return args
 
 
-class GpuNodePool(pulumi.ComponentResource):
-    """A region's GPU nodes: a launch template and an EKS managed node group.
+@dataclass(frozen=True)
+class NodePoolArgs:
+    """What a NodePool needs; every number comes from `pool` (see `gpu_pool`, `system_pool`).
+
+    pool: the pool's instance type, nodes, volume, AMI type, labels and taints.
+    cluster_name: name of the EKS cluster the nodes join.
+    cluster_security_group_id: the security group EKS created for the cluster. The
+        launch template's network interface carries it (EKS adds it only when a launch
+        template names no security group), so nodes and control plane can talk.
+    node_role_arn: IAM role of the nodes (see InferenceCluster.node_role).
+    subnet_ids: private subnets for the nodes; never public ones. For the GPU pool only
+        those in zones that offer the instance type (InferenceCluster.gpu_subnet_ids).
+    fleet_name: the FleetPlan's name, for tags.
+    tags: extra AWS tags for the node group and the instances, volumes and ENIs it launches.
+    depends_on: resources the node group must wait for, e.g. the node role's policy
+        attachments (nodes cannot join a cluster before their role may) and the VPC CNI
+        add-on (nodes start with network policy enforcement on).
+    """
+
+    pool: PoolSpec
+    cluster_name: pulumi.Input[str]
+    cluster_security_group_id: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
+    fleet_name: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+class NodePool(pulumi.ComponentResource):
+    """A pool of a region's nodes: a launch template and an EKS managed node group.
 
     Children: `launch_template` (`{name}-lt`) and `node_group` (`{name}`).
     """
@@ -174,31 +248,31 @@ class GpuNodePool(pulumi.ComponentResource):
     node_group: aws.eks.NodeGroup
 
     def __init__(
-        self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None
+        self, name: str, args: NodePoolArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("llmfleet:index:GpuNodePool", name, None, opts)
-        plan = args.region_plan
+        super().__init__("llmfleet:index:NodePool", name, None, opts)
+        pool = args.pool
         tags = {
             **args.tags,
             f"{LABEL_PREFIX}/fleet": args.fleet_name,
-            f"{LABEL_PREFIX}/region": plan.region,
+            f"{LABEL_PREFIX}/region": pool.region,
+            POOL_LABEL: pool.kind,
         }
 
         self.launch_template = aws.ec2.LaunchTemplate(
             f"{name}-lt",
-            **launch_template_args(plan, args.cluster_security_group_id, tags),
+            **launch_template_args(pool, args.cluster_security_group_id, tags),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.node_group = aws.eks.NodeGroup(
             name,
             **node_group_args(
-                plan,
+                pool,
                 cluster_name=args.cluster_name,
                 node_role_arn=args.node_role_arn,
                 subnet_ids=args.subnet_ids,
                 launch_template_id=self.launch_template.id,
                 launch_template_version=self.launch_template.latest_version.apply(str),
-                fleet_name=args.fleet_name,
                 tags=tags,
             ),
             opts=pulumi.ResourceOptions(

@@ -308,6 +308,7 @@ KEY_INPUTS: dict[str, tuple[str, ...]] = {
         "blockDeviceMappings.0.ebs",
         "networkInterfaces.0.associatePublicIpAddress",
     ),
+    "aws:eks/addon:Addon": ("addonName", "configurationValues", "resolveConflictsOnUpdate"),
     "kubernetes:helm.sh/v3:Release": ("chart", "version", "namespace"),
     "kubernetes:apps/v1:Deployment": ("metadata.namespace", "metadata.name"),
     "kubernetes:keda.sh/v1alpha1:ScaledObject": ("spec.minReplicaCount", "spec.maxReplicaCount"),
@@ -317,6 +318,7 @@ KEY_INPUTS: dict[str, tuple[str, ...]] = {
         "capacityType",
         "scalingConfig",
         "taints",
+        "subnetIds",
     ),
 }
 """Per resource type, the inputs format_preview shows (dotted paths; digits index lists)."""
@@ -355,6 +357,13 @@ def _fleet_summary(fleet_plan: FleetPlan) -> list[str]:
             f"nodes {r.nodes.min}/{r.nodes.desired}/{r.nodes.max}, "
             f"replicas {r.replicas.min}/{r.replicas.desired}/{r.replicas.max} (min/desired/max), "
             f"${r.monthly_cost_usd:,.2f}/month"
+        )
+        sp = r.system_pool
+        lines.append(
+            f"    GPU nodes in {', '.join(r.node_zones)} of the cluster's zones "
+            f"{', '.join(r.availability_zones)}; system pool {sp.instance_type}, "
+            f"nodes {sp.nodes.min}/{sp.nodes.desired}/{sp.nodes.max}"
+            + ("" if sp.priced else " (not priced)")
         )
     return lines
 

@@ -17,16 +17,22 @@ import pulumi_aws as aws
 import pytest
 
 from components import iam
-from components.cluster import cluster_args, kubeconfig_json
+from components.cluster import cluster_args, kubeconfig_json, vpc_cni_addon_args
 from components.fleet import default_tags
-from components.network import INTERNAL_ELB_TAG, subnet_layout, subnet_tags
+from components.network import INTERNAL_ELB_TAG, subnet_layout, subnet_tags, subnets_in_zones
 from components.node_pool import (
     AMI_TYPE,
+    POOL_LABEL,
     ROOT_DEVICE_NAME,
+    SYSTEM_AMI_TYPE,
+    PoolSpec,
+    gpu_pool,
     launch_template_args,
     node_group_args,
     node_labels,
     node_taints,
+    pool_node_selector,
+    system_pool,
 )
 from llmfleet import catalog
 from llmfleet.errors import PlanError
@@ -77,24 +83,32 @@ def region(dev_plan: FleetPlan) -> RegionPlan:
     return dev_plan.regions[0]
 
 
-def _node_group(region: RegionPlan) -> dict[str, Any]:
+def _node_group(pool: PoolSpec) -> dict[str, Any]:
     return node_group_args(
-        region,
+        pool,
         cluster_name="c",
         node_role_arn="arn:aws:iam::1:role/n",
         subnet_ids=["subnet-1", "subnet-2"],
         launch_template_id="lt-1",
         launch_template_version="1",
-        fleet_name="chat-dev",
         tags={"b": "2", "a": "1"},
     )
+
+
+def _pools(region: RegionPlan) -> dict[str, PoolSpec]:
+    return {"gpu": gpu_pool(region, "chat-dev"), "system": system_pool(region, "chat-dev")}
+
+
+@pytest.fixture(params=["gpu", "system"])
+def pool(request: pytest.FixtureRequest, region: RegionPlan) -> PoolSpec:
+    return _pools(region)[request.param]
 
 
 # --- GPU node pool -------------------------------------------------------------------------
 
 
 def test_node_group_size_and_instance_come_from_the_region_plan(region: RegionPlan) -> None:
-    args = _node_group(region)
+    args = _node_group(gpu_pool(region, "chat-dev"))
     assert args["instance_types"] == [region.instance_type]
     assert args["scaling_config"] == {
         "min_size": region.nodes.min,
@@ -104,7 +118,7 @@ def test_node_group_size_and_instance_come_from_the_region_plan(region: RegionPl
 
 
 def test_node_group_runs_the_managed_nvidia_al2023_ami_on_demand(region: RegionPlan) -> None:
-    args = _node_group(region)
+    args = _node_group(gpu_pool(region, "chat-dev"))
     assert args["ami_type"] == AMI_TYPE == "AL2023_x86_64_NVIDIA"
     assert args["capacity_type"] == "ON_DEMAND"
     assert args["launch_template"] == {"id": "lt-1", "version": "1"}
@@ -113,9 +127,11 @@ def test_node_group_runs_the_managed_nvidia_al2023_ami_on_demand(region: RegionP
 
 
 def test_node_group_is_tainted_and_labelled_for_gpus(region: RegionPlan) -> None:
-    args = _node_group(region)
+    args = _node_group(gpu_pool(region, "chat-dev"))
     assert args["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
     assert args["labels"]["nvidia.com/gpu.present"] == "true"
+    assert args["labels"][POOL_LABEL] == "gpu"
+    assert node_labels(region, "chat-dev").items() <= args["labels"].items()
     assert args["labels"]["llmfleet.io/gpu"] == region.gpu
     assert args["labels"]["llmfleet.io/instance-type"] == region.instance_type
     assert list(args["labels"]) == sorted(args["labels"])
@@ -135,26 +151,58 @@ def test_labels_are_valid_for_every_catalog_instance(region: RegionPlan) -> None
             assert len(value) <= 63 and LABEL_VALUE.match(value), (key, value)
 
 
-def test_launch_template_requires_imdsv2_with_two_hops(region: RegionPlan) -> None:
-    meta = launch_template_args(region, "sg-1", {})["metadata_options"]
+# --- system node pool ----------------------------------------------------------------------
+
+
+def test_system_pool_is_sized_from_the_region_plans_system_pool(region: RegionPlan) -> None:
+    sp = region.system_pool
+    args = _node_group(system_pool(region, "chat-dev"))
+    assert args["instance_types"] == [sp.instance_type]
+    assert args["scaling_config"] == {
+        "min_size": sp.nodes.min,
+        "desired_size": sp.nodes.desired,
+        "max_size": sp.nodes.max,
+    }
+    assert args["ami_type"] == SYSTEM_AMI_TYPE == "AL2023_x86_64_STANDARD"
+    assert args["capacity_type"] == "ON_DEMAND"
+
+
+def test_system_pool_is_untainted_and_selectable(region: RegionPlan) -> None:
+    args = _node_group(system_pool(region, "chat-dev"))
+    assert "taints" not in args, "cluster services run here without tolerations"
+    assert args["labels"] == {"llmfleet.io/fleet": "chat-dev", "llmfleet.io/pool": "system"}
+    assert pool_node_selector("system").items() <= args["labels"].items()
+    assert (
+        not pool_node_selector("system").items()
+        <= _node_group(gpu_pool(region, "f"))["labels"].items()
+    ), "a system-pool nodeSelector must not match GPU nodes"
+
+
+# --- both pools: the same secure launch template --------------------------------------------
+
+
+def test_launch_template_requires_imdsv2_with_two_hops(pool: PoolSpec) -> None:
+    meta = launch_template_args(pool, "sg-1", {})["metadata_options"]
     assert meta["http_tokens"] == "required"
     assert meta["http_put_response_hop_limit"] == 2
     assert meta["http_endpoint"] == "enabled"
 
 
 def test_launch_template_encrypts_a_gp3_root_volume_of_the_planned_size(region: RegionPlan) -> None:
-    [root] = launch_template_args(region, "sg-1", {})["block_device_mappings"]
-    assert root["device_name"] == ROOT_DEVICE_NAME == "/dev/xvda"
-    assert root["ebs"] == {
-        "volume_size": region.node_volume_gib,
-        "volume_type": "gp3",
-        "encrypted": "true",
-        "delete_on_termination": "true",
-    }
+    planned = {"gpu": region.node_volume_gib, "system": region.system_pool.volume_gib}
+    for kind, pool in _pools(region).items():
+        [root] = launch_template_args(pool, "sg-1", {})["block_device_mappings"]
+        assert root["device_name"] == ROOT_DEVICE_NAME == "/dev/xvda"
+        assert root["ebs"] == {
+            "volume_size": planned[kind],
+            "volume_type": "gp3",
+            "encrypted": "true",
+            "delete_on_termination": "true",
+        }, kind
 
 
-def test_launch_template_leaves_ami_and_placement_to_the_node_group(region: RegionPlan) -> None:
-    args = launch_template_args(region, "sg-1", {"team": "ml"})
+def test_launch_template_leaves_ami_and_placement_to_the_node_group(pool: PoolSpec) -> None:
+    args = launch_template_args(pool, "sg-1", {"team": "ml"})
     for managed in (
         "image_id",
         "instance_type",
@@ -176,10 +224,10 @@ def test_launch_template_leaves_ami_and_placement_to_the_node_group(region: Regi
     assert all(t["tags"] == {"team": "ml"} for t in args["tag_specifications"])
 
 
-def test_node_pool_builders_use_only_real_sdk_arguments(region: RegionPlan) -> None:
-    assert unknown_sdk_args(aws.eks.NodeGroup, _node_group(region)) == []
+def test_node_pool_builders_use_only_real_sdk_arguments(pool: PoolSpec) -> None:
+    assert unknown_sdk_args(aws.eks.NodeGroup, _node_group(pool)) == []
     assert (
-        unknown_sdk_args(aws.ec2.LaunchTemplate, launch_template_args(region, "sg-1", {"a": "b"}))
+        unknown_sdk_args(aws.ec2.LaunchTemplate, launch_template_args(pool, "sg-1", {"a": "b"}))
         == []
     )
 
@@ -195,23 +243,37 @@ def test_sdk_check_catches_an_invented_argument() -> None:
 # --- network -------------------------------------------------------------------------------
 
 
-def test_subnet_layout_of_a_slash_16() -> None:
-    layout = subnet_layout("10.40.0.0/16", "us-east-1")
+def test_subnet_layout_follows_the_plans_zones_in_order() -> None:
+    layout = subnet_layout("10.40.0.0/16", "us-east-1", ["us-east-1c", "us-east-1a"])
     private = [s for s in layout if not s.public]
     public = [s for s in layout if s.public]
-    assert [s.availability_zone for s in private] == ["us-east-1a", "us-east-1b", "us-east-1c"]
-    assert [s.availability_zone for s in public] == ["us-east-1a", "us-east-1b", "us-east-1c"]
-    assert [s.cidr_block for s in private] == ["10.40.0.0/18", "10.40.64.0/18", "10.40.128.0/18"]
-    assert [s.cidr_block for s in public] == ["10.40.192.0/22", "10.40.196.0/22", "10.40.200.0/22"]
+    assert [s.availability_zone for s in private] == ["us-east-1c", "us-east-1a"]
+    assert [s.availability_zone for s in public] == ["us-east-1c", "us-east-1a"]
+    assert [s.zone_suffix for s in layout] == ["c", "a", "c", "a"]
+    assert [s.cidr_block for s in private] == ["10.40.0.0/18", "10.40.64.0/18"]
+    assert [s.cidr_block for s in public] == ["10.40.192.0/22", "10.40.196.0/22"]
+
+
+def test_subnet_layout_of_a_slash_16_in_three_zones() -> None:
+    zones = ["us-west-2a", "us-west-2b", "us-west-2d"]
+    layout = subnet_layout("10.41.0.0/16", "us-west-2", zones)
+    assert [s.cidr_block for s in layout if not s.public] == [
+        "10.41.0.0/18",
+        "10.41.64.0/18",
+        "10.41.128.0/18",
+    ]
+    assert [s.availability_zone for s in layout if s.public] == zones
 
 
 @pytest.mark.parametrize("cidr", ["10.40.0.0/16", "172.16.0.0/18", "10.0.16.0/20"])
-@pytest.mark.parametrize("az_count", [2, 3])
-def test_subnets_are_disjoint_and_inside_the_vpc(cidr: str, az_count: int) -> None:
-    layout = subnet_layout(cidr, "eu-west-1", az_count)
+@pytest.mark.parametrize(
+    "zones", [["eu-west-1c", "eu-west-1a"], ["eu-west-1a", "eu-west-1b", "eu-west-1c"]]
+)
+def test_subnets_are_disjoint_and_inside_the_vpc(cidr: str, zones: list[str]) -> None:
+    layout = subnet_layout(cidr, "eu-west-1", zones)
     vpc = ipaddress.IPv4Network(cidr)
     nets = [ipaddress.IPv4Network(s.cidr_block) for s in layout]
-    assert len(layout) == 2 * az_count
+    assert len(layout) == 2 * len(zones)
     assert all(n.subnet_of(vpc) for n in nets)
     assert not any(a.overlaps(b) for k, a in enumerate(nets) for b in nets[k + 1 :])
 
@@ -227,20 +289,58 @@ def test_subnets_are_disjoint_and_inside_the_vpc(cidr: str, az_count: int) -> No
 )
 def test_a_bad_vpc_cidr_is_a_plan_error_naming_the_field(cidr: str, why: str) -> None:
     with pytest.raises(PlanError, match=re.escape(why)) as e:
-        subnet_layout(cidr, "us-east-1", field_path="regions[us-east-1].vpc_cidr")
+        subnet_layout(
+            cidr,
+            "us-east-1",
+            ["us-east-1a", "us-east-1b"],
+            field_path="regions[us-east-1].vpc_cidr",
+        )
     assert e.value.field == "regions[us-east-1].vpc_cidr"
 
 
-def test_az_count_is_two_or_three() -> None:
-    with pytest.raises(PlanError, match="az_count"):
-        subnet_layout("10.40.0.0/16", "us-east-1", az_count=4)
+@pytest.mark.parametrize(
+    ("zones", "why"),
+    [
+        (["us-east-1a"], "2 to 3"),
+        (["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"], "2 to 3"),
+        (["us-east-1a", "us-east-1a"], "once"),
+        (["us-east-1a", "us-west-2b"], "us-west-2b is not a zone of us-east-1"),
+        (["us-east-1a", "us-east-1"], "us-east-1 is not a zone"),
+    ],
+)
+def test_zones_are_two_or_three_distinct_zones_of_the_region(zones: list[str], why: str) -> None:
+    with pytest.raises(PlanError, match=re.escape(why)) as e:
+        subnet_layout(
+            "10.40.0.0/16", "us-east-1", zones, zones_field_path="regions[us-east-1].zones"
+        )
+    assert e.value.field == "regions[us-east-1].zones"
 
 
 def test_only_private_subnets_take_internal_load_balancers() -> None:
-    for spec in subnet_layout("10.40.0.0/16", "us-east-1"):
+    for spec in subnet_layout("10.40.0.0/16", "us-east-1", ["us-east-1a", "us-east-1b"]):
         tags = subnet_tags(spec, "n")
         assert (INTERNAL_ELB_TAG in tags) == (not spec.public)
         assert "kubernetes.io/role/elb" not in tags, "public subnets carry only NAT gateways"
+        assert tags["Name"] == f"n-{spec.tier}-{spec.zone_suffix}"
+
+
+def test_gpu_nodes_get_only_the_subnets_of_the_zones_that_offer_the_instance() -> None:
+    subnets = {"us-east-1c": "subnet-c", "us-east-1a": "subnet-a"}
+    assert subnets_in_zones(subnets, ["us-east-1c"], "node_zones") == ["subnet-c"]
+    assert subnets_in_zones(subnets, ["us-east-1a", "us-east-1c"], "z") == ["subnet-a", "subnet-c"]
+    with pytest.raises(PlanError, match="no subnet in us-east-1d") as e:
+        subnets_in_zones(subnets, ["us-east-1c", "us-east-1d"], "regions[us-east-1].node_zones")
+    assert e.value.field == "regions[us-east-1].node_zones"
+    with pytest.raises(PlanError, match="no subnet in any zone"):
+        subnets_in_zones(subnets, [], "node_zones")
+
+
+def test_every_stack_plans_node_zones_inside_its_cluster_zones(stack_plans) -> None:
+    """What the components rely on from the core: subnets exist where GPU nodes go."""
+    for fp in stack_plans.values():
+        for rp in fp.regions:
+            assert rp.node_zones and set(rp.node_zones) <= set(rp.availability_zones)
+            assert rp.availability_zones[: len(rp.node_zones)] == rp.node_zones
 
 
 # --- cluster -------------------------------------------------------------------------------
@@ -276,6 +376,16 @@ def test_public_endpoint_is_optional_and_narrowable() -> None:
 
 def test_cluster_builder_uses_only_real_sdk_arguments() -> None:
     assert unknown_sdk_args(aws.eks.Cluster, _cluster()) == []
+
+
+def test_vpc_cni_addon_turns_on_the_network_policy_agent_and_takes_over_aws_node() -> None:
+    args = vpc_cni_addon_args("c1")
+    assert args["addon_name"] == "vpc-cni" and args["cluster_name"] == "c1"
+    assert json.loads(args["configuration_values"]) == {"enableNetworkPolicy": "true"}
+    assert args["resolve_conflicts_on_create"] == "OVERWRITE"
+    assert args["resolve_conflicts_on_update"] == "OVERWRITE"
+    assert "addon_version" not in args, "EKS picks the default version for the cluster"
+    assert unknown_sdk_args(aws.eks.Addon, args) == []
 
 
 def test_kubeconfig_gets_a_token_from_aws_eks_and_is_deterministic() -> None:

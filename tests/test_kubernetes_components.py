@@ -6,8 +6,14 @@ import re
 
 import pulumi_kubernetes as k8s
 
-from components.cluster_addons import CHARTS, NVIDIA_DEVICE_PLUGIN, release_args
-from components.node_pool import node_labels, node_taints
+from components.cluster_addons import (
+    CHARTS,
+    KEDA,
+    KUBE_PROMETHEUS_STACK,
+    NVIDIA_DEVICE_PLUGIN,
+    release_args,
+)
+from components.node_pool import gpu_pool, node_labels, node_taints, system_pool
 from components.vllm_service import CUSTOM, TYPED, resource_kwargs
 from llmfleet import render, serving
 
@@ -34,6 +40,36 @@ def test_the_device_plugin_runs_only_on_the_node_pools_gpu_nodes() -> None:
         {"key": taint["key"], "operator": "Exists", "effect": "NoSchedule"}
     ]
     assert values["nodeSelector"].items() <= node_labels_of_any_pool().items()
+
+
+def test_cluster_services_run_on_the_system_pool_not_on_gpu_nodes(stack_plans) -> None:
+    """KEDA's pods and every kube-prometheus-stack Deployment/StatefulSet/Job select the
+    system pool's label (value keys of KEDA 2.16.1 and kube-prometheus-stack 69.5.1)."""
+    rp = stack_plans["dev"].regions[0]
+    system, gpu = system_pool(rp, "f").labels, gpu_pool(rp, "f").labels
+    kps = KUBE_PROMETHEUS_STACK.values
+    selectors = {
+        "keda": KEDA.values["nodeSelector"],
+        "prometheus": kps["prometheus"]["prometheusSpec"]["nodeSelector"],
+        "operator": kps["prometheusOperator"]["nodeSelector"],
+        "operator webhook jobs": kps["prometheusOperator"]["admissionWebhooks"]["patch"][
+            "nodeSelector"
+        ],
+        "alertmanager": kps["alertmanager"]["alertmanagerSpec"]["nodeSelector"],
+        "kube-state-metrics": kps["kube-state-metrics"]["nodeSelector"],
+    }
+    for what, selector in selectors.items():
+        assert selector and selector.items() <= system.items(), what
+        assert not selector.items() <= gpu.items(), what
+    assert "prometheus-node-exporter" not in kps, "the node exporter belongs on every node"
+
+
+def test_each_release_waits_for_the_pool_its_pods_run_on() -> None:
+    assert {c.release: c.pool for c in CHARTS} == {
+        "nvidia-device-plugin": "gpu",
+        "keda": "system",
+        serving.PROMETHEUS_RELEASE: "system",
+    }
 
 
 def node_labels_of_any_pool() -> dict[str, str]:

@@ -38,6 +38,9 @@ ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 AWS_PROVIDER = "pulumi:providers:aws"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+ADDON = "aws:eks/addon:Addon"
+POOL_LABEL = "llmfleet.io/pool"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
 EXISTING = {
     "vpc_id": "vpc-0123456789abcdef0",
     "private_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"],
@@ -64,6 +67,16 @@ class Run:
     def region_of(self, r: dict[str, Any]) -> str:
         [provider] = [p for p in self.of_type(AWS_PROVIDER) if p["name"] == r["provider"]]
         return str(provider["inputs"]["region"])
+
+    def node_groups(self, pool: str) -> list[dict[str, Any]]:
+        """The node groups whose nodes carry llmfleet.io/pool=<pool> ("gpu" or "system")."""
+        return [
+            ng for ng in self.of_type(NODE_GROUP) if ng["inputs"]["labels"].get(POOL_LABEL) == pool
+        ]
+
+    def subnet_zones(self) -> dict[str, str]:
+        """Subnet id -> availability zone, for the subnets this run creates."""
+        return {s["id"]: s["inputs"]["availabilityZone"] for s in self.of_type(SUBNET)}
 
 
 def _run(name: str, config: dict[str, Any]) -> Run:
@@ -112,14 +125,42 @@ def existing(runs: dict[str, Run]) -> Run:
 
 
 def test_every_gpu_node_group_is_tainted_no_schedule(run: Run) -> None:
-    for ng in run.of_type(NODE_GROUP):
-        assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"} in ng["inputs"][
-            "taints"
-        ], ng["name"]
+    assert len(run.node_groups("gpu")) == len(run.plan.regions)
+    for ng in run.node_groups("gpu"):
+        assert GPU_TAINT in ng["inputs"]["taints"], ng["name"]
+
+
+def test_every_cluster_has_exactly_one_untainted_node_group(run: Run) -> None:
+    untainted = [ng for ng in run.of_type(NODE_GROUP) if not ng["inputs"].get("taints")]
+    assert sorted(run.region_of(ng) for ng in untainted) == sorted(
+        rp.region for rp in run.plan.regions
+    )
+    assert untainted == run.node_groups("system")
+
+
+def test_the_gpu_node_groups_are_the_only_tainted_ones(run: Run) -> None:
+    tainted = [ng for ng in run.of_type(NODE_GROUP) if ng["inputs"].get("taints")]
+    assert tainted == run.node_groups("gpu")
+    for ng in tainted:
+        assert ng["inputs"]["amiType"] == "AL2023_x86_64_NVIDIA", ng["name"]
+        assert ng["inputs"]["instanceTypes"] == [run.plan.region(run.region_of(ng)).instance_type]
+
+
+def test_system_node_groups_are_sized_from_the_system_pool(run: Run) -> None:
+    for ng in run.node_groups("system"):
+        sp, inputs = run.plan.region(run.region_of(ng)).system_pool, ng["inputs"]
+        assert inputs["instanceTypes"] == [sp.instance_type]
+        assert inputs["scalingConfig"] == {
+            "minSize": sp.nodes.min,
+            "desiredSize": sp.nodes.desired,
+            "maxSize": sp.nodes.max,
+        }
+        assert inputs["amiType"] == "AL2023_x86_64_STANDARD"
+        assert inputs["capacityType"] == "ON_DEMAND"
 
 
 def test_node_groups_are_sized_exactly_as_the_fleet_plan(run: Run) -> None:
-    groups = {run.region_of(ng): ng["inputs"] for ng in run.of_type(NODE_GROUP)}
+    groups = {run.region_of(ng): ng["inputs"] for ng in run.node_groups("gpu")}
     assert sorted(groups) == sorted(r.region for r in run.plan.regions)
     for rp in run.plan.regions:
         ng = groups[rp.region]
@@ -139,23 +180,26 @@ def test_the_autoscaler_owns_desired_size_after_creation(run: Run) -> None:
         assert "desiredSize" in ng["inputs"]["scalingConfig"], "path must name a real input"
 
 
-def test_nodes_wait_for_their_role_policies(run: Run) -> None:
+def test_nodes_wait_for_their_role_policies_and_the_vpc_cni(run: Run) -> None:
     for ng in run.of_type(NODE_GROUP):
         waits = [d for d in ng["options"]["depends_on"] if "-node-Amazon" in d]
         assert len(waits) == 3, ng["name"]
+        assert f"{run.plan.name}-{run.region_of(ng)}-vpc-cni" in ng["options"]["depends_on"]
 
 
 def test_every_launch_template_requires_imdsv2_and_encrypts_its_gp3_root(run: Run) -> None:
     templates = run.of_type(LAUNCH_TEMPLATE)
-    assert len(templates) == len(run.plan.regions)
-    for lt in templates:
+    assert len(templates) == 2 * len(run.plan.regions)
+    for ng in run.of_type(NODE_GROUP):
+        lt = run.by_id(ng["inputs"]["launchTemplate"]["id"])
         inputs, rp = lt["inputs"], run.plan.region(run.region_of(lt))
+        planned = {"gpu": rp.node_volume_gib, "system": rp.system_pool.volume_gib}
         assert inputs["metadataOptions"]["httpTokens"] == "required"
         assert inputs["metadataOptions"]["httpPutResponseHopLimit"] == 2
         [root] = inputs["blockDeviceMappings"]
         assert root["deviceName"] == "/dev/xvda"
         assert root["ebs"]["volumeType"] == "gp3" and root["ebs"]["encrypted"] == "true"
-        assert root["ebs"]["volumeSize"] == rp.node_volume_gib
+        assert root["ebs"]["volumeSize"] == planned[ng["inputs"]["labels"][POOL_LABEL]]
         assert "imageId" not in inputs, "the managed AMI type picks the image"
 
 
@@ -207,14 +251,82 @@ def test_private_subnets_take_internal_load_balancers(run: Run) -> None:
 
 
 def test_an_existing_vpc_is_used_rather_than_a_new_one(existing: Run) -> None:
+    """Every given subnet, for the GPU nodes too: the user picks subnets in node_zones."""
     west = [r for r in existing.resources if r["provider"] == "chat-prod-us-west-2-aws"]
     for typ in ("aws:ec2/vpc:Vpc", SUBNET, "aws:ec2/natGateway:NatGateway"):
         assert not [r for r in west if r["type"] == typ], typ
     [cluster] = [r for r in west if r["type"] == CLUSTER]
-    [ng] = [r for r in west if r["type"] == NODE_GROUP]
+    groups = [r for r in west if r["type"] == NODE_GROUP]
     assert cluster["inputs"]["vpcConfig"]["subnetIds"] == EXISTING["private_subnet_ids"]
-    assert ng["inputs"]["subnetIds"] == EXISTING["private_subnet_ids"]
+    assert len(groups) == 2
+    for ng in groups:
+        assert ng["inputs"]["subnetIds"] == EXISTING["private_subnet_ids"], ng["name"]
     assert len(existing.of_type("aws:ec2/vpc:Vpc")) == len(existing.plan.regions) - 1
+
+
+# --- availability zones ---------------------------------------------------------------------
+
+
+def _new_vpc_regions(run: Run) -> list[str]:
+    return [rp.region for rp in run.plan.regions if rp.vpc_id is None]
+
+
+def test_subnets_are_exactly_in_the_plans_availability_zones(run: Run) -> None:
+    for region in _new_vpc_regions(run):
+        zones = run.plan.region(region).availability_zones
+        subnets = [s for s in run.of_type(SUBNET) if run.region_of(s) == region]
+        for tier in ("private", "public"):
+            placed = [
+                s["inputs"]["availabilityZone"]
+                for s in subnets
+                if s["inputs"]["tags"]["llmfleet.io/tier"] == tier
+            ]
+            assert sorted(placed) == sorted(zones), (region, tier)
+    for s in run.of_type(SUBNET):
+        assert (
+            s["inputs"]["availabilityZone"] in run.plan.region(run.region_of(s)).availability_zones
+        )
+
+
+def test_clusters_use_every_private_subnet(run: Run) -> None:
+    public = _public_subnet_ids(run)
+    for cluster in run.of_type(CLUSTER):
+        region = run.region_of(cluster)
+        if region not in _new_vpc_regions(run):
+            continue
+        private = {s["id"] for s in run.of_type(SUBNET) if run.region_of(s) == region} - public
+        assert set(cluster["inputs"]["vpcConfig"]["subnetIds"]) == private, region
+
+
+def test_gpu_nodes_go_only_where_the_instance_is_offered(run: Run) -> None:
+    zones_of = run.subnet_zones()
+    for ng in run.node_groups("gpu"):
+        rp = run.plan.region(run.region_of(ng))
+        if rp.vpc_id is not None:
+            continue
+        assert sorted(zones_of[s] for s in ng["inputs"]["subnetIds"]) == sorted(rp.node_zones)
+    for ng in run.node_groups("system"):
+        rp = run.plan.region(run.region_of(ng))
+        if rp.vpc_id is None:
+            placed = sorted(zones_of[s] for s in ng["inputs"]["subnetIds"])
+            assert placed == sorted(rp.availability_zones), ng["name"]
+
+
+def test_prod_us_east_1_gpu_nodes_are_only_in_us_east_1c(runs) -> None:
+    """p6-b200.48xlarge is offered only in us-east-1c (catalog/offerings)."""
+    run = _get(runs, "prod")
+    rp = run.plan.region("us-east-1")
+    assert rp.instance_type == "p6-b200.48xlarge" and rp.node_zones == ["us-east-1c"]
+    [ng] = [g for g in run.node_groups("gpu") if run.region_of(g) == "us-east-1"]
+    [subnet] = [
+        s
+        for s in run.of_type(SUBNET)
+        if run.region_of(s) == "us-east-1"
+        and s["inputs"]["availabilityZone"] == "us-east-1c"
+        and s["inputs"]["tags"]["llmfleet.io/tier"] == "private"
+    ]
+    assert ng["inputs"]["subnetIds"] == [subnet["id"]]
+    assert len(rp.availability_zones) >= 2, "EKS still gets two zones for the control plane"
 
 
 # --- IAM, cluster, providers ----------------------------------------------------------------
@@ -289,6 +401,18 @@ def test_clusters_keep_a_private_endpoint_and_log_the_control_plane(run: Run) ->
             if g["inputs"]["name"] == f"/aws/eks/{cluster['inputs']['name']}/cluster"
         ]
         assert group["name"] in cluster["options"]["depends_on"]
+
+
+def test_every_cluster_enforces_network_policy_with_the_vpc_cni_addon(run: Run) -> None:
+    """Without the agent the rendered NetworkPolicy is accepted but not enforced."""
+    addons = {(run.region_of(a), a["inputs"]["addonName"]): a for a in run.of_type(ADDON)}
+    for cluster in run.of_type(CLUSTER):
+        addon = addons[(run.region_of(cluster), "vpc-cni")]
+        assert addon["inputs"]["clusterName"] == cluster["inputs"]["name"]
+        assert json.loads(addon["inputs"]["configurationValues"]) == {"enableNetworkPolicy": "true"}
+        assert addon["inputs"]["resolveConflictsOnCreate"] == "OVERWRITE"
+        assert addon["inputs"]["resolveConflictsOnUpdate"] == "OVERWRITE"
+    assert len(addons) == len(run.plan.regions)
 
 
 def test_everything_hangs_under_the_fleet(run: Run) -> None:
@@ -377,7 +501,9 @@ def test_format_preview_summarises_each_region_and_shows_the_node_groups(run: Ru
     for rp in run.plan.regions:
         assert f"{rp.region}: {rp.instance_type}" in text
         assert f"nodes {rp.nodes.min}/{rp.nodes.desired}/{rp.nodes.max}" in text
-    assert text.count(f"{NODE_GROUP}  ") == len(run.plan.regions)
+    assert text.count(f"{NODE_GROUP}  ") == 2 * len(run.plan.regions)
+    for rp in run.plan.regions:
+        assert f"GPU nodes in {', '.join(rp.node_zones)} of the cluster's zones" in text
     assert f"{len(run.resources)} resources" in text
 
 
@@ -454,7 +580,7 @@ def test_the_service_waits_for_the_gpu_nodes_and_the_addons_crds(run: Run) -> No
 
 
 def test_pods_select_the_labels_the_node_group_sets(run: Run) -> None:
-    groups = {run.region_of(ng): ng["inputs"]["labels"] for ng in run.of_type(NODE_GROUP)}
+    groups = {run.region_of(ng): ng["inputs"]["labels"] for ng in run.node_groups("gpu")}
     for rp in run.plan.regions:
         [deployment] = [
             r for r in _objects_of(run, rp.region) if r["type"] == "kubernetes:apps/v1:Deployment"
@@ -476,6 +602,22 @@ def test_every_cluster_gets_pinned_helm_releases_for_gpus_scaling_and_metrics(ru
         rp.region: {"nvidia-device-plugin", "keda", "kube-prometheus-stack"}
         for rp in run.plan.regions
     }
+
+
+def test_cluster_services_wait_for_the_system_pool_and_the_device_plugin_for_gpus(
+    run: Run,
+) -> None:
+    """A release waits for its pods; they must have nodes to run on when it is installed."""
+    pools = {
+        (run.region_of(ng), ng["inputs"]["labels"][POOL_LABEL]): ng["name"]
+        for ng in run.of_type(NODE_GROUP)
+    }
+    for r in run.of_type(HELM_RELEASE):
+        region = _k8s_region(run, r)
+        pool = "gpu" if r["inputs"]["chart"] == "nvidia-device-plugin" else "system"
+        assert pools[(region, pool)] in r["options"]["depends_on"], r["name"]
+        if pool == "system":
+            assert pools[(region, "gpu")] not in r["options"]["depends_on"], r["name"]
 
 
 def test_prometheus_is_where_the_scaled_objects_query_it(run: Run) -> None:
