@@ -26,6 +26,7 @@ from llmfleet.plan import CapacityPlan
 
 CHUNK_GRID = (256, 512, 1024, 2048, 4096, 8192)
 MAX_BATCH = 1024
+BATCH_RESOLUTION = 0.01  # bisection on the running batch stops at 1/100 of a sequence
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def size_replica(
         if _meets(eng, plan, hi, chunk) is not None:
             lo = hi
         else:
-            for _ in range(40):
+            while hi - lo > BATCH_RESOLUTION:
                 mid = (lo + hi) / 2
                 lo, hi = (mid, hi) if _meets(eng, plan, mid, chunk) else (lo, mid)
         steps = _meets(eng, plan, lo, chunk)
@@ -207,7 +208,7 @@ def predict_at(
     o = plan.traffic.output_tokens.mean
     i = plan.traffic.input_tokens.mean
     lo, hi = 0.0, float(sizing.batch)
-    for _ in range(50):  # running batch D solves D = rate * output * mean_step(D)
+    while hi - lo > BATCH_RESOLUTION:  # running batch D solves D = rate * output * mean_step(D)
         mid = (lo + hi) / 2
         steps = mixed_steps(eng, max(mid, 1e-6), i, o, sizing.chunk_tokens)
         lo, hi = (mid, hi) if mid < rate * o * steps.mean_s else (lo, mid)
