@@ -121,28 +121,35 @@ def validation_text(report: dict[str, Any]) -> str:
     buf = io.StringIO()
     con = _console(buf)
     con.print(f"{report['rows']} measurement rows predicted, {len(report['skipped'])} skipped")
-    t = Table(title="Absolute percentage error: median / p90 (n)")
-    for col in ("engine", "metric", "in sample", "leave one source out"):
-        t.add_column(col)
-    for engine, metrics in report["in_sample"].items():
-        for metric, s in metrics.items():
-            held = report["leave_one_source_out"].get(engine, {}).get(metric)
-            t.add_row(engine, metric, _fmt(s), _fmt(held) if held else "-")
-    con.print(t)
-    t = Table(title="By source (in sample | held out)")
-    for col in ("source", "metric", "in sample", "held out"):
-        t.add_column(col)
-    for source, metrics in report["by_source"].items():
-        for metric, s in metrics.items():
-            held = report["by_source_held_out"].get(source, {}).get(metric)
-            t.add_row(source, metric, _fmt(s), _fmt(held) if held else "-")
-    con.print(t)
+    con.print(
+        _error_table(
+            "Absolute percentage error: median / p90 (n)",
+            "engine",
+            report["in_sample"],
+            report["leave_one_source_out"],
+        )
+    )
+    con.print(
+        _error_table("By source", "source", report["by_source"], report["by_source_held_out"])
+    )
     reasons: dict[str, int] = {}
     for skip in report["skipped"]:
         reason = skip["reason"].split(" is not")[0].split(" (")[0]
         reasons[reason] = reasons.get(reason, 0) + 1
     con.print("Skipped rows: " + "; ".join(f"{k} x{v}" for k, v in sorted(reasons.items())))
     return buf.getvalue()
+
+
+def _error_table(title: str, group: str, sample: dict[str, Any], held_out: dict[str, Any]) -> Table:
+    """One row per (group, metric): the in-sample error beside the held-out one."""
+    t = Table(title=title)
+    for col in (group, "metric", "in sample", "leave one source out"):
+        t.add_column(col)
+    for key, metrics in sample.items():
+        for metric, s in metrics.items():
+            held = held_out.get(key, {}).get(metric)
+            t.add_row(key, metric, _fmt(s), _fmt(held) if held else "-")
+    return t
 
 
 def _fmt(s: dict[str, Any]) -> str:
