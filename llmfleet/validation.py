@@ -17,6 +17,12 @@ from pathlib import Path
 from llmfleet import catalog
 from llmfleet.calibration import Constants
 from llmfleet.errors import LlmfleetError
+
+
+class MeasurementsError(LlmfleetError):
+    """The measurements file cannot be read as measurements."""
+
+
 from llmfleet.predict import PredictRequest, PredictResult, run_predict_with
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "benchmarks" / "measurements.csv"
@@ -99,10 +105,49 @@ class Loaded:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (row_id, reason)
 
 
+REQUIRED_COLUMNS = (
+    "row_id",
+    "source_id",
+    "model",
+    "engine",
+    "gpu",
+    "gpu_count",
+    "tensor_parallel",
+    "precision",
+    "kv_cache_dtype",
+    "input_len",
+    "output_len",
+    "workload",
+    "concurrency",
+    "request_rate_qps",
+    "output_tok_s",
+    "total_tok_s",
+    "req_s",
+    "ttft_mean_ms",
+    "tpot_mean_ms",
+    "itl_mean_ms",
+    "kv_cache_gib_per_gpu",
+    "kv_cache_tokens",
+    "gpu_memory_utilization",
+    "max_model_len",
+)
+
+
 def load_measurements(path: Path = MEASUREMENTS) -> Loaded:
     out = Loaded()
-    with open(path, newline="") as f:
-        for raw in csv.DictReader(f):
+    try:
+        f = open(path, newline="")
+    except OSError as e:
+        raise MeasurementsError(f"{path}: cannot read the measurements ({e.strerror})") from None
+    with f:
+        reader = csv.DictReader(f)
+        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise MeasurementsError(
+                f"{path}: missing columns {', '.join(missing)}; the header of "
+                f"benchmarks/measurements.csv lists every column"
+            )
+        for raw in reader:
             result = parse_row(raw)
             if isinstance(result, str):
                 out.skipped.append((raw["row_id"], result))

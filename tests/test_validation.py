@@ -141,3 +141,16 @@ def test_precision_comes_from_the_row_or_the_checkpoint_name():
     assert normalize_precision("model default", "nvidia/Llama-3.1-8B-Instruct-FP8") == "fp8"
     assert normalize_precision("MXFP4 (checkpoint)", "openai/gpt-oss-20b") == "mxfp4"
     assert normalize_precision("BF16", "Qwen/Qwen3-8B") == "bf16"
+
+
+def test_a_measurements_file_without_the_columns_names_them(tmp_path, capsys):
+    bad = tmp_path / "m.csv"
+    bad.write_text("row_id,model\n1,x\n")
+    assert main(["validate", "--measurements", str(bad), "--no-loso"]) == 2
+    err = capsys.readouterr().err
+    assert "m.csv: missing columns source_id, engine, gpu" in err and "Traceback" not in err
+
+
+def test_a_missing_measurements_file_is_a_user_error(tmp_path, capsys):
+    assert main(["validate", "--measurements", str(tmp_path / "nope.csv")]) == 2
+    assert "cannot read the measurements" in capsys.readouterr().err
