@@ -7,6 +7,7 @@ text to catalog names, and a row that cannot be mapped is skipped with the reaso
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 import statistics
@@ -17,13 +18,12 @@ from pathlib import Path
 from llmfleet import catalog
 from llmfleet.calibration import Constants
 from llmfleet.errors import LlmfleetError
+from llmfleet.predict import PredictRequest, PredictResult, run_predict_with
 
 
 class MeasurementsError(LlmfleetError):
     """The measurements file cannot be read as measurements."""
 
-
-from llmfleet.predict import PredictRequest, PredictResult, run_predict_with
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "benchmarks" / "measurements.csv"
 METRICS = ("kv_cache_gib", "kv_cache_tokens", "output_tokens_per_s", "itl_ms", "ttft_ms")
@@ -136,23 +136,22 @@ REQUIRED_COLUMNS = (
 def load_measurements(path: Path = MEASUREMENTS) -> Loaded:
     out = Loaded()
     try:
-        f = open(path, newline="")
+        text = path.read_text()
     except OSError as e:
         raise MeasurementsError(f"{path}: cannot read the measurements ({e.strerror})") from None
-    with f:
-        reader = csv.DictReader(f)
-        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise MeasurementsError(
-                f"{path}: missing columns {', '.join(missing)}; the header of "
-                f"benchmarks/measurements.csv lists every column"
-            )
-        for raw in reader:
-            result = parse_row(raw)
-            if isinstance(result, str):
-                out.skipped.append((raw["row_id"], result))
-            else:
-                out.rows.append(result)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise MeasurementsError(
+            f"{path}: missing columns {', '.join(missing)}; the header of "
+            f"benchmarks/measurements.csv lists every column"
+        )
+    for raw in reader:
+        result = parse_row(raw)
+        if isinstance(result, str):
+            out.skipped.append((raw["row_id"], result))
+        else:
+            out.rows.append(result)
     return out
 
 

@@ -7,7 +7,8 @@ from plans import make_plan
 
 from llmfleet import catalog
 from llmfleet.calibration import load
-from llmfleet.optimizer import build_fleet_plan, resolve_model
+from llmfleet.models import resolve_model
+from llmfleet.optimizer import build_fleet_plan
 from llmfleet.sizing import Rejection, length_cv2, size_replica
 
 

@@ -1,0 +1,61 @@
+"""Which model a plan serves: a catalog entry, or a config.json the user points to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmfleet import catalog
+from llmfleet.architecture import Arch, from_config
+from llmfleet.errors import PlanError
+from llmfleet.plan import CapacityPlan
+from llmfleet.stack import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    id: str
+    hf_repo: str  # the checkpoint vLLM loads
+    source: str
+    arch: Arch
+    native_precision: str
+
+
+def resolve_model(plan: CapacityPlan, base_dir: Path = REPO_ROOT) -> ResolvedModel:
+    spec = plan.model
+    if spec.id is not None:
+        entry = catalog.model_entry(spec.id)
+        model = ResolvedModel(
+            entry.id,
+            spec.hf_repo or entry.hf_repo,
+            entry.source,
+            from_config(entry.id, entry.config),
+            entry.native_precision,
+        )
+    else:
+        assert spec.config_path is not None
+        if spec.hf_repo is None:
+            raise PlanError(
+                "model.hf_repo",
+                None,
+                "with model.config_path, name the checkpoint vLLM loads (e.g. org/model)",
+            )
+        path = (base_dir / spec.config_path).resolve()
+        cfg = catalog.load_config_json(path)
+        quant = cfg.get("quantization_config")
+        native = str(quant.get("quant_method", "bf16")) if isinstance(quant, dict) else "bf16"
+        model = ResolvedModel(
+            spec.hf_repo,
+            spec.hf_repo,
+            f"config.json at {spec.config_path}",
+            from_config(spec.hf_repo, cfg),
+            native,
+        )
+    ctx = model.arch.max_context
+    if ctx and plan.max_model_len > ctx:
+        raise PlanError(
+            "max_model_len",
+            plan.max_model_len,
+            f"{model.id} supports at most {ctx:,} tokens (max_position_embeddings)",
+        )
+    return model
