@@ -38,6 +38,8 @@ TIMING: tuple[Param, ...] = (
     ("ttft_overhead_ms", None),
     ("moe_efficiency", None),
     ("roofline_overlap", None),
+    ("moe_layer_overhead_us", None),
+    ("tp_sync_overhead_us", None),
     ("sequence_overhead_us", "vllm"),
 )
 # Physical bounds: no decode kernel streams HBM at more than ~92 % of its peak, no GEMM
@@ -48,6 +50,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "step_overhead_ms": (0.0, 20.0),
     "ttft_overhead_ms": (0.0, 500.0),
     "roofline_overlap": (0.0, 1.0),
+    "moe_layer_overhead_us": (0.0, 1000.0),
+    "tp_sync_overhead_us": (0.0, 200.0),
     "moe_efficiency": (0.05, 1.0),
     "sampler_logit_copies": (0.0, 30.0),
     "token_activation_factor": (0.0, 10.0),

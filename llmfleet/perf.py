@@ -145,8 +145,11 @@ def step_time(
         per_dir_gb_s = g.nvlink_gb_s / 2 if g.has_nvlink else g.pcie_gb_s
         bw = per_dir_gb_s * 1e9 * c.link_efficiency
         msg = tokens * a.hidden * 2
-        one = c.allreduce_latency_us[link] * 1e-6 + 2 * (eng.tp - 1) / eng.tp * msg / bw
+        latency_us = c.allreduce_latency_us[link] + c.tp_sync_overhead_us
+        one = latency_us * 1e-6 + 2 * (eng.tp - 1) / eng.tp * msg / bw
         comm_s = 2 * a.layers * one
+    # MoE layers add a fixed cost per step (routing, permutation, grouped-GEMM launches).
+    comm_s += a.moe_layers * c.moe_layer_overhead_us * 1e-6
     overhead_s = (
         eng.per_engine(c.step_overhead_ms) / 1000
         + decode * eng.per_engine(c.sequence_overhead_us) * 1e-6

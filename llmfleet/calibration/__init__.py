@@ -34,6 +34,8 @@ class Constants(BaseModel):
     ttft_overhead_ms: float
     moe_efficiency: float
     roofline_overlap: float
+    moe_layer_overhead_us: float
+    tp_sync_overhead_us: float
     sequence_overhead_us: dict[str, float]
     # measured/predicted quantiles per metric: {"itl_ms": {"p10": .., "p90": ..}}
     uncertainty: dict[str, dict[str, float]] = {}
