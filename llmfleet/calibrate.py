@@ -32,8 +32,12 @@ MEMORY: tuple[Param, ...] = (
 TIMING: tuple[Param, ...] = (
     ("mbu", "Hopper"),
     ("mbu", "Ampere"),
+    ("mbu", "Ada"),
+    ("mbu", "Blackwell"),
     ("mfu", "Hopper"),
     ("mfu", "Ampere"),
+    ("mfu", "Ada"),
+    ("mfu", "Blackwell"),
     ("step_overhead_ms", "vllm"),
     ("ttft_overhead_ms", None),
     ("moe_efficiency", None),
@@ -146,6 +150,7 @@ def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200)
     c = fit_group(
         vllm, c, prior, timing_params, {"itl_ms", "output_tokens_per_s", "ttft_ms"}, max_evals
     ).consts
+    c = _carry_to_unmeasured(c, prior, [p for p in TIMING if p not in timing_params])
     for engine in ("trtllm", "sglang"):
         own = [r for r in rows if r.engine == engine]
         c = fit_group(
@@ -161,6 +166,20 @@ def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200)
             max_evals,
         ).consts
     return c
+
+
+def _carry_to_unmeasured(c: Constants, prior: Constants, unmeasured: Sequence[Param]) -> Constants:
+    """A GPU family without rows keeps its prior scaled by what the data did to the measured
+    families (the geometric mean of fitted/prior), so it is neither favoured nor penalised
+    for lacking measurements."""
+    values = []
+    for p in unmeasured:
+        measured = [q for q in TIMING if q[0] == p[0] and q not in unmeasured]
+        ratios = [get(c, q) / get(prior, q) for q in measured]
+        scale = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else 1.0
+        lo, hi = BOUNDS[p[0]]
+        values.append(min(max(get(prior, p) * scale, lo), hi))
+    return with_values(c, unmeasured, values)
 
 
 def _informed(p: Param, rows: Sequence[Measurement]) -> bool:
