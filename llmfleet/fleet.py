@@ -221,6 +221,12 @@ class RuleOfThumb(Data):
     verdict: str
 
 
+class ClusterAccess(Data):
+    endpoint_public_access: bool
+    public_access_cidrs: list[str]
+    nat_gateways: str
+
+
 class FleetPlan(Data):
     name: str
     llmfleet_version: str = __version__
@@ -230,6 +236,7 @@ class FleetPlan(Data):
     headroom: float
     confidence: str
     kubernetes_version: str
+    cluster: ClusterAccess
     regions: list[RegionPlan]
     monthly_cost_usd: float
     monthly_cost_usd_at_trough: float

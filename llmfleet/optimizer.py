@@ -236,6 +236,7 @@ def build_fleet_plan(
         },
         headroom=plan.headroom,
         confidence=plan.confidence,
+        cluster=fleet.ClusterAccess.model_validate(plan.cluster.model_dump()),
         kubernetes_version=plan.kubernetes_version,
         regions=regions,
         monthly_cost_usd=_round(sum(r.monthly_cost_usd for r in regions)),

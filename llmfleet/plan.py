@@ -5,6 +5,7 @@ Every model is strict (`extra="forbid"`, frozen) so a typo is an error, not a de
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -101,6 +102,31 @@ class Allowed(Strict):
     gpus: list[str] | None = Field(default=None, description="Only instances with these GPUs.")
 
 
+class ClusterAccess(Strict):
+    endpoint_public_access: bool = Field(
+        default=True,
+        description="Public Kubernetes API endpoint (IAM-authenticated). Needed when "
+        "`pulumi up` runs outside the VPC; turn off once it runs inside or over a VPN.",
+    )
+    public_access_cidrs: list[str] = Field(
+        default_factory=lambda: ["0.0.0.0/0"],
+        min_length=1,
+        description="Who may reach the public endpoint; narrow it to your CI and office.",
+    )
+    nat_gateways: Literal["per_az", "single"] = Field(
+        default="per_az", description="New VPCs: a NAT gateway per zone, or one (cheaper)."
+    )
+
+    @model_validator(mode="after")
+    def _cidrs(self) -> ClusterAccess:
+        for cidr in self.public_access_cidrs:
+            try:
+                ipaddress.ip_network(cidr)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not a CIDR block such as 203.0.113.0/24") from None
+        return self
+
+
 class PriceOverride(Strict):
     instance_type: str
     usd_per_hour: float = Field(gt=0)
@@ -132,6 +158,7 @@ class CapacityPlan(Strict):
         description="pessimistic sizes with step times at the p90 of the calibration's "
         "measured/predicted ITL ratio",
     )
+    cluster: ClusterAccess = Field(default_factory=ClusterAccess)
     kubernetes_version: str = Field(default="1.33", pattern=r"^1\.\d+$")
 
     @model_validator(mode="after")

@@ -156,3 +156,8 @@ def test_a_region_without_catalog_prices_asks_for_a_price_override():
         **{"allowed.gpus": ["L40S"]},
     )
     assert build_fleet_plan(priced).regions[0].instance_type == "g6e.xlarge"
+
+
+def test_a_public_access_cidr_that_is_not_one_is_named():
+    with pytest.raises(StackError, match=r"'10.0.0.300/8' is not a CIDR block"):
+        parse_plan(plan_dict(cluster={"public_access_cidrs": ["10.0.0.300/8"]}))

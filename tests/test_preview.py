@@ -40,6 +40,7 @@ K8S_PROVIDER = "pulumi:providers:kubernetes"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 ADDON = "aws:eks/addon:Addon"
 POOL_LABEL = "llmfleet.io/pool"
+OFFICE_CIDR = "203.0.113.0/24"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
 EXISTING = {
     "vpc_id": "vpc-0123456789abcdef0",
@@ -85,10 +86,11 @@ def _run(name: str, config: dict[str, Any]) -> Run:
 
 
 def existing_vpc_config() -> dict[str, Any]:
-    """prod, with us-west-2 placed in an existing VPC."""
+    """prod, with us-west-2 placed in an existing VPC and the API endpoint narrowed."""
     config = copy.deepcopy(read_stack_config("prod"))
     [west] = [r for r in config["llmfleet:plan"]["regions"] if r["name"] == "us-west-2"]
     west["network"] = EXISTING
+    config["llmfleet:plan"]["cluster"] = {"public_access_cidrs": [OFFICE_CIDR]}
     return config
 
 
@@ -643,3 +645,14 @@ def test_no_secret_value_reaches_a_resource_input(run: Run) -> None:
             assert all("value" not in e for e in c["env"] if e["name"] == "HF_TOKEN")
     for r in run.of_type(HELM_RELEASE):
         assert "password" not in json.dumps(r["inputs"]["values"]).lower(), r["name"]
+
+
+# --- API endpoint -----------------------------------------------------------------------------
+
+
+def test_the_plan_narrows_who_reaches_the_public_api_endpoint(existing: Run) -> None:
+    clusters = existing.of_type(CLUSTER)
+    assert clusters
+    for c in clusters:
+        assert c["inputs"]["vpcConfig"]["publicAccessCidrs"] == [OFFICE_CIDR]
+        assert c["inputs"]["vpcConfig"]["endpointPrivateAccess"] is True
