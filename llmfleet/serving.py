@@ -209,7 +209,7 @@ def serving(
     per_node = instance.gpu_count // engine.tensor_parallel_size
     cpu = max(1, (instance.vcpus - SYSTEM_RESERVED_VCPU) // per_node)
     mem = int(instance.host_memory_gib * (1 - SYSTEM_RESERVED_MEMORY_SHARE) // per_node)
-    gbps = min(instance.network_gbps * DOWNLOAD_SHARE_OF_NETWORK, MAX_DOWNLOAD_GBPS)
+    gbps = min(instance.sustained_network_gbps * DOWNLOAD_SHARE_OF_NETWORK, MAX_DOWNLOAD_GBPS)
     weights_gb = weights_gib * 1.073741824
     startup = weights_gb * 8 / gbps + weights_gb / DISK_READ_GB_S + GRAPH_CAPTURE_AND_COMPILE_S
     o_p95 = plan.traffic.output_tokens.p95_or_mean

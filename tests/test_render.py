@@ -443,3 +443,12 @@ def test_the_node_pool_can_hold_the_scaled_objects_max_replicas(regions) -> None
         so = docs["ScaledObject"]["spec"]
         assert rp.nodes.max * rp.replicas_per_node >= so["maxReplicaCount"]
         assert rp.replicas_per_node * rp.serving.gpus_per_pod <= rp.gpus_per_node
+
+
+def test_the_startup_budget_downloads_at_a_burstable_instances_baseline() -> None:
+    # g6e.xlarge is "Up to 20 Gigabit" with a 2.5 Gbps baseline (DescribeInstanceTypes):
+    # 16 GB of Llama-3.1-8B weights take 16 x 8 / (2.5 x 0.5) = 103 s to download, not 13 s
+    from llmfleet import catalog
+
+    assert catalog.instance("g6e.xlarge").sustained_network_gbps == 2.5
+    assert catalog.instance("p5.48xlarge").sustained_network_gbps == 3200

@@ -59,10 +59,16 @@ class Instance(CatalogRow):
     vcpus: int
     host_memory_gib: float
     network_gbps: float
+    network_baseline_gbps: float | None = None  # 'Up to N Gigabit' sizes sustain this
     efa: bool
     local_nvme_gb: int
     gpu_interconnect: str
     source: str
+
+    @property
+    def sustained_network_gbps(self) -> float:
+        """What a long transfer gets: the baseline of burstable ("up to N Gigabit") sizes."""
+        return self.network_baseline_gbps or self.network_gbps
 
 
 class Offering(CatalogRow):
