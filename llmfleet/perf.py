@@ -43,9 +43,13 @@ class Engine:
 
     @property
     def compute_flops(self) -> float:
-        """Dense tensor FLOP/s per GPU at the compute precision (W8A8 FP8 only on FP8 parts)."""
+        """Dense tensor FLOP/s per GPU at the compute precision: W8A8 FP8 only on FP8 parts,
+        MXFP4 at the FP4 rate only where tensor cores take FP4 (Blackwell); elsewhere the
+        low-bit weights are widened and the math runs at 16-bit."""
         if self.precision == "fp8" and self.gpu.fp8_dense_tflops:
             return self.gpu.fp8_dense_tflops * 1e12
+        if self.precision == "mxfp4" and self.gpu.fp4_dense_tflops:
+            return self.gpu.fp4_dense_tflops * 1e12
         return self.gpu.bf16_dense_tflops * 1e12
 
     @property

@@ -46,7 +46,7 @@ def test_a_model_that_fits_no_allowed_instance_says_what_it_needs_and_what_would
 
 
 def test_an_itl_below_the_physical_floor_gives_the_floor():
-    plan = make_plan(**{"slo.itl_ms": 2, "allowed.gpus": ["H100"]})
+    plan = make_plan(**{"slo.itl_ms": 0.5, "allowed.gpus": ["H100"]})
     with pytest.raises(InfeasibleError, match=r"ITL floor \(batch 1\) is \d+\.\d ms") as e:
         build_fleet_plan(plan)
     assert "relax slo.itl_ms to at least" in str(e.value)

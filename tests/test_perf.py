@@ -72,3 +72,8 @@ def test_mixed_step_share_follows_flow_balance():
     assert steps.mixed_share == pytest.approx(32 * 1000 / (250 * 2048))
     assert steps.decode_only_s < steps.mean_s < steps.mixed_s
     assert steps.tpot_percentile_s(250, 99) > steps.mean_s
+
+
+def test_mxfp4_runs_at_the_fp4_rate_only_where_tensor_cores_take_fp4():
+    assert engine("gpt-oss-20b", gpu="B200", precision="mxfp4").compute_flops == 9000e12
+    assert engine("gpt-oss-20b", gpu="H100", precision="mxfp4").compute_flops == 989e12

@@ -99,9 +99,10 @@ def test_allowed_gpus_limit_the_candidates():
 
 
 def test_a_price_override_changes_the_choice():
-    base = build_fleet_plan(make_plan()).regions[0]
-    assert base.instance_type == "g6e.xlarge"  # $1.861/h list price
-    cheap = make_plan(prices=[{"instance_type": "g6e.2xlarge", "usd_per_hour": 1.0}])
+    l40s = {"allowed.gpus": ["L40S"]}
+    base = build_fleet_plan(make_plan(**l40s)).regions[0]
+    assert base.instance_type == "g6e.xlarge"  # $1.861/h list price, one L40S
+    cheap = make_plan(prices=[{"instance_type": "g6e.2xlarge", "usd_per_hour": 1.0}], **l40s)
     chosen = build_fleet_plan(cheap).regions[0]
     assert (chosen.instance_type, chosen.price_usd_per_hour) == ("g6e.2xlarge", 1.0)
     assert chosen.price_source == "plan.prices override"
