@@ -21,8 +21,21 @@ class ResolvedModel:
     native_precision: str
 
 
+# INT4 weights cannot be made at load time: vLLM must load a checkpoint quantized offline.
+PREQUANTIZED = {"int4-awq": "AWQ", "int4-gptq": "GPTQ"}
+
+
 def resolve_model(plan: CapacityPlan, base_dir: Path = REPO_ROOT) -> ResolvedModel:
     spec = plan.model
+    scheme = PREQUANTIZED.get(spec.precision)
+    if scheme and spec.hf_repo is None:
+        raise PlanError(
+            "model.hf_repo",
+            None,
+            f"{spec.precision} serves an {scheme} checkpoint quantized offline; name it "
+            f"(e.g. an org/<model>-{scheme} repository), or use precision fp8, which vLLM "
+            "quantizes at load time",
+        )
     if spec.id is not None:
         entry = catalog.model_entry(spec.id)
         model = ResolvedModel(

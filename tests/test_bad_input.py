@@ -161,3 +161,12 @@ def test_a_region_without_catalog_prices_asks_for_a_price_override():
 def test_a_public_access_cidr_that_is_not_one_is_named():
     with pytest.raises(StackError, match=r"'10.0.0.300/8' is not a CIDR block"):
         parse_plan(plan_dict(cluster={"public_access_cidrs": ["10.0.0.300/8"]}))
+
+
+def test_int4_needs_the_prequantized_checkpoint_vllm_loads():
+    with pytest.raises(PlanError, match=r"model.hf_repo = None: int4-awq serves an AWQ checkpoint"):
+        build_fleet_plan(make_plan(**{"model.precision": "int4-awq"}))
+    plan = make_plan(**{"model.precision": "int4-awq", "model.hf_repo": "org/Llama-3.1-8B-AWQ"})
+    fp = build_fleet_plan(plan)
+    assert fp.regions[0].serving.args["model"] == "org/Llama-3.1-8B-AWQ"
+    assert "quantization" not in fp.regions[0].serving.args  # vLLM reads it from the checkpoint
