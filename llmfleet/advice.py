@@ -8,6 +8,7 @@ import math
 from llmfleet import catalog, fleet
 from llmfleet.catalog import Instance
 from llmfleet.errors import InfeasibleError
+from llmfleet.memory import kv_dtype_bytes
 from llmfleet.models import ResolvedModel
 from llmfleet.plan import CapacityPlan, Region
 from llmfleet.sizing import Rejection
@@ -91,7 +92,7 @@ def infeasible(
 
 def rules_of_thumb(model: ResolvedModel, plan: CapacityPlan) -> list[fleet.RuleOfThumb]:
     arch = model.arch
-    kv_mb = arch.kv_bytes_per_token(1.0 if plan.model.kv_cache_dtype == "fp8" else 2.0) / 1e6
+    kv_mb = arch.kv_bytes_per_token(kv_dtype_bytes(plan.model.kv_cache_dtype)) / 1e6
     kv_verdict = (
         f"the rule is {1.5 / kv_mb:.1f}-{2.5 / kv_mb:.1f}x too high for this model"
         if kv_mb < 1.5

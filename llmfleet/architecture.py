@@ -95,9 +95,6 @@ class Arch(BaseModel):
             + self.shared_expert_params
         )
 
-    def params_per_expert_layer(self) -> int:
-        return self.expert_params // max(1, self.experts * self.moe_layers)
-
     # ---- memory ----
     def kv_bytes_per_token(self, kv_dtype_bytes: float) -> float:
         """K and V for one token across every layer (MLA: the latent, no K/V pair)."""

@@ -47,10 +47,6 @@ class MemoryBudget(BaseModel):
     block_size: int = BLOCK_SIZE_TOKENS
 
     @property
-    def fits(self) -> bool:
-        return self.kv_cache_tokens > 0
-
-    @property
     def holds_one_sequence(self) -> bool:
         return self.max_concurrency >= 1.0
 

@@ -16,6 +16,7 @@ from llmfleet.advice import infeasible, rules_of_thumb
 from llmfleet.calibration import Constants
 from llmfleet.calibration import load as load_constants
 from llmfleet.catalog import Instance
+from llmfleet.memory import kv_dtype_bytes
 from llmfleet.models import ResolvedModel, resolve_model
 from llmfleet.perf import Engine
 from llmfleet.plan import CapacityPlan, Region
@@ -217,9 +218,7 @@ def build_fleet_plan(
             precision=plan.model.precision,
             kv_cache_dtype=plan.model.kv_cache_dtype,
             weights_gib=_round(weights_gib),
-            kv_bytes_per_token=arch.kv_bytes_per_token(
-                1.0 if plan.model.kv_cache_dtype == "fp8" else 2.0
-            ),
+            kv_bytes_per_token=arch.kv_bytes_per_token(kv_dtype_bytes(plan.model.kv_cache_dtype)),
         ),
         slo={
             "ttft_ms": plan.slo.ttft_ms,

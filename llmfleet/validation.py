@@ -26,7 +26,6 @@ class MeasurementsError(LlmfleetError):
 
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "benchmarks" / "measurements.csv"
-METRICS = ("kv_cache_gib", "kv_cache_tokens", "output_tokens_per_s", "itl_ms", "ttft_ms")
 
 
 def normalize_engine(text: str) -> str | None:
