@@ -155,7 +155,7 @@ class CapacityPlan(Strict):
     prices: list[PriceOverride] = Field(default_factory=list)
     confidence: Literal["expected", "pessimistic"] = Field(
         default="expected",
-        description="pessimistic sizes with step times at the p90 of the calibration's "
+        description="pessimistic sizes with the GPU part of every step at the p90 of the calibration's "
         "measured/predicted ITL ratio",
     )
     cluster: ClusterAccess = Field(default_factory=ClusterAccess)
