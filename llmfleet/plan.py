@@ -155,8 +155,8 @@ class CapacityPlan(Strict):
     prices: list[PriceOverride] = Field(default_factory=list)
     confidence: Literal["expected", "pessimistic"] = Field(
         default="expected",
-        description="pessimistic sizes with the GPU part of every step at the p90 of the calibration's "
-        "measured/predicted ITL ratio",
+        description="pessimistic sizes with the GPU part of every step at the p90 of the "
+        "calibration's measured/predicted ITL ratio",
     )
     cluster: ClusterAccess = Field(default_factory=ClusterAccess)
     kubernetes_version: str = Field(default="1.33", pattern=r"^1\.\d+$")
