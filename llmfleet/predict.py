@@ -48,6 +48,7 @@ class Prediction(BaseModel):
     step_bound: str
     ttft_ms: float | None  # None: the KV pool cannot hold one request
     itl_ms: float | None
+    e2e_latency_ms: float | None  # a request's mean latency: TTFT + (output - 1) * ITL
     output_tokens_per_s: float
     total_tokens_per_s: float
     requests_per_s: float
@@ -103,6 +104,14 @@ def predict(
     elif load.mode == "concurrency":
         assert load.concurrency is not None
         ttft = service * (1 + rho / (2 * (1 - rho)))
+        if load.num_requests:
+            n = load.num_requests
+            # A benchmark of n requests from C clients starts with all C at once: that
+            # first wave waits for each other's prefill like a burst; the rest arrive as
+            # earlier requests finish.
+            wave = min(load.concurrency, cap, float(n))
+            first = service + wave * i / chunk * steps.mixed_s / 2
+            ttft = (wave * first + (n - wave) * ttft) / n
         ttft += max(0.0, load.concurrency - cap) / req_s
     else:
         ttft = service * (1 + rho / (2 * (1 - rho)))
@@ -115,6 +124,7 @@ def predict(
         step_bound=bound,
         ttft_ms=ttft * 1000,
         itl_ms=t * 1000,
+        e2e_latency_ms=(ttft + (o - 1) * t) * 1000,
         output_tokens_per_s=decode / t,
         total_tokens_per_s=decode * (i + o) / (o * t),
         requests_per_s=req_s,
@@ -285,6 +295,7 @@ def run_predict_with(
             step_bound="none",
             ttft_ms=None,
             itl_ms=None,
+            e2e_latency_ms=None,
             output_tokens_per_s=0,
             total_tokens_per_s=0,
             requests_per_s=0,

@@ -89,6 +89,11 @@ def _num(text: str) -> float | None:
     return None if math.isinf(value) else value
 
 
+def _int(text: str) -> int | None:
+    value = _num(text)
+    return int(value) if value else None
+
+
 @dataclass(frozen=True)
 class Measurement:
     row_id: str
@@ -125,6 +130,7 @@ REQUIRED_COLUMNS = (
     "ttft_mean_ms",
     "tpot_mean_ms",
     "itl_mean_ms",
+    "e2e_latency_mean_ms",
     "kv_cache_gib_per_gpu",
     "kv_cache_tokens",
     "gpu_memory_utilization",
@@ -172,6 +178,7 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
         ("kv_cache_tokens", "kv_cache_tokens"),
         ("output_tokens_per_s", "output_tok_s"),
         ("ttft_ms", "ttft_mean_ms"),
+        ("e2e_latency_ms", "e2e_latency_mean_ms"),
     ):
         v = _num(r[col])
         if v is not None:
@@ -187,15 +194,27 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
         # Dataset workloads (ShareGPT): mean lengths from the source's own token rates.
         o = out_s / req_s
         i = tot_s / req_s - o
-    timing = {"output_tokens_per_s", "ttft_ms", "itl_ms"} & set(measured)
+    e2e, ttft, tpot = (_num(r[c]) for c in ("e2e_latency_mean_ms", "ttft_mean_ms", "tpot_mean_ms"))
+    if i and o and e2e and ttft and tpot and e2e > ttft:
+        # Lengths drawn around the nominal (a random-range ratio): a request's mean output
+        # is 1 + (E2E - TTFT) / TPOT by the benchmark's own definition of TPOT, and the
+        # input scales with it (or follows from the total / output token rates).
+        mean_o = 1 + (e2e - ttft) / tpot
+        i = mean_o * (tot_s / out_s - 1) if out_s and tot_s else i * mean_o / o
+        o = mean_o
+    timing = {"output_tokens_per_s", "ttft_ms", "itl_ms", "e2e_latency_ms"} & set(measured)
     if timing and (i is None or o is None or i < 1 or o < 1):
         return "no input/output lengths for its throughput or latency"
     conc_text = r["concurrency"].strip().lower()
     concurrency = _num(conc_text)
     rate = _num(r["request_rate_qps"])
     prompts = re.search(r"(\d+) prompts|num-prompts (\d+)", r["workload"])
-    burst = re.search(r"at once|no rate limit", r["workload"].lower()) is not None
-    num_requests = int(prompts.group(1) or prompts.group(2)) if prompts else None
+    # "at once", "no rate limit": a burst of prompts; "fixed batch size": benchmark_latency's
+    # one batch of N prompts generated together.
+    burst = re.search(r"at once|no rate limit|fixed batch size", r["workload"].lower()) is not None
+    num_requests = _int(r.get("num_prompts", ""))
+    if num_requests is None and prompts:
+        num_requests = int(prompts.group(1) or prompts.group(2))
     if burst and concurrency and not num_requests:
         # "--num-prompts N" sent at once: the concurrency column is the burst size
         num_requests = int(concurrency)
@@ -217,7 +236,9 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
             request_rate=rate if rate and not concurrency and not math.isinf(rate) else None,
             gpu_memory_utilization=_num(r["gpu_memory_utilization"])
             or (0.95 if engine == "trtllm" else 0.9),
-            max_model_len=int(_num(r["max_model_len"]) or 0) or None,
+            max_model_len=_int(r["max_model_len"]),
+            max_num_seqs=_int(r.get("max_num_seqs", "")),
+            max_num_batched_tokens=_int(r.get("max_num_batched_tokens", "")),
             num_requests=num_requests,
         )
     except ValueError as e:
@@ -233,6 +254,7 @@ def predicted_value(metric: str, p: PredictResult) -> float:
         "output_tokens_per_s": p.output_tokens_per_s,
         "itl_ms": math.nan if p.itl_ms is None else p.itl_ms,
         "ttft_ms": math.nan if p.ttft_ms is None else p.ttft_ms,
+        "e2e_latency_ms": math.nan if p.e2e_latency_ms is None else p.e2e_latency_ms,
     }[metric]
 
 

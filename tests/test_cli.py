@@ -92,6 +92,14 @@ def test_predict_takes_a_rate_or_a_concurrency(capsys):
     assert conc["batch_size"] == 8
 
 
+def test_predict_gives_a_requests_latency_as_ttft_plus_the_inter_token_steps(capsys):
+    _, out, _ = run(PREDICT + ["--concurrency", "8"], capsys)
+    r = json.loads(out)
+    output_tokens = PREDICT[PREDICT.index("--output-tokens") + 1]
+    expected = r["ttft_ms"] + (int(output_tokens) - 1) * r["itl_ms"]
+    assert r["e2e_latency_ms"] == pytest.approx(expected)
+
+
 def test_predict_reads_a_config_json_path(tmp_path, capsys):
     from llmfleet import catalog
 
@@ -206,3 +214,23 @@ def test_predict_json_says_null_when_the_kv_pool_holds_no_request(capsys):
     r = json.loads(out)  # strict JSON: no Infinity
     assert code == 0 and r["fits"] is False
     assert r["ttft_ms"] is None and r["itl_ms"] is None and r["kv_cache_tokens"] == 0
+    assert r["e2e_latency_ms"] is None
+
+
+def test_a_closed_loop_benchmark_waits_longer_for_the_first_token_the_shorter_it_runs():
+    # C clients start together: the first wave queues for each other's prefill; with 10 x C
+    # requests that wave is a tenth of them, with C it is all of them.
+    from llmfleet.predict import PredictRequest, run_predict
+
+    base = dict(
+        model="Llama-3.1-8B-Instruct",
+        gpu="H100",
+        input_tokens=4000,
+        output_tokens=200,
+        concurrency=64,
+    )
+    steady = run_predict(PredictRequest(**base)).ttft_ms
+    ten_waves = run_predict(PredictRequest(**base, num_requests=640)).ttft_ms
+    one_wave = run_predict(PredictRequest(**base, num_requests=64)).ttft_ms
+    assert steady < ten_waves < one_wave
+    assert ten_waves == pytest.approx(steady + (one_wave - steady) / 10)
