@@ -54,14 +54,17 @@ class MemoryBudget(BaseModel):
 def activation_gib(
     arch: Arch, tp: int, max_num_seqs: int, max_num_batched_tokens: int, consts: Constants
 ) -> float:
-    """Peak of vLLM's profiling pass: token activations plus the sampler's fp32 logits."""
+    """Peak of vLLM's profiling pass: the larger of the forward pass's token activations and
+    the sampler's fp32 logits (the dummy sampler run follows the forward pass, whose
+    intermediates are freed by then; only the last hidden states are kept)."""
     inter = arch.expert_intermediate * arch.experts_per_token if arch.is_moe else 0
     inter = max(inter, 0 if arch.dense_mlp_params == 0 else _dense_intermediate(arch))
     per_token = consts.token_activation_factor * (arch.hidden + 2 * inter / tp) * 2
     tokens_b = max_num_batched_tokens * per_token
     sampled_rows = min(max_num_seqs, max_num_batched_tokens)
     logits_b = consts.sampler_logit_copies * sampled_rows * arch.vocab * 4
-    return (tokens_b + logits_b) / GIB
+    kept_b = max_num_batched_tokens * arch.hidden * 2
+    return max(tokens_b, kept_b + logits_b) / GIB
 
 
 def _dense_intermediate(arch: Arch) -> int:

@@ -90,3 +90,17 @@ def test_sliding_window_models_hold_more_sequences_than_their_token_count_sugges
 def test_l4_memory_is_the_decimal_24_gb_not_24_gib():
     assert catalog.gpu("L4").memory_gib == pytest.approx(22.35, abs=0.01)
     assert catalog.gpu("B200").memory_gib == pytest.approx(179.06, abs=0.01)
+
+
+def test_the_profiling_peak_is_the_larger_of_the_forward_pass_and_the_sampler_not_their_sum():
+    # vLLM frees the forward pass's intermediates before its dummy sampler run
+    from llmfleet.memory import activation_gib
+
+    e = catalog.model_entry("Llama-3.1-8B-Instruct")
+    arch, c = from_config(e.id, e.config), load()
+    forward_only = activation_gib(arch, 1, 1, 8192, c)  # one sampled row: the forward pass
+    both = activation_gib(arch, 1, 1024, 8192, c)
+    logits = c.sampler_logit_copies * 1024 * 128_256 * 4 / 2**30
+    kept = 8192 * 4096 * 2 / 2**30  # the last hidden states the sampler reads
+    assert both == pytest.approx(max(forward_only, kept + logits))
+    assert both < forward_only + logits
