@@ -53,6 +53,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             max_num_batched_tokens=args.max_num_batched_tokens,
             engine=args.engine,
             num_requests=args.num_requests,
+            output_lengths=args.output_lengths,
         )
     except ValidationError as e:
         raise ArgumentError(
@@ -178,6 +179,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--max-num-seqs", type=int)
     s.add_argument("--max-num-batched-tokens", type=int)
     s.add_argument("--num-requests", type=int, help="offline: how many requests are queued")
+    s.add_argument(
+        "--output-lengths",
+        choices=("fixed", "sharegpt"),
+        default="fixed",
+        help="every request generates --output-tokens (fixed), or lengths spread around it as "
+        "ShareGPT's are (sharegpt: a finite queue then drains at a shrinking batch)",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_predict)
 

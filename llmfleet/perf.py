@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from llmfleet.architecture import Arch
 from llmfleet.calibration import Constants
@@ -56,7 +57,12 @@ class Engine:
     def weight_bytes_per_gpu(self) -> float:
         return self.arch.weight_bytes(self.precision, self.tp) / self.tp
 
-    @property
+    @cached_property
+    def weight_split(self) -> tuple[float, float]:
+        """(shared, expert) weight bytes of the whole model as this precision and TP store them."""
+        return self.arch.weight_bytes_split(self.precision, self.tp)
+
+    @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
         a = self.arch
         return a.kv_bytes_per_token(kv_dtype_bytes(self.kv_cache_dtype)) / a.kv_shards(self.tp)
@@ -114,7 +120,7 @@ def step_time(
     a, c, g = eng.arch, eng.consts, eng.gpu
     tokens = decode + prefill
     # Bytes read: weights (MoE: only experts some token routes to) and the KV of the context.
-    shared_b, expert_b = a.weight_bytes_split(eng.precision, eng.tp)
+    shared_b, expert_b = eng.weight_split
     touched = experts_touched_fraction(a.experts, a.experts_per_token, tokens)
     if a.lm_head_params:  # untied input embeddings are a row lookup, not streamed
         shared_b -= 2.0 * a.embed_params

@@ -7,6 +7,7 @@ on average. The token budget (max_num_batched_tokens), max_num_seqs and the KV p
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from typing import Literal
 
@@ -19,6 +20,9 @@ from llmfleet.memory import MemoryBudget
 from llmfleet.perf import Engine, MixedSteps, mixed_steps, prefill_s, step_time
 
 Mode = Literal["offline", "concurrency", "rate"]
+# "fixed": every request generates its output length (random datasets with ignore_eos);
+# "sharegpt": lengths spread as ShareGPT's do around their mean (a dataset workload).
+OutputLengths = Literal["fixed", "sharegpt"]
 
 
 class Load(BaseModel):
@@ -29,6 +33,7 @@ class Load(BaseModel):
     concurrency: float | None = Field(default=None, gt=0)
     request_rate: float | None = Field(default=None, gt=0)
     num_requests: int | None = Field(default=None, gt=0, description="Offline: requests queued.")
+    output_lengths: OutputLengths = "fixed"
 
     @property
     def mode(self) -> Mode:
@@ -92,6 +97,7 @@ def predict(
     steps = _steps(eng, load, decode, max_num_batched_tokens)
     t = steps.mean_s
     req_s = decode / (o * t)
+    out_s = decode / t
     chunk = max(1, int(max_num_batched_tokens - decode))
     service = prefill_s(eng, decode, i + o / 2, i, chunk)
     rho = min(steps.mixed_share, 0.999)
@@ -101,6 +107,8 @@ def predict(
         burst = min(n or cap, cap) * i / chunk * steps.mixed_s / 2
         backlog = (n - cap) ** 2 / (2 * n * req_s) if n > cap else 0.0
         ttft = service + burst + backlog
+        if n and load.output_lengths == "sharegpt":
+            out_s = n * o / _burst_duration_s(eng, load, n, decode, req_s, chunk, steps)
     elif load.mode == "concurrency":
         assert load.concurrency is not None
         ttft = service * (1 + rho / (2 * (1 - rho)))
@@ -125,11 +133,44 @@ def predict(
         ttft_ms=ttft * 1000,
         itl_ms=t * 1000,
         e2e_latency_ms=(ttft + (o - 1) * t) * 1000,
-        output_tokens_per_s=decode / t,
-        total_tokens_per_s=decode * (i + o) / (o * t),
-        requests_per_s=req_s,
+        output_tokens_per_s=out_s,
+        total_tokens_per_s=out_s * (i + o) / o,
+        requests_per_s=out_s / o,
         saturated=saturated,
     )
+
+
+def _burst_duration_s(
+    eng: Engine, load: Load, n: int, running: float, req_s: float, chunk: int, steps: MixedSteps
+) -> float:
+    """How long a burst of n requests with ShareGPT-spread output lengths takes to finish.
+
+    While requests wait, `running` decode in steady state; the last wave then prefills and
+    drains, and its longest requests decode on at a shrinking batch: with lengths spread
+    as ShareGPT's, the batch after k steps is running x P(length > k), down to the
+    expected longest of `running` requests. Its throughput is below running / step.
+    """
+    i, o = load.input_tokens, load.output_tokens
+    context = i + o / 2
+    last = 1 / (running + 1)  # the survival at the expected longest of `running`
+    drain, survival, length = 0.0, 1.0, _length_at(1.0)
+    while survival > last:
+        nxt = max(survival / 2, last)
+        nxt_length = _length_at(nxt)
+        batch = max(1.0, running * math.sqrt(survival * nxt))  # the octave's geometric middle
+        drain += o * (nxt_length - length) * step_time(eng, batch, context).total_s
+        survival, length = nxt, nxt_length
+    queued = max(0.0, n - running) / req_s
+    prefill = running * i / chunk * steps.mixed_s
+    return queued + prefill + drain
+
+
+def _length_at(survival: float) -> float:
+    """The ShareGPT output length (over the mean) that a share `survival` of requests exceed."""
+    from llmfleet import catalog
+
+    shape = catalog.sharegpt_length_shape()
+    return shape[min(len(shape) - 1, int(len(shape) * (1 - survival)))]
 
 
 def _rate_fixed_point(
@@ -196,6 +237,7 @@ class PredictRequest(BaseModel):
     max_num_seqs: int | None = Field(default=None, gt=0)
     max_num_batched_tokens: int | None = Field(default=None, gt=0)
     num_requests: int | None = Field(default=None, gt=0)
+    output_lengths: OutputLengths = "fixed"
 
 
 class PredictResult(Prediction):
@@ -283,6 +325,7 @@ def run_predict_with(
         concurrency=req.concurrency,
         request_rate=req.request_rate,
         num_requests=req.num_requests,
+        output_lengths=req.output_lengths,
     )
     fits = mem.kv_cache_tokens >= req.input_tokens + req.output_tokens
     if fits:

@@ -234,3 +234,20 @@ def test_a_closed_loop_benchmark_waits_longer_for_the_first_token_the_shorter_it
     one_wave = run_predict(PredictRequest(**base, num_requests=64)).ttft_ms
     assert steady < ten_waves < one_wave
     assert ten_waves == pytest.approx(steady + (one_wave - steady) / 10)
+
+
+def test_a_short_burst_with_sharegpt_spread_lengths_drains_slower_than_fixed_lengths():
+    # 10 requests at once: with lengths spread as ShareGPT's (up to ~4x the mean) the last
+    # ones decode alone long after the rest finished; with equal lengths all finish together.
+    from llmfleet.predict import PredictRequest, run_predict
+
+    base = dict(
+        model="Mistral-7B-Instruct-v0.3",
+        gpu="H100",
+        input_tokens=160,
+        output_tokens=250,
+        num_requests=10,
+    )
+    fixed = run_predict(PredictRequest(**base)).output_tokens_per_s
+    spread = run_predict(PredictRequest(**base, output_lengths="sharegpt")).output_tokens_per_s
+    assert spread < 0.6 * fixed

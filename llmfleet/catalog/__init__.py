@@ -5,6 +5,7 @@
 - offerings.csv: which region offers which instance, and its on-demand price where known.
 - zone_offerings.csv: which availability zones of a region offer which instance.
 - models/*.json: model architectures (Hugging Face config.json keys, verbatim).
+- workloads/sharegpt-output-lengths.json: the output lengths of a ShareGPT benchmark run.
 """
 
 from __future__ import annotations
@@ -135,6 +136,15 @@ class ZoneOffering(CatalogRow):
 @cache
 def zone_offerings() -> tuple[ZoneOffering, ...]:
     return tuple(ZoneOffering.model_validate(r) for r in _read_csv("zone_offerings.csv"))
+
+
+@cache
+def sharegpt_length_shape() -> tuple[float, ...]:
+    """ShareGPT output lengths over their mean, ascending: the spread of a dataset workload."""
+    doc = json.loads((DATA_DIR / "workloads" / "sharegpt-output-lengths.json").read_text())
+    lengths = [float(v) for v in doc["output_lens"]]
+    mean = sum(lengths) / len(lengths)
+    return tuple(sorted(v / mean for v in lengths))
 
 
 def zones(region: str, instance_type: str | None = None) -> list[str]:
