@@ -120,6 +120,8 @@ class Loaded:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (row_id, reason)
 
 
+# Optional, read where present: engine_version, e2e_latency_mean_ms, max_num_seqs,
+# max_num_batched_tokens, num_prompts (files written before they existed still validate).
 REQUIRED_COLUMNS = (
     "row_id",
     "source_id",
@@ -141,7 +143,6 @@ REQUIRED_COLUMNS = (
     "ttft_mean_ms",
     "tpot_mean_ms",
     "itl_mean_ms",
-    "e2e_latency_mean_ms",
     "kv_cache_gib_per_gpu",
     "kv_cache_tokens",
     "gpu_memory_utilization",
@@ -191,7 +192,7 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
         ("ttft_ms", "ttft_mean_ms"),
         ("e2e_latency_ms", "e2e_latency_mean_ms"),
     ):
-        v = _num(r[col])
+        v = _num(r.get(col, ""))  # columns added later (e2e) may be absent
         if v is not None:
             measured[metric] = v
     itl = _num(r["tpot_mean_ms"]) or _num(r["itl_mean_ms"])
@@ -205,7 +206,9 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
         # Dataset workloads (ShareGPT): mean lengths from the source's own token rates.
         o = out_s / req_s
         i = tot_s / req_s - o
-    e2e, ttft, tpot = (_num(r[c]) for c in ("e2e_latency_mean_ms", "ttft_mean_ms", "tpot_mean_ms"))
+    e2e, ttft, tpot = (
+        _num(r.get(c, "")) for c in ("e2e_latency_mean_ms", "ttft_mean_ms", "tpot_mean_ms")
+    )
     if i and o and e2e and ttft and tpot and e2e > ttft:
         # Lengths drawn around the nominal (a random-range ratio): a request's mean output
         # is 1 + (E2E - TTFT) / TPOT by the benchmark's own definition of TPOT, and the

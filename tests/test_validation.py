@@ -229,3 +229,13 @@ def test_a_sharegpt_workload_spreads_its_output_lengths():
     row = {**ROW, "workload": "benchmark_serving.py ShareGPT, 320 prompts, all at once"}
     assert parse_row(row).request.output_lengths == "sharegpt"
     assert parse_row(ROW).request.output_lengths == "fixed"
+
+
+def test_a_measurements_file_with_only_the_required_columns_still_validates(tmp_path, capsys):
+    from llmfleet.validation import REQUIRED_COLUMNS
+
+    path = tmp_path / "m.csv"
+    row = {k: ROW.get(k, "") for k in REQUIRED_COLUMNS}
+    path.write_text(",".join(REQUIRED_COLUMNS) + "\n" + ",".join(row.values()) + "\n")
+    assert main(["validate", "--measurements", str(path), "--no-loso", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 1
