@@ -100,13 +100,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from llmfleet import calibration
-    from llmfleet.calibrate import fit_all, uncertainty
+    from llmfleet.calibrate import fit_all, leave_one_source_out, uncertainty
     from llmfleet.validation import load_measurements, predict_rows, summarize
 
     loaded = load_measurements(Path(args.measurements))
     prior = calibration.load_prior()
     fitted = fit_all(loaded.rows, prior)
-    ratios = uncertainty(predict_rows(loaded.rows, fitted))
+    # Ranges come from held-out errors: a plan's model and GPU are usually not the rows'.
+    ratios = uncertainty(leave_one_source_out(loaded.rows, prior))
     for name, consts in (("prior", prior), ("fitted", fitted)):
         stats = summarize(p for p in predict_rows(loaded.rows, consts) if p.engine == "vllm")
         line = ", ".join(f"{m} {s['median_ape']:.1f}%" for m, s in stats.items())

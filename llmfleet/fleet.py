@@ -41,7 +41,7 @@ class Predicted(Data):
     batch_size: int = Field(description="Running sequences at the operating point (max_num_seqs).")
     ranges: dict[str, tuple[float, float]] = Field(
         description="Per metric, where the measured value is expected (p10-p90 of the "
-        "calibration's measured/predicted ratios)."
+        "calibration's held-out measured/predicted ratios)."
     )
 
 
