@@ -112,6 +112,8 @@ def predict_text(r: PredictResult) -> str:
             f"{r.itl_ms:.2f} ms, {r.output_tokens_per_s:,.0f} output tok/s, "
             f"{r.total_tokens_per_s:,.0f} total tok/s, {r.requests_per_s:.3f} req/s"
         )
+        if r.e2e_latency_ms is not None:
+            lines.append(f"  a request's mean latency (E2E) {r.e2e_latency_ms / 1000:.2f} s")
     else:
         lines.append("  does not fit: the KV pool cannot hold one request")
     return "\n".join(lines) + "\n"
