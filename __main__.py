@@ -3,22 +3,14 @@
 import pulumi
 
 from components.fleet import Fleet, FleetArgs
-from llmfleet.optimizer import build_fleet_plan
+from llmfleet.assemble import build_fleet_plan
 from llmfleet.stack import parse_plan
 
 config = pulumi.Config("llmfleet")
 plan = parse_plan(config.require_object("plan"))
 fleet_plan = build_fleet_plan(plan)
-access = fleet_plan.cluster
 fleet = Fleet(
-    plan.name,
-    FleetArgs(
-        fleet_plan,
-        endpoint_public_access=access.endpoint_public_access,
-        public_access_cidrs=access.public_access_cidrs,
-        nat_gateways="single" if access.nat_gateways == "single" else "per_az",
-        aws_profile=pulumi.Config("aws").get("profile"),
-    ),
+    plan.name, FleetArgs(fleet_plan, aws_profile=pulumi.Config("aws").get("profile"))
 )
 
 pulumi.export("monthly_cost_usd", fleet_plan.monthly_cost_usd)

@@ -37,9 +37,10 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import iam
-from components.network import NatGateways, Network, NetworkArgs, subnets_in_zones
-from llmfleet.errors import PlanError
+from components.network import Network, NetworkArgs, subnets_in_zones
+from llmfleet.errors import PlanError, ProgramError
 from llmfleet.fleet import RegionPlan
+from llmfleet.plan import ClusterAccess
 
 LOG_TYPES = ("api", "audit", "authenticator")
 VPC_CNI_ADDON = "vpc-cni"
@@ -55,9 +56,8 @@ class InferenceClusterArgs:
     kubernetes_version: FleetPlan.kubernetes_version, e.g. "1.33".
     aws_provider: the AWS provider for `region_plan.region`; every AWS child uses it.
     fleet_name: FleetPlan.name, for tags.
-    endpoint_public_access: public API endpoint (default True; see the module docstring).
-    public_access_cidrs: who may reach the public endpoint (default anywhere).
-    nat_gateways: for a new VPC only; see NetworkArgs.
+    access: FleetPlan.cluster: the public API endpoint and who may reach it (see the module
+        docstring), and the NAT gateways of a new VPC (see NetworkArgs).
     log_retention_days: control-plane log retention (default 90).
     aws_profile: AWS CLI profile the kubeconfig's `aws eks get-token` uses (default: the
         environment's credentials).
@@ -68,9 +68,7 @@ class InferenceClusterArgs:
     kubernetes_version: str
     aws_provider: aws.Provider
     fleet_name: str
-    endpoint_public_access: bool = True
-    public_access_cidrs: Sequence[str] = ("0.0.0.0/0",)
-    nat_gateways: NatGateways = "per_az"
+    access: ClusterAccess = field(default_factory=ClusterAccess)
     log_retention_days: int = 90
     aws_profile: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -171,7 +169,7 @@ def kubeconfig_json(
 
 def _cluster_security_group(vpc_config: aws.eks.outputs.ClusterVpcConfig) -> str:
     if vpc_config.cluster_security_group_id is None:
-        raise ValueError("EKS reported no cluster security group for the cluster")
+        raise ProgramError("EKS reported no cluster security group for the cluster")
     return vpc_config.cluster_security_group_id
 
 
@@ -237,8 +235,7 @@ class InferenceCluster(pulumi.ComponentResource):
                     vpc_cidr=plan.vpc_cidr,
                     region=region,
                     availability_zones=plan.availability_zones,
-                    nat_gateways=args.nat_gateways,
-                    field_path=f"regions[{region}].vpc_cidr",
+                    nat_gateways=args.access.nat_gateways,
                     zones_field_path=f"regions[{region}].availability_zones",
                     tags=tags,
                 ),
@@ -297,8 +294,8 @@ class InferenceCluster(pulumi.ComponentResource):
                 role_arn=cluster_role.arn,
                 subnet_ids=self.private_subnet_ids,
                 kms_key_arn=self.kms_key.arn,
-                endpoint_public_access=args.endpoint_public_access,
-                public_access_cidrs=args.public_access_cidrs,
+                endpoint_public_access=args.access.endpoint_public_access,
+                public_access_cidrs=args.access.public_access_cidrs,
                 tags=tags,
             ),
             opts=aws_opts(depends_on=[*cluster_attachments, log_group]),

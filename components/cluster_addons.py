@@ -40,7 +40,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.node_pool import PoolKind, pool_node_selector
-from llmfleet import serving
+from llmfleet import workload
+from llmfleet.errors import ProgramError
 
 SYSTEM = pool_node_selector("system")
 
@@ -69,7 +70,7 @@ NVIDIA_DEVICE_PLUGIN = HelmChart(
     values={
         "nodeSelector": {"nvidia.com/gpu.present": "true"},
         "tolerations": [
-            {"key": serving.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+            {"key": workload.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
         ],
     },
     source="EKS user guide ml-eks-k8s-device-plugin (helm repo nvdp, chart 0.17.4)",
@@ -85,14 +86,14 @@ KEDA = HelmChart(
     source="kedacore/charts release v2.16.1 (app 2.16.1)",
 )
 KUBE_PROMETHEUS_STACK = HelmChart(
-    release=serving.PROMETHEUS_RELEASE,
+    release=workload.PROMETHEUS_RELEASE,
     chart="kube-prometheus-stack",
     version="69.5.1",
     repository="https://prometheus-community.github.io/helm-charts",
-    namespace=serving.MONITORING_NAMESPACE,
+    namespace=workload.MONITORING_NAMESPACE,
     values={
-        # Service names start with the release name: <release>-prometheus (serving.PROMETHEUS_URL)
-        "fullnameOverride": serving.PROMETHEUS_RELEASE,
+        # Service names start with the release name: <release>-prometheus (workload.PROMETHEUS_URL)
+        "fullnameOverride": workload.PROMETHEUS_RELEASE,
         "grafana": {"enabled": False},
         "prometheus": {
             "prometheusSpec": {
@@ -151,7 +152,7 @@ class ClusterAddons(pulumi.ComponentResource):
         super().__init__("llmfleet:index:ClusterAddons", name, None, opts)
         missing = sorted({c.pool for c in args.charts} - set(args.pool_nodes))
         if missing:
-            raise ValueError(f"{name}: ClusterAddonsArgs.pool_nodes has no {', '.join(missing)}")
+            raise ProgramError(f"{name}: ClusterAddonsArgs.pool_nodes has no {', '.join(missing)}")
         self.releases = {
             chart.release: k8s.helm.v3.Release(
                 f"{name}-{chart.release}",

@@ -15,7 +15,6 @@ import pulumi_aws as aws
 
 from components.cluster import InferenceCluster, InferenceClusterArgs
 from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
-from components.network import NatGateways
 from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, system_pool
 from components.vllm_service import VllmService, VllmServiceArgs
 from llmfleet.fleet import FleetPlan
@@ -23,16 +22,13 @@ from llmfleet.fleet import FleetPlan
 
 @dataclass(frozen=True)
 class FleetArgs:
-    """fleet_plan: the sized plan (llmfleet.optimizer.build_fleet_plan).
-    endpoint_public_access, public_access_cidrs, nat_gateways, aws_profile: passed to
-        every region's InferenceCluster; see InferenceClusterArgs.
+    """fleet_plan: the sized plan (llmfleet.assemble.build_fleet_plan); its `cluster`
+        (API access, NAT gateways) reaches every region's InferenceCluster.
+    aws_profile: AWS CLI profile the kubeconfigs use; see InferenceClusterArgs.
     tags: extra AWS tags on everything (the provider's default tags).
     """
 
     fleet_plan: FleetPlan
-    endpoint_public_access: bool = True
-    public_access_cidrs: Sequence[str] = ("0.0.0.0/0",)
-    nat_gateways: NatGateways = "per_az"
     aws_profile: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
 
@@ -105,9 +101,7 @@ class Fleet(pulumi.ComponentResource):
                     kubernetes_version=plan.kubernetes_version,
                     aws_provider=provider,
                     fleet_name=plan.name,
-                    endpoint_public_access=args.endpoint_public_access,
-                    public_access_cidrs=args.public_access_cidrs,
-                    nat_gateways=args.nat_gateways,
+                    access=plan.cluster,
                     aws_profile=args.aws_profile,
                 ),
                 opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
@@ -122,7 +116,7 @@ class Fleet(pulumi.ComponentResource):
             )
             gpu = NodePool(
                 f"{base}-gpu",
-                node_pool_args(gpu_pool(rp, plan.name), cluster, cluster.gpu_subnet_ids, plan.name),
+                node_pool_args(gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name),
                 opts=pool_opts,
             )
             addons = ClusterAddons(

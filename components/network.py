@@ -21,13 +21,8 @@ import pulumi
 import pulumi_aws as aws
 
 from llmfleet.errors import PlanError
+from llmfleet.region_plan import MAX_ZONES, MIN_CLUSTER_ZONES
 
-MIN_ZONES = 2
-"""EKS requires subnets in at least two availability zones."""
-MAX_ZONES = 3
-"""Three quarters of the VPC are private subnets; the fourth holds the public ones."""
-MAX_VPC_PREFIX = 20
-"""Smallest VPC accepted (/20): private subnets of /22, public of /26."""
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 NatGateways = Literal["per_az", "single"]
 T = TypeVar("T")
@@ -53,11 +48,12 @@ def zone_suffix(zone: str, region: str) -> str:
 def check_zones(zones: Sequence[str], region: str, field_path: str) -> None:
     """2 or 3 distinct zone names of `region`; PlanError naming `field_path` otherwise."""
     listed = list(zones)
-    if not MIN_ZONES <= len(listed) <= MAX_ZONES:
+    if not MIN_CLUSTER_ZONES <= len(listed) <= MAX_ZONES:
         raise PlanError(
             field_path,
             listed,
-            f"EKS needs subnets in {MIN_ZONES} to {MAX_ZONES} availability zones of {region}",
+            f"EKS needs subnets in {MIN_CLUSTER_ZONES} to {MAX_ZONES} availability zones of "
+            f"{region}",
         )
     if len(set(listed)) != len(listed):
         raise PlanError(field_path, listed, "name each availability zone once")
@@ -72,29 +68,16 @@ def subnet_layout(
     vpc_cidr: str,
     region: str,
     zones: Sequence[str],
-    field_path: str = "vpc_cidr",
     zones_field_path: str = "availability_zones",
 ) -> list[SubnetSpec]:
     """Private and NAT-only public subnets, one of each per zone in `zones` order, private
     first.
 
-    Raises PlanError naming `field_path` when the CIDR is not an IPv4 network of /16 to /20,
-    and naming `zones_field_path` when `zones` are not 2-3 distinct zones of `region`.
+    The plan validated the CIDR (`plan.Region`, /16 to /20); raises PlanError naming
+    `zones_field_path` when `zones` are not 2-3 distinct zones of `region`.
     """
     check_zones(zones, region, zones_field_path)
-    try:
-        net = ipaddress.IPv4Network(vpc_cidr, strict=True)
-    except ValueError as e:
-        raise PlanError(
-            field_path, vpc_cidr, f"not an IPv4 network in CIDR notation ({e})"
-        ) from None
-    if not 16 <= net.prefixlen <= MAX_VPC_PREFIX:
-        raise PlanError(
-            field_path,
-            vpc_cidr,
-            f"a VPC must be /16 to /{MAX_VPC_PREFIX} (AWS allows /16 at most; "
-            "pods take VPC addresses, so smaller ones run out), e.g. 10.40.0.0/16",
-        )
+    net = ipaddress.IPv4Network(vpc_cidr, strict=True)
     quarters = list(net.subnets(prefixlen_diff=2))
     public_blocks = list(quarters[-1].subnets(prefixlen_diff=4))
     private = [
@@ -142,15 +125,14 @@ class NetworkArgs:
         private and one public subnet each, CIDR quarters in this order.
     nat_gateways: "per_az" (default: a zone outage leaves the other zones' egress up) or
         "single" (cheaper; every private subnet routes through the first zone's NAT).
-    field_path, zones_field_path: how errors name vpc_cidr and availability_zones, e.g.
-        "regions[us-east-1].vpc_cidr".
+    zones_field_path: how errors name availability_zones, e.g.
+        "regions[us-east-1].availability_zones".
     """
 
     vpc_cidr: str
     region: str
     availability_zones: Sequence[str]
     nat_gateways: NatGateways = "per_az"
-    field_path: str = "vpc_cidr"
     zones_field_path: str = "availability_zones"
     tags: Mapping[str, str] = field(default_factory=dict)
 
@@ -180,7 +162,6 @@ class Network(pulumi.ComponentResource):
             args.vpc_cidr,
             args.region,
             args.availability_zones,
-            args.field_path,
             args.zones_field_path,
         )
         tags = dict(sorted(args.tags.items()))

@@ -4,7 +4,7 @@ Two kinds of pool per region, both built by the same pure functions from a `Pool
 
 - "gpu" (`gpu_pool`): the vLLM replicas' nodes. The EKS-optimised AL2023 NVIDIA AMI, the
   region's instance type and min/desired/max nodes (`RegionPlan.nodes`), root volume
-  `RegionPlan.node_volume_gib`. Labelled with the core's `serving.node_labels` (the vLLM
+  `RegionPlan.node_volume_gib`. Labelled with `RegionPlan.workload.node_labels` (the vLLM
   pods' nodeSelector) and tainted `nvidia.com/gpu=true:NoSchedule`, so only pods that
   tolerate the GPU taint (the vLLM replicas, the NVIDIA device plugin) land on it. Fleet
   places it in the private subnets of `RegionPlan.node_zones` only: the zones that offer
@@ -35,7 +35,7 @@ from typing import Any, Literal
 import pulumi
 import pulumi_aws as aws
 
-from llmfleet import serving
+from llmfleet import workload
 from llmfleet.fleet import MinDesiredMax, RegionPlan
 
 PoolKind = Literal["gpu", "system"]
@@ -45,8 +45,7 @@ SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 """System pool: EKS-optimised Amazon Linux 2023 for x86_64 instances (m6i and the like)."""
 ROOT_DEVICE_NAME = "/dev/xvda"
 """Root device of the AL2023 EKS AMIs; a mapping on another name adds a second volume."""
-GPU_TAINT_KEY = serving.GPU_TAINT_KEY
-LABEL_PREFIX = serving.NODE_LABEL_PREFIX
+LABEL_PREFIX = workload.NODE_LABEL_PREFIX
 POOL_LABEL = f"{LABEL_PREFIX}/pool"
 """Node label naming the pool a node belongs to: "gpu" or "system"."""
 IMDS_HOP_LIMIT = 2
@@ -79,22 +78,16 @@ def pool_node_selector(kind: PoolKind) -> dict[str, str]:
     return {POOL_LABEL: kind}
 
 
-def node_labels(region_plan: RegionPlan, fleet_name: str) -> dict[str, str]:
-    """The GPU labels (sorted keys): the core's `serving.node_labels`, the same function
-    that gives the vLLM pods their nodeSelector."""
-    return serving.node_labels(
-        fleet_name, region_plan.gpu, region_plan.instance_type, region_plan.gpus_per_node
-    )
+def node_taints(region_plan: RegionPlan) -> list[dict[str, str]]:
+    """Only pods that tolerate the workload's GPU taint may schedule on a GPU node (the
+    node group API spells the effect NO_SCHEDULE)."""
+    w = region_plan.workload
+    return [{"key": w.gpu_taint_key, "value": w.gpu_taint_value, "effect": "NO_SCHEDULE"}]
 
 
-def node_taints() -> list[dict[str, str]]:
-    """Only pods that tolerate nvidia.com/gpu may schedule on a GPU node."""
-    return [{"key": GPU_TAINT_KEY, "value": serving.GPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}]
-
-
-def gpu_pool(region_plan: RegionPlan, fleet_name: str) -> PoolSpec:
+def gpu_pool(region_plan: RegionPlan) -> PoolSpec:
     """The region's GPU pool: instance type, nodes and root volume of the RegionPlan."""
-    labels = {**node_labels(region_plan, fleet_name), **pool_node_selector("gpu")}
+    labels = {**region_plan.workload.node_labels, **pool_node_selector("gpu")}
     return PoolSpec(
         kind="gpu",
         region=region_plan.region,
@@ -104,7 +97,7 @@ def gpu_pool(region_plan: RegionPlan, fleet_name: str) -> PoolSpec:
         volume_gib=region_plan.node_volume_gib,
         ami_type=AMI_TYPE,
         labels=dict(sorted(labels.items())),
-        taints=node_taints(),
+        taints=node_taints(region_plan),
     )
 
 

@@ -20,6 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.apiextensions import CustomResource
 
+from llmfleet.errors import ProgramError
 from llmfleet.fleet import FleetPlan, RegionPlan
 from llmfleet.render import region_manifests
 
@@ -86,9 +87,9 @@ class VllmService(pulumi.ComponentResource):
                 resource = CustomResource(child, **resource_kwargs(doc), opts=child_opts)
             else:
                 known = ", ".join(sorted(k for _, k in [*TYPED, *CUSTOM]))
-                raise ValueError(f"{name}: cannot deploy {'/'.join(key)}; known kinds: {known}")
+                raise ProgramError(f"{name}: cannot deploy {'/'.join(key)}; known kinds: {known}")
             if doc["kind"] == "Namespace":
                 namespace = [resource]
             self.resources[str(doc["kind"])] = resource
-        workload = args.region_plan.serving.workload
+        workload = args.region_plan.workload
         self.register_outputs({"namespace": workload.namespace, "kinds": sorted(self.resources)})

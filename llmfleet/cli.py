@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from llmfleet import catalog
 from llmfleet.architecture import PRECISIONS
+from llmfleet.assemble import build_fleet_plan
 from llmfleet.errors import ArgumentError, LlmfleetError
-from llmfleet.optimizer import build_fleet_plan
 from llmfleet.predict import ENGINES, PredictRequest, run_predict
 from llmfleet.report import fleet_text, predict_text
 from llmfleet.stack import format_validation_error, read_plan

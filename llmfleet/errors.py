@@ -1,6 +1,7 @@
-"""Errors a user can cause. Each names the field, the value and what would work.
+"""Every llmfleet error, in one place. Each names the field, the value and what would work.
 
-The CLI prints them without a traceback and exits 2.
+The CLI prints them without a traceback and exits 2; under Pulumi they stop the program
+with the same message.
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ class ArgumentError(LlmfleetError):
 
 class StackError(LlmfleetError):
     """A stack file or a key in it is missing or malformed."""
+
+
+class RenderError(LlmfleetError):
+    """A rendered file would use something the pinned vLLM release does not have."""
+
+
+class ProgramError(LlmfleetError):
+    """The Pulumi program met something the FleetPlan or a component cannot deploy."""
 
 
 class InfeasibleError(LlmfleetError):

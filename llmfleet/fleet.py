@@ -5,11 +5,10 @@ Components, templates and the CLI read it; none of them recompute anything.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from llmfleet import __version__
+from llmfleet.plan import ClusterAccess, Slo, Traffic
 
 
 class Data(BaseModel):
@@ -38,7 +37,6 @@ class Predicted(Data):
     requests_per_s_at_peak: float = Field(description="Requests/s each replica serves at the peak.")
     kv_cache_tokens: int = Field(description="KV capacity of a replica, as vLLM logs it.")
     max_concurrency: float = Field(description="Sequences of max_model_len the KV pool holds.")
-    batch_size: int = Field(description="Running sequences at the operating point (max_num_seqs).")
     ranges: dict[str, tuple[float, float]] = Field(
         description="Per metric, where the measured value is expected (p10-p90 of the "
         "calibration's held-out measured/predicted ratios)."
@@ -54,18 +52,38 @@ class Memory(Data):
     kv_bytes_per_token: float
 
 
-class Engine(Data):
-    """The vLLM engine arguments that stage 1 decides."""
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
 
+
+class VllmArgs(Data):
+    """The `vllm serve --config` file: one field per flag of the pinned release, serialised
+    under the flag's name (`config()`). It is the one home of the engine's numbers: TP,
+    batch, token budget, context, memory share, KV dtype, drain time."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=_kebab, populate_by_name=True
+    )
+
+    model: str = Field(description="The checkpoint served (Hugging Face repo id).")
+    served_model_name: str
+    host: str
+    port: int
     tensor_parallel_size: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
     max_model_len: int
+    max_num_seqs: int = Field(description="Running sequences at the operating point.")
+    max_num_batched_tokens: int = Field(description="Decode tokens + one prefill chunk a step.")
     gpu_memory_utilization: float
     kv_cache_dtype: str
     block_size: int
-    enable_chunked_prefill: bool = True
-    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool
+    enable_prefix_caching: bool
+    quantization: str | None = Field(default=None, description="Absent: the checkpoint's own.")
+    shutdown_timeout: int = Field(description="Seconds to finish in-flight requests on SIGTERM.")
+
+    def config(self) -> dict[str, object]:
+        """The config file's keys (flag names), sorted; unset options are left out."""
+        return dict(sorted(self.model_dump(by_alias=True, exclude_none=True).items()))
 
 
 class Paging(Data):
@@ -75,27 +93,28 @@ class Paging(Data):
 
 
 class Autoscaling(Data):
-    """KEDA ScaledObject settings; thresholds are per-replica averages."""
+    """KEDA ScaledObject settings; thresholds are per-replica averages. The replica bounds
+    are `RegionPlan.replicas` (min, max; fallback holds the desired count)."""
 
-    min_replicas: int
-    max_replicas: int
-    fallback_replicas: int
     polling_interval_s: int
     cooldown_period_s: int
     scale_down_stabilization_s: int
     queue_depth_per_replica: float = Field(description="vllm:num_requests_waiting per replica.")
     kv_cache_usage: float = Field(description="vllm:kv_cache_usage_perc (0-1) per replica.")
-    queue_wait_p99_s: float = Field(description="p99 of vllm:request_queue_time_seconds.")
+    queue_wait_quantile: float = Field(
+        description="Quantile (0-1) of vllm:request_queue_time_seconds the trigger reads."
+    )
+    queue_wait_s: float = Field(description="That quantile's threshold, in seconds.")
     reasons: list[str]
     fallback_failure_threshold: int = Field(
-        description="Failed Prometheus polls in a row before KEDA holds fallback_replicas."
+        description="Failed Prometheus polls in a row before KEDA holds the desired replicas."
     )
 
 
 class Workload(Data):
     """Kubernetes names and settings the rendered manifests and the Pulumi components share.
 
-    Derived from the plan (names) or fixed by llmfleet (documented constants in serving.py);
+    Derived from the plan (names) or fixed by llmfleet (documented constants in workload.py);
     a manifest and the node pool read them here, so they cannot disagree.
     """
 
@@ -103,7 +122,7 @@ class Workload(Data):
     name: str = Field(description="Name of the Deployment, Service, PDB, ScaledObject, ...")
     labels: dict[str, str] = Field(description="Pod labels; every selector matches them.")
     node_labels: dict[str, str] = Field(
-        description="Labels GpuNodePool puts on its nodes; the Deployment's nodeSelector."
+        description="Labels of every GPU node (NodePool) = the Deployment's nodeSelector."
     )
     gpu_taint_key: str = Field(description="Taint on every GPU node (effect NoSchedule).")
     gpu_taint_value: str
@@ -122,32 +141,33 @@ class Workload(Data):
 
 
 class Serving(Data):
-    """Stage 2: what each replica runs and how the fleet scales."""
+    """Stage 2: what each replica runs: its engine arguments, pod, probes and drain."""
 
     image: str
     vllm_version: str
-    args: dict[str, Any] = Field(description="`vllm serve --config` keys, sorted.")
-    gpus_per_pod: int
+    vllm: VllmArgs
     cpu_per_pod: int
     memory_gib_per_pod: int
     shm_gib: int
     model_cache_gib: int
-    startup_budget_s: int
     startup_period_s: int
-    shutdown_timeout_s: int
+    startup_failure_threshold: int = Field(
+        description="Failed /health probes, startup_period_s apart, before a restart."
+    )
     prestop_sleep_s: int
     termination_grace_s: int
     paging: Paging
-    autoscaling: Autoscaling
     reasons: list[str]
-    startup_failure_threshold: int = Field(
-        description="startup_budget_s / startup_period_s: failed /health probes before a restart."
-    )
     probe_period_s: int = Field(description="Readiness and liveness probe period.")
     probe_timeout_s: int
     readiness_failure_threshold: int
     liveness_failure_threshold: int
-    workload: Workload
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def startup_budget_s(self) -> int:
+        """How long a pod may take to start: the startup probe's failures x period."""
+        return self.startup_failure_threshold * self.startup_period_s
 
 
 class SystemPool(Data):
@@ -176,10 +196,10 @@ class RegionPlan(Data):
     instance_type: str
     gpu: str
     gpus_per_node: int
-    gpus_per_replica: int
-    tensor_parallel_size: int
     replicas_per_node: int
-    replicas: MinDesiredMax
+    replicas: MinDesiredMax = Field(
+        description="min carries the trough, desired and max the peak; KEDA scales between."
+    )
     nodes: MinDesiredMax
     price_usd_per_hour: float
     price_source: str
@@ -187,8 +207,9 @@ class RegionPlan(Data):
     monthly_cost_usd_at_trough: float
     predicted: Predicted
     memory: Memory
-    engine: Engine
     serving: Serving
+    autoscaling: Autoscaling
+    workload: Workload
     system_pool: SystemPool
     node_zones: list[str] = Field(description="Zones that offer the instance: GPU node subnets.")
     availability_zones: list[str] = Field(
@@ -200,6 +221,12 @@ class RegionPlan(Data):
     vpc_cidr: str
     reasons: list[str]
     alternatives: list[Alternative]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def tensor_parallel_size(self) -> int:
+        """GPUs per replica = vLLM's --tensor-parallel-size (its home: serving.vllm)."""
+        return self.serving.vllm.tensor_parallel_size
 
 
 class ModelSummary(Data):
@@ -221,18 +248,12 @@ class RuleOfThumb(Data):
     verdict: str
 
 
-class ClusterAccess(Data):
-    endpoint_public_access: bool
-    public_access_cidrs: list[str]
-    nat_gateways: str
-
-
 class FleetPlan(Data):
     name: str
     llmfleet_version: str = __version__
     model: ModelSummary
-    slo: dict[str, float]
-    traffic: dict[str, float]
+    slo: Slo
+    traffic: Traffic
     headroom: float
     confidence: str
     kubernetes_version: str

@@ -22,7 +22,7 @@ from llmfleet.memory import kv_dtype_bytes
 
 
 @dataclass(frozen=True)
-class Engine:
+class StepModel:
     """What a step's cost depends on besides the batch: model, GPU, parallelism, precision."""
 
     arch: Arch
@@ -107,7 +107,7 @@ def _attended_context(arch: Arch, context: float) -> float:
 
 
 def step_time(
-    eng: Engine,
+    eng: StepModel,
     decode: float,
     decode_context: float,
     prefill: float = 0.0,
@@ -195,7 +195,7 @@ class MixedSteps:
 
 
 def mixed_steps(
-    eng: Engine, decode: float, input_tokens: int, output_tokens: int, chunk: float
+    eng: StepModel, decode: float, input_tokens: int, output_tokens: int, chunk: float
 ) -> MixedSteps:
     ctx = input_tokens + output_tokens / 2
     t_d = step_time(eng, decode, ctx).total_s
@@ -204,7 +204,7 @@ def mixed_steps(
     return MixedSteps(t_d, t_m, share)
 
 
-def prefill_s(eng: Engine, decode: float, context: float, prompt: int, chunk: int) -> float:
+def prefill_s(eng: StepModel, decode: float, context: float, prompt: int, chunk: int) -> float:
     """Time to prefill one prompt in chunks of `chunk` tokens beside `decode` running sequences."""
     full, rest = divmod(prompt, chunk)
     t = 0.0

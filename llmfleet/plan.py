@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llmfleet.architecture import KvCacheDtype, Precision
 
@@ -81,7 +81,11 @@ class Slo(Strict):
     )
 
 
-class Network(Strict):
+MAX_VPC_PREFIX = 20
+"""Smallest new VPC accepted (/20): private subnets of /22, public of /26."""
+
+
+class ExistingVpc(Strict):
     vpc_id: str = Field(description="Existing VPC to place the cluster in.")
     private_subnet_ids: list[str] = Field(min_length=2, description="Private subnets in 2+ AZs.")
 
@@ -91,10 +95,28 @@ class Region(Strict):
     traffic_share: float = Field(
         gt=0, le=1, description="Share of the fleet's traffic served here."
     )
-    network: Network | None = Field(default=None, description="Existing VPC; a new one if absent.")
+    network: ExistingVpc | None = Field(
+        default=None, description="Existing VPC; a new one if absent."
+    )
     vpc_cidr: str = Field(
         default="10.40.0.0/16", description="CIDR of the new VPC when no network is given."
     )
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _vpc_cidr(cls, cidr: str) -> str:
+        try:
+            net = ipaddress.IPv4Network(cidr, strict=True)
+        except ValueError as e:
+            raise ValueError(
+                f"not an IPv4 network in CIDR notation ({e}), e.g. 10.40.0.0/16"
+            ) from None
+        if not 16 <= net.prefixlen <= MAX_VPC_PREFIX:
+            raise ValueError(
+                f"a VPC must be /16 to /{MAX_VPC_PREFIX} (AWS allows /16 at most; "
+                "pods take VPC addresses, so smaller ones run out), e.g. 10.40.0.0/16"
+            )
+        return cidr
 
 
 class Allowed(Strict):

@@ -17,7 +17,7 @@ from llmfleet.architecture import Arch
 from llmfleet.calibration import Constants
 from llmfleet.catalog import Gpu
 from llmfleet.memory import MemoryBudget
-from llmfleet.perf import Engine, MixedSteps, mixed_steps, prefill_s, step_time
+from llmfleet.perf import MixedSteps, StepModel, mixed_steps, prefill_s, step_time
 
 Mode = Literal["offline", "concurrency", "rate"]
 # "fixed": every request generates its output length (random datasets with ignore_eos);
@@ -68,13 +68,13 @@ def _decode_cap(mem: MemoryBudget, load: Load, max_num_seqs: int, budget_tokens:
     return max(0.0, min(float(max_num_seqs), kv_seqs, budget_seqs))
 
 
-def _steps(eng: Engine, load: Load, decode: float, budget_tokens: int) -> MixedSteps:
+def _steps(eng: StepModel, load: Load, decode: float, budget_tokens: int) -> MixedSteps:
     chunk = max(1.0, budget_tokens - decode)
     return mixed_steps(eng, decode, load.input_tokens, load.output_tokens, chunk)
 
 
 def predict(
-    eng: Engine, mem: MemoryBudget, load: Load, max_num_seqs: int, max_num_batched_tokens: int
+    eng: StepModel, mem: MemoryBudget, load: Load, max_num_seqs: int, max_num_batched_tokens: int
 ) -> Prediction:
     """Mean TTFT, mean ITL (TPOT) and throughput of one replica in steady state."""
     i, o = load.input_tokens, load.output_tokens
@@ -141,7 +141,7 @@ def predict(
 
 
 def _burst_duration_s(
-    eng: Engine, load: Load, n: int, running: float, req_s: float, chunk: int, steps: MixedSteps
+    eng: StepModel, load: Load, n: int, running: float, req_s: float, chunk: int, steps: MixedSteps
 ) -> float:
     """How long a burst of n requests with ShareGPT-spread output lengths takes to finish.
 
@@ -174,7 +174,7 @@ def _length_at(survival: float) -> float:
 
 
 def _rate_fixed_point(
-    eng: Engine, load: Load, rate: float, cap: float, budget_tokens: int
+    eng: StepModel, load: Load, rate: float, cap: float, budget_tokens: int
 ) -> tuple[float, bool]:
     """Running decodes D = rate * output * mean_step(D) (Little's law), by bisection."""
     o = load.output_tokens
@@ -215,7 +215,7 @@ def default_max_num_batched_tokens(gpu: Gpu) -> int:
     return 8192 if _large(gpu) else 2048
 
 
-Engine_ = Literal["vllm", "trtllm", "sglang"]
+EngineName = Literal["vllm", "trtllm", "sglang"]
 ENGINES: tuple[str, ...] = ("vllm", "trtllm", "sglang")
 
 
@@ -223,7 +223,7 @@ class PredictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str
-    engine: Engine_ = "vllm"
+    engine: EngineName = "vllm"
     gpu: str
     tensor_parallel_size: int = Field(default=1, ge=1)
     precision: str = "bf16"
@@ -316,7 +316,7 @@ def run_predict_with(
         consts,
         req.engine,
     )
-    eng = Engine(
+    eng = StepModel(
         arch, gpu, req.tensor_parallel_size, req.precision, req.kv_cache_dtype, consts, req.engine
     )
     load_ = Load(

@@ -1,6 +1,6 @@
 """Render a FleetPlan into the files a reviewer reads and Pulumi deploys.
 
-Per region: `vllm-config.yaml` (the `vllm serve --config` file, exactly `serving.args`) and
+Per region: `vllm-config.yaml` (the `vllm serve --config` file, exactly `serving.vllm`) and
 one Kubernetes object per file (Namespace, ConfigMap, Deployment, Service,
 PodDisruptionBudget, NetworkPolicy, ServiceMonitor, KEDA ScaledObject); per stack a
 `REPORT.md`. Each YAML template is rendered, parsed, checked against the pinned vLLM
@@ -27,9 +27,9 @@ from typing import Any
 import jinja2
 import yaml
 
-from llmfleet.errors import LlmfleetError
+from llmfleet.catalog.vllm_release import vllm_release
+from llmfleet.errors import RenderError
 from llmfleet.fleet import FleetPlan, RegionPlan
-from llmfleet.serving import vllm_catalog
 from llmfleet.stack import REPO_ROOT
 
 TEMPLATES_DIR = REPO_ROOT / "templates"
@@ -48,10 +48,6 @@ MANIFESTS = (
 )
 """One template and one file per Kubernetes object, in the order they are applied."""
 METRIC_NAME = re.compile(r"\bvllm:[A-Za-z_][A-Za-z0-9_:]*")
-
-
-class RenderError(LlmfleetError):
-    """A rendered file would use something the pinned vLLM release does not have."""
 
 
 # --- YAML and filters -----------------------------------------------------------------------
@@ -139,7 +135,7 @@ def _template(name: str, **context: Any) -> str:
 
 
 def _option_strings() -> set[str]:
-    flags = vllm_catalog()["flags"]
+    flags = vllm_release()["flags"]
     names = set(flags)
     for spec in flags.values():
         names.update(spec.get("aliases", []), spec.get("hidden_aliases", []))
@@ -148,7 +144,7 @@ def _option_strings() -> set[str]:
 
 def config_key_problems(args: Mapping[str, Any]) -> list[str]:
     """Keys of a `vllm serve --config` file the pinned release would reject or drop."""
-    catalog = vllm_catalog()
+    catalog = vllm_release()
     options = _option_strings()
     stale = catalog["stale_last_seen"]
     problems = []
@@ -164,7 +160,7 @@ def config_key_problems(args: Mapping[str, Any]) -> list[str]:
 
 def metric_problems(queries: Iterable[str]) -> list[str]:
     """Metric names in PromQL queries that the pinned release does not export."""
-    catalog = vllm_catalog()
+    catalog = vllm_release()
     series = {s for spec in catalog["metrics"].values() for s in spec["series"]}
     stale = catalog["stale_last_seen"]
     problems = []
@@ -194,52 +190,51 @@ def prometheus_queries(docs: Iterable[Mapping[str, Any]]) -> list[str]:
 # --- rendering ------------------------------------------------------------------------------
 
 
-def vllm_config(rp: RegionPlan) -> str:
+def vllm_config(region: RegionPlan) -> str:
     """The region's `vllm serve --config` file."""
-    args = yaml.safe_load(_template("vllm-config.yaml.j2", s=rp.serving))
+    args = yaml.safe_load(_template("vllm-config.yaml.j2", vllm=region.serving.vllm))
     problems = config_key_problems(args)
     if problems:
-        raise RenderError(f"{rp.region}/{VLLM_CONFIG}:\n  " + "\n  ".join(problems))
+        raise RenderError(f"{region.region}/{VLLM_CONFIG}:\n  " + "\n  ".join(problems))
     return dump_yaml(args)
 
 
-def region_manifests(fp: FleetPlan, rp: RegionPlan) -> list[dict[str, Any]]:
+def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any]]:
     """The region's Kubernetes objects, parsed, in apply order (MANIFESTS)."""
-    s = rp.serving
     context = {
-        "fp": fp,
-        "r": rp,
-        "s": s,
-        "w": s.workload,
-        "a": s.autoscaling,
-        "vllm_config": vllm_config(rp),
+        "fleet": fleet,
+        "region": region,
+        "serving": region.serving,
+        "workload": region.workload,
+        "autoscaling": region.autoscaling,
+        "vllm_config": vllm_config(region),
     }
     docs = [
         yaml.safe_load(_template(f"kubernetes/{kind}.yaml.j2", **context)) for kind in MANIFESTS
     ]
     problems = metric_problems(prometheus_queries(docs))
     if problems:
-        raise RenderError(f"{rp.region}/scaledobject.yaml:\n  " + "\n  ".join(problems))
+        raise RenderError(f"{region.region}/scaledobject.yaml:\n  " + "\n  ".join(problems))
     return docs
 
 
-def region_files(fp: FleetPlan, rp: RegionPlan) -> dict[str, str]:
+def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
     """`<region>/<file>` -> text for one region."""
-    files = {f"{rp.region}/{VLLM_CONFIG}": vllm_config(rp)}
-    for kind, doc in zip(MANIFESTS, region_manifests(fp, rp), strict=True):
-        files[f"{rp.region}/{kind}.yaml"] = dump_yaml(doc)
+    files = {f"{region.region}/{VLLM_CONFIG}": vllm_config(region)}
+    for kind, doc in zip(MANIFESTS, region_manifests(fleet, region), strict=True):
+        files[f"{region.region}/{kind}.yaml"] = dump_yaml(doc)
     return files
 
 
-def render_stack(fp: FleetPlan) -> dict[str, str]:
+def render_stack(fleet: FleetPlan) -> dict[str, str]:
     """Every file of a stack, relative to rendered/<env>/, sorted by path."""
     files: dict[str, str] = {}
     per_region: dict[str, list[str]] = {}
-    for rp in fp.regions:
-        region = region_files(fp, rp)
-        files.update(region)
-        per_region[rp.region] = sorted(region)
-    files[REPORT] = _template("REPORT.md.j2", fp=fp, files=per_region)
+    for region in fleet.regions:
+        produced = region_files(fleet, region)
+        files.update(produced)
+        per_region[region.region] = sorted(produced)
+    files[REPORT] = _template("REPORT.md.j2", fleet=fleet, files=per_region)
     return dict(sorted(files.items()))
 
 

@@ -28,9 +28,9 @@ def fleet_text(fp: FleetPlan) -> str:
         f"{m.kv_bytes_per_token:,.0f} bytes/token"
     )
     con.print(
-        f"SLO: TTFT <= {fp.slo['ttft_ms']:g} ms, ITL <= {fp.slo['itl_ms']:g} ms at "
-        f"p{fp.slo['percentile']:g}; peak {fp.traffic['peak_requests_per_s']:g} req/s, trough "
-        f"{fp.traffic['trough_requests_per_s']:g} req/s; headroom {fp.headroom:.0%}; "
+        f"SLO: TTFT <= {fp.slo.ttft_ms:g} ms, ITL <= {fp.slo.itl_ms:g} ms at "
+        f"p{fp.slo.percentile:g}; peak {fp.traffic.peak_requests_per_s:g} req/s, trough "
+        f"{fp.traffic.trough_requests_per_s:g} req/s; headroom {fp.headroom:.0%}; "
         f"sizing confidence {fp.confidence}"
     )
     t = Table(title="Sized fleet (per replica predictions at the region's peak)")
@@ -57,8 +57,8 @@ def fleet_text(fp: FleetPlan) -> str:
             str(r.tensor_parallel_size),
             f"{r.replicas.min}/{r.replicas.desired}/{r.replicas.max}",
             f"{r.nodes.min}/{r.nodes.desired}/{r.nodes.max}",
-            f"{p.ttft_ms:.0f} / {fp.slo['ttft_ms']:g}",
-            f"{p.itl_ms:.1f} / {fp.slo['itl_ms']:g}",
+            f"{p.ttft_ms:.0f} / {fp.slo.ttft_ms:g}",
+            f"{p.itl_ms:.1f} / {fp.slo.itl_ms:g}",
             f"{p.output_tokens_per_s:,.0f}",
             f"{p.kv_cache_tokens:,}",
             f"{r.monthly_cost_usd:,.0f}",

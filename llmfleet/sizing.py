@@ -21,8 +21,9 @@ from llmfleet.architecture import Arch
 from llmfleet.calibration import Constants
 from llmfleet.catalog import Gpu, Instance
 from llmfleet.memory import MemoryBudget, budget
-from llmfleet.perf import Engine, MixedSteps, mixed_steps, prefill_s, step_time
+from llmfleet.perf import MixedSteps, StepModel, mixed_steps, prefill_s, step_time
 from llmfleet.plan import CapacityPlan
+from llmfleet.queueing import length_cv2, prefill_wait
 
 CHUNK_GRID = (256, 512, 1024, 2048, 4096, 8192)
 MAX_BATCH = 1024
@@ -51,36 +52,18 @@ class Rejection:
     floor_ms: float | None = None  # the physical floor, for the nearest feasible change
 
 
-def length_cv2(mean: int, p95: int) -> float:
-    """Squared coefficient of variation of a lognormal with this mean and p95 (0 if equal)."""
-    ratio = p95 / mean
-    if ratio <= 1:
-        return 0.0
-    # p95/mean = exp(1.645 s - s^2 / 2); take the smaller root.
-    z = 1.6448536
-    s = z - math.sqrt(max(0.0, z * z - 2 * math.log(ratio)))
-    return math.exp(s * s) - 1
-
-
 def ttft_percentile_s(
-    eng: Engine, plan: CapacityPlan, steps: MixedSteps, batch: float, chunk: int
+    eng: StepModel, plan: CapacityPlan, steps: MixedSteps, batch: float, chunk: int
 ) -> float:
     """Own chunked prefill of a p95 prompt + the prefill-lane wait at the SLO percentile."""
     t = plan.traffic.input_tokens
-    p = plan.slo.percentile / 100
     ctx = t.mean + plan.traffic.output_tokens.mean / 2
     service_p = prefill_s(eng, batch, ctx, t.p95_or_mean, chunk)
     service_p += eng.consts.ttft_overhead_ms / 1000
     service_mean = t.mean / chunk * steps.mixed_s
-    rho = steps.mixed_share
-    if rho >= 1:
-        return math.inf
-    wait = 0.0
-    if rho > 1 - p:
-        cv2 = length_cv2(t.mean, t.p95_or_mean)
-        mean_wait = rho * service_mean * (1 + cv2) / (2 * (1 - rho))
-        wait = mean_wait / rho * math.log(rho / (1 - p))
-    return service_p + wait
+    cv2 = length_cv2(t.mean, t.p95_or_mean)
+    wait = prefill_wait(steps.mixed_share, service_mean, cv2, plan.slo.percentile)
+    return service_p + wait.percentile_s
 
 
 def memory_for(
@@ -106,7 +89,7 @@ def memory_for(
     )
 
 
-def _meets(eng: Engine, plan: CapacityPlan, batch: float, chunk: int) -> MixedSteps | None:
+def _meets(eng: StepModel, plan: CapacityPlan, batch: float, chunk: int) -> MixedSteps | None:
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
     steps = mixed_steps(eng, batch, i, o, chunk)
     if steps.mixed_share >= 1:
@@ -142,7 +125,7 @@ def size_replica(
             "memory",
         )
 
-    eng = Engine(arch, gpu, tp, plan.model.precision, plan.model.kv_cache_dtype, consts)
+    eng = StepModel(arch, gpu, tp, plan.model.precision, plan.model.kv_cache_dtype, consts)
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
     floor = step_time(eng, 1, i + o / 2).total_s * 1000
     if floor > plan.slo.itl_ms:
@@ -202,7 +185,7 @@ def _kv_batch(
 
 
 def predict_at(
-    eng: Engine, plan: CapacityPlan, sizing: ReplicaSizing, rate: float
+    eng: StepModel, plan: CapacityPlan, sizing: ReplicaSizing, rate: float
 ) -> tuple[MixedSteps, float]:
     """Steps and TTFT (s) of a replica serving `rate` requests/s (below its capacity)."""
     o = plan.traffic.output_tokens.mean

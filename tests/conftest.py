@@ -5,8 +5,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from llmfleet.assemble import build_fleet_plan  # noqa: E402
 from llmfleet.fleet import FleetPlan  # noqa: E402
-from llmfleet.optimizer import build_fleet_plan  # noqa: E402
 from llmfleet.stack import list_stacks, read_plan  # noqa: E402
 
 STACKS = list_stacks()

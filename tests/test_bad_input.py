@@ -1,10 +1,12 @@
 """Bad input never crashes: each error names the field, the value and what would work."""
 
+import re
+
 import pytest
 from plans import make_plan, plan_dict
 
+from llmfleet.assemble import build_fleet_plan
 from llmfleet.errors import InfeasibleError, PlanError, StackError, UnknownNameError
-from llmfleet.optimizer import build_fleet_plan
 from llmfleet.stack import parse_plan, read_plan
 
 
@@ -168,5 +170,20 @@ def test_int4_needs_the_prequantized_checkpoint_vllm_loads():
         build_fleet_plan(make_plan(**{"model.precision": "int4-awq"}))
     plan = make_plan(**{"model.precision": "int4-awq", "model.hf_repo": "org/Llama-3.1-8B-AWQ"})
     fp = build_fleet_plan(plan)
-    assert fp.regions[0].serving.args["model"] == "org/Llama-3.1-8B-AWQ"
-    assert "quantization" not in fp.regions[0].serving.args  # vLLM reads it from the checkpoint
+    assert fp.regions[0].serving.vllm.model == "org/Llama-3.1-8B-AWQ"
+    assert fp.regions[0].serving.vllm.quantization is None  # vLLM reads it from the checkpoint
+
+
+@pytest.mark.parametrize(
+    ("cidr", "why"),
+    [
+        ("10.40.0.0/24", "/16 to /20"),
+        ("10.32.0.0/12", "/16 to /20"),
+        ("10.40.0.1/16", "CIDR notation"),
+        ("ten", "CIDR notation"),
+    ],
+)
+def test_a_bad_vpc_cidr_is_refused_by_the_plan_naming_the_region(cidr, why):
+    regions = [{"name": "us-east-1", "traffic_share": 1.0, "vpc_cidr": cidr}]
+    with pytest.raises(StackError, match=rf"regions.0.vpc_cidr.*{re.escape(why)}"):
+        parse_plan(plan_dict(regions=regions))

@@ -29,15 +29,14 @@ from components.node_pool import (
     gpu_pool,
     launch_template_args,
     node_group_args,
-    node_labels,
     node_taints,
     pool_node_selector,
     system_pool,
 )
-from llmfleet import catalog
+from llmfleet import catalog, workload
+from llmfleet.assemble import build_fleet_plan
 from llmfleet.errors import PlanError
 from llmfleet.fleet import FleetPlan, RegionPlan
-from llmfleet.optimizer import build_fleet_plan
 from llmfleet.stack import read_plan
 
 # pulumi_aws warns about its own deprecated ec2 modules when the ec2 package is imported.
@@ -96,7 +95,7 @@ def _node_group(pool: PoolSpec) -> dict[str, Any]:
 
 
 def _pools(region: RegionPlan) -> dict[str, PoolSpec]:
-    return {"gpu": gpu_pool(region, "chat-dev"), "system": system_pool(region, "chat-dev")}
+    return {"gpu": gpu_pool(region), "system": system_pool(region, "chat-dev")}
 
 
 @pytest.fixture(params=["gpu", "system"])
@@ -108,7 +107,7 @@ def pool(request: pytest.FixtureRequest, region: RegionPlan) -> PoolSpec:
 
 
 def test_node_group_size_and_instance_come_from_the_region_plan(region: RegionPlan) -> None:
-    args = _node_group(gpu_pool(region, "chat-dev"))
+    args = _node_group(gpu_pool(region))
     assert args["instance_types"] == [region.instance_type]
     assert args["scaling_config"] == {
         "min_size": region.nodes.min,
@@ -118,7 +117,7 @@ def test_node_group_size_and_instance_come_from_the_region_plan(region: RegionPl
 
 
 def test_node_group_runs_the_managed_nvidia_al2023_ami_on_demand(region: RegionPlan) -> None:
-    args = _node_group(gpu_pool(region, "chat-dev"))
+    args = _node_group(gpu_pool(region))
     assert args["ami_type"] == AMI_TYPE == "AL2023_x86_64_NVIDIA"
     assert args["capacity_type"] == "ON_DEMAND"
     assert args["launch_template"] == {"id": "lt-1", "version": "1"}
@@ -127,27 +126,21 @@ def test_node_group_runs_the_managed_nvidia_al2023_ami_on_demand(region: RegionP
 
 
 def test_node_group_is_tainted_and_labelled_for_gpus(region: RegionPlan) -> None:
-    args = _node_group(gpu_pool(region, "chat-dev"))
+    args = _node_group(gpu_pool(region))
     assert args["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
     assert args["labels"]["nvidia.com/gpu.present"] == "true"
     assert args["labels"][POOL_LABEL] == "gpu"
-    assert node_labels(region, "chat-dev").items() <= args["labels"].items()
+    assert region.workload.node_labels.items() <= args["labels"].items()
     assert args["labels"]["llmfleet.io/gpu"] == region.gpu
     assert args["labels"]["llmfleet.io/instance-type"] == region.instance_type
     assert list(args["labels"]) == sorted(args["labels"])
-    assert node_taints() == args["taints"]
+    assert node_taints(region) == args["taints"]
 
 
 def test_labels_are_valid_for_every_catalog_instance(region: RegionPlan) -> None:
     for inst in catalog.instances().values():
-        variant = region.model_copy(
-            update={
-                "instance_type": inst.instance_type,
-                "gpu": inst.gpu,
-                "gpus_per_node": inst.gpu_count,
-            }
-        )
-        for key, value in node_labels(variant, "chat-dev").items():
+        labels = workload.node_labels("chat-dev", inst.gpu, inst.instance_type, inst.gpu_count)
+        for key, value in labels.items():
             assert len(value) <= 63 and LABEL_VALUE.match(value), (key, value)
 
 
@@ -174,7 +167,7 @@ def test_system_pool_is_untainted_and_selectable(region: RegionPlan) -> None:
     assert pool_node_selector("system").items() <= args["labels"].items()
     assert (
         not pool_node_selector("system").items()
-        <= _node_group(gpu_pool(region, "f"))["labels"].items()
+        <= _node_group(gpu_pool(region))["labels"].items()
     ), "a system-pool nodeSelector must not match GPU nodes"
 
 
@@ -276,26 +269,6 @@ def test_subnets_are_disjoint_and_inside_the_vpc(cidr: str, zones: list[str]) ->
     assert len(layout) == 2 * len(zones)
     assert all(n.subnet_of(vpc) for n in nets)
     assert not any(a.overlaps(b) for k, a in enumerate(nets) for b in nets[k + 1 :])
-
-
-@pytest.mark.parametrize(
-    ("cidr", "why"),
-    [
-        ("10.40.0.0/24", "/16 to /20"),
-        ("10.32.0.0/12", "/16 to /20"),
-        ("10.40.0.1/16", "CIDR"),
-        ("ten", "CIDR"),
-    ],
-)
-def test_a_bad_vpc_cidr_is_a_plan_error_naming_the_field(cidr: str, why: str) -> None:
-    with pytest.raises(PlanError, match=re.escape(why)) as e:
-        subnet_layout(
-            cidr,
-            "us-east-1",
-            ["us-east-1a", "us-east-1b"],
-            field_path="regions[us-east-1].vpc_cidr",
-        )
-    assert e.value.field == "regions[us-east-1].vpc_cidr"
 
 
 @pytest.mark.parametrize(

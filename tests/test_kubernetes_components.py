@@ -13,9 +13,9 @@ from components.cluster_addons import (
     NVIDIA_DEVICE_PLUGIN,
     release_args,
 )
-from components.node_pool import gpu_pool, node_labels, node_taints, system_pool
+from components.node_pool import gpu_pool, node_taints, system_pool
 from components.vllm_service import CUSTOM, TYPED, resource_kwargs
-from llmfleet import render, serving
+from llmfleet import render, workload
 
 
 def test_every_chart_is_pinned_to_an_exact_version_from_an_https_repository() -> None:
@@ -33,9 +33,9 @@ def test_release_args_are_arguments_of_the_helm_release() -> None:
         assert set(release_args(chart)) <= set(params)
 
 
-def test_the_device_plugin_runs_only_on_the_node_pools_gpu_nodes() -> None:
+def test_the_device_plugin_runs_only_on_the_node_pools_gpu_nodes(stack_plans) -> None:
     values = NVIDIA_DEVICE_PLUGIN.values
-    [taint] = node_taints()
+    [taint] = node_taints(stack_plans["dev"].regions[0])
     assert values["tolerations"] == [
         {"key": taint["key"], "operator": "Exists", "effect": "NoSchedule"}
     ]
@@ -46,7 +46,7 @@ def test_cluster_services_run_on_the_system_pool_not_on_gpu_nodes(stack_plans) -
     """KEDA's pods and every kube-prometheus-stack Deployment/StatefulSet/Job select the
     system pool's label (value keys of KEDA 2.16.1 and kube-prometheus-stack 69.5.1)."""
     rp = stack_plans["dev"].regions[0]
-    system, gpu = system_pool(rp, "f").labels, gpu_pool(rp, "f").labels
+    system, gpu = system_pool(rp, "f").labels, gpu_pool(rp).labels
     kps = KUBE_PROMETHEUS_STACK.values
     selectors = {
         "keda": KEDA.values["nodeSelector"],
@@ -68,18 +68,22 @@ def test_each_release_waits_for_the_pool_its_pods_run_on() -> None:
     assert {c.release: c.pool for c in CHARTS} == {
         "nvidia-device-plugin": "gpu",
         "keda": "system",
-        serving.PROMETHEUS_RELEASE: "system",
+        workload.PROMETHEUS_RELEASE: "system",
     }
 
 
 def node_labels_of_any_pool() -> dict[str, str]:
-    return serving.node_labels("f", "L4", "g6.xlarge", 1)
+    return workload.node_labels("f", "L4", "g6.xlarge", 1)
 
 
-def test_node_pool_labels_and_pod_node_selector_come_from_one_function(stack_plans) -> None:
+def test_gpu_node_labels_are_the_pods_node_selector(stack_plans) -> None:
     for fp in stack_plans.values():
         for rp in fp.regions:
-            assert node_labels(rp, fp.name) == rp.serving.workload.node_labels
+            [deployment] = [
+                d for d in render.region_manifests(fp, rp) if d["kind"] == "Deployment"
+            ]
+            selector = deployment["spec"]["template"]["spec"]["nodeSelector"]
+            assert selector.items() <= gpu_pool(rp).labels.items()
 
 
 def test_every_rendered_kind_has_a_resource_class(stack_plans) -> None:

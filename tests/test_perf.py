@@ -5,12 +5,12 @@ import pytest
 from llmfleet import catalog
 from llmfleet.architecture import from_config
 from llmfleet.calibration import load
-from llmfleet.perf import Engine, experts_touched_fraction, mixed_steps, step_time
+from llmfleet.perf import StepModel, experts_touched_fraction, mixed_steps, step_time
 
 
 def engine(model="Llama-3.1-8B-Instruct", gpu="H100", tp=1, precision="bf16"):
     e = catalog.model_entry(model)
-    return Engine(from_config(e.id, e.config), catalog.gpu(gpu), tp, precision, "auto", load())
+    return StepModel(from_config(e.id, e.config), catalog.gpu(gpu), tp, precision, "auto", load())
 
 
 def test_decode_at_batch_1_is_memory_bound_and_reads_every_streamed_weight():

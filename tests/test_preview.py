@@ -21,9 +21,9 @@ import yaml
 
 from components.preview import PreviewResult, format_preview, run_preview, run_program
 from llmfleet import render
-from llmfleet.errors import PlanError
+from llmfleet.assemble import build_fleet_plan
+from llmfleet.errors import StackError
 from llmfleet.fleet import FleetPlan
-from llmfleet.optimizer import build_fleet_plan
 from llmfleet.render import RENDERED_DIR
 from llmfleet.stack import parse_plan, read_stack_config
 
@@ -516,7 +516,7 @@ def test_a_preview_is_deterministic() -> None:
 def test_a_bad_plan_fails_the_preview_with_the_plan_error() -> None:
     config = copy.deepcopy(read_stack_config("dev"))
     config["llmfleet:plan"]["regions"][0]["vpc_cidr"] = "10.40.0.0/24"
-    with pytest.raises(PlanError, match=r"regions\[us-east-1\]\.vpc_cidr"):
+    with pytest.raises(StackError, match=r"plan\.regions\.0\.vpc_cidr = '10.40.0.0/24'"):
         run_preview("dev", config)
 
 
@@ -629,7 +629,7 @@ def test_prometheus_is_where_the_scaled_objects_query_it(run: Run) -> None:
             for r in run.of_type(HELM_RELEASE)
             if r["inputs"]["chart"] == "kube-prometheus-stack" and _k8s_region(run, r) == rp.region
         ]
-        w = rp.serving.workload
+        w = rp.workload
         name, namespace = prom["inputs"]["name"], prom["inputs"]["namespace"]
         assert prom["inputs"]["values"]["fullnameOverride"] == name
         assert w.prometheus_url.startswith(f"http://{name}-prometheus.{namespace}.svc")

@@ -13,10 +13,11 @@ import jinja2
 import pytest
 import yaml
 
-from components.node_pool import node_labels, node_taints
-from llmfleet import render, serving
-from llmfleet.fleet import FleetPlan, RegionPlan
-from llmfleet.render import RenderError
+from components.node_pool import gpu_pool, node_taints
+from llmfleet import render
+from llmfleet.catalog.vllm_release import VLLM_VERSION, vllm_release
+from llmfleet.fleet import FleetPlan, RegionPlan, VllmArgs
+from llmfleet.workload import PORT
 
 Docs = dict[str, dict[str, Any]]
 
@@ -46,9 +47,9 @@ def _container(docs: Docs) -> dict[str, Any]:
 def test_the_vllm_config_is_exactly_the_plans_engine_args(regions) -> None:
     for _, rp, docs in regions:
         text = render.vllm_config(rp)
-        assert yaml.safe_load(text) == rp.serving.args
+        assert yaml.safe_load(text) == rp.serving.vllm.config()
         assert docs["ConfigMap"]["data"]["config.yaml"] == text
-        assert list(yaml.safe_load(text)) == sorted(rp.serving.args)
+        assert list(yaml.safe_load(text)) == sorted(rp.serving.vllm.config())
 
 
 def test_every_config_key_is_a_flag_of_the_pinned_release(regions) -> None:
@@ -57,10 +58,10 @@ def test_every_config_key_is_a_flag_of_the_pinned_release(regions) -> None:
 
 
 def test_the_config_drains_with_the_plans_shutdown_timeout(regions) -> None:
-    flags = serving.vllm_catalog()["flags"]
+    flags = vllm_release()["flags"]
     assert "--shutdown-timeout" in flags
     for _, rp, _ in regions:
-        assert rp.serving.args["shutdown-timeout"] == rp.serving.shutdown_timeout_s
+        assert rp.serving.vllm.config()["shutdown-timeout"] == rp.serving.vllm.shutdown_timeout
 
 
 @pytest.mark.parametrize(
@@ -77,15 +78,11 @@ def test_stale_unknown_or_dropped_config_keys_are_caught(key, value, message) ->
     assert problem.startswith(f"{key}:") and message in problem
 
 
-def test_a_region_whose_args_use_a_stale_flag_does_not_render(stack_plans) -> None:
-    rp = stack_plans["dev"].regions[0]
-    bad = rp.model_copy(
-        update={
-            "serving": rp.serving.model_copy(update={"args": {**rp.serving.args, "swap-space": 4}})
-        }
-    )
-    with pytest.raises(RenderError, match=r"swap-space: not a flag .*last seen"):
-        render.vllm_config(bad)
+def test_every_engine_argument_llmfleet_can_emit_is_a_flag_of_the_pinned_release() -> None:
+    """VllmArgs is typed: each of its fields, under its flag name, must be a vLLM flag (a
+    bool set true, since false needs a --no- form)."""
+    names = [f.alias or n for n, f in VllmArgs.model_fields.items()]
+    assert render.config_key_problems({name: True for name in names}) == []
 
 
 # --- metrics ------------------------------------------------------------------------------------
@@ -121,17 +118,17 @@ def test_stale_or_unknown_metric_names_are_caught(stale) -> None:
 def test_pods_get_the_plans_gpus_cpu_and_memory(regions) -> None:
     for _, rp, docs in regions:
         s, res = rp.serving, _container(docs)["resources"]
-        assert res["limits"]["nvidia.com/gpu"] == str(s.gpus_per_pod) == str(rp.gpus_per_replica)
+        assert res["limits"]["nvidia.com/gpu"] == str(rp.tensor_parallel_size)
         assert res["requests"]["nvidia.com/gpu"] == res["limits"]["nvidia.com/gpu"]
         assert res["requests"]["cpu"] == str(s.cpu_per_pod)
         assert res["requests"]["memory"] == f"{s.memory_gib_per_pod}Gi"
 
 
 def test_pods_land_only_on_the_node_pools_gpu_nodes(regions) -> None:
-    for fp, rp, docs in regions:
+    for _, rp, docs in regions:
         spec = docs["Deployment"]["spec"]["template"]["spec"]
-        assert spec["nodeSelector"] == node_labels(rp, fp.name)
-        [taint] = node_taints()
+        assert spec["nodeSelector"].items() <= gpu_pool(rp).labels.items()
+        [taint] = node_taints(rp)
         assert spec["tolerations"] == [
             {
                 "key": taint["key"],
@@ -145,14 +142,14 @@ def test_pods_land_only_on_the_node_pools_gpu_nodes(regions) -> None:
 def test_the_image_is_the_pinned_vllm_release(regions) -> None:
     for _, rp, docs in regions:
         image = _container(docs)["image"]
-        assert image == rp.serving.image == serving.vllm_catalog()["image"]
-        assert image.endswith(":v" + serving.VLLM_VERSION)
+        assert image == rp.serving.image == vllm_release()["image"]
+        assert image.endswith(":v" + VLLM_VERSION)
 
 
 def test_vllm_serves_the_config_from_the_configmap(regions) -> None:
     for _, rp, docs in regions:
         c, spec = _container(docs), docs["Deployment"]["spec"]["template"]["spec"]
-        w = rp.serving.workload
+        w = rp.workload
         assert c["command"] == ["vllm", "serve", "--config", w.config_path]
         [config] = [v for v in spec["volumes"] if v["name"] == "config"]
         assert config["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"]
@@ -191,7 +188,7 @@ def test_drain_prestop_then_shutdown_timeout_inside_the_grace_period(regions) ->
         spec = docs["Deployment"]["spec"]["template"]["spec"]
         assert c["lifecycle"]["preStop"] == {"sleep": {"seconds": s.prestop_sleep_s}}
         assert spec["terminationGracePeriodSeconds"] == s.termination_grace_s
-        assert s.prestop_sleep_s + s.args["shutdown-timeout"] < s.termination_grace_s
+        assert s.prestop_sleep_s + s.vllm.shutdown_timeout < s.termination_grace_s
 
 
 def test_replicas_spread_across_zones_and_nodes(regions) -> None:
@@ -202,12 +199,12 @@ def test_replicas_spread_across_zones_and_nodes(regions) -> None:
             "kubernetes.io/hostname",
         }
         for t in spread:
-            assert t["labelSelector"]["matchLabels"] == rp.serving.workload.labels
+            assert t["labelSelector"]["matchLabels"] == rp.workload.labels
 
 
 def test_the_hf_token_comes_only_from_a_secret_reference(regions) -> None:
     for _, rp, docs in regions:
-        w = rp.serving.workload
+        w = rp.workload
         [token] = [e for e in _container(docs)["env"] if e["name"] == "HF_TOKEN"]
         assert token == {
             "name": "HF_TOKEN",
@@ -222,8 +219,8 @@ def test_vllm_runs_as_the_images_non_root_user_without_privileges(regions) -> No
     for _, rp, docs in regions:
         pod = docs["Deployment"]["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
-        assert pod["securityContext"]["runAsUser"] == rp.serving.workload.run_as_user != 0
-        assert pod["securityContext"]["fsGroup"] == rp.serving.workload.run_as_user
+        assert pod["securityContext"]["runAsUser"] == rp.workload.run_as_user != 0
+        assert pod["securityContext"]["fsGroup"] == rp.workload.run_as_user
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         assert pod["automountServiceAccountToken"] is False
         sc = _container(docs)["securityContext"]
@@ -240,7 +237,7 @@ def test_the_hpa_owns_the_replica_count(regions) -> None:
 
 def test_every_selector_matches_the_pods(regions) -> None:
     for _, rp, docs in regions:
-        labels = rp.serving.workload.labels
+        labels = rp.workload.labels
         assert docs["Deployment"]["spec"]["template"]["metadata"]["labels"] == labels
         assert docs["Deployment"]["spec"]["selector"]["matchLabels"] == labels
         assert docs["Service"]["spec"]["selector"] == labels
@@ -252,7 +249,7 @@ def test_every_selector_matches_the_pods(regions) -> None:
 
 def test_everything_lives_in_the_fleets_namespace(regions) -> None:
     for _, rp, docs in regions:
-        ns = rp.serving.workload.namespace
+        ns = rp.workload.namespace
         assert docs["Namespace"]["metadata"]["name"] == ns
         for kind, doc in docs.items():
             if kind != "Namespace":
@@ -264,9 +261,9 @@ def test_the_service_exposes_vllms_port_inside_the_cluster(regions) -> None:
         svc = docs["Service"]["spec"]
         assert svc["type"] == "ClusterIP"
         assert svc["ports"] == [
-            {"name": "http", "port": serving.PORT, "targetPort": "http", "protocol": "TCP"}
+            {"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}
         ]
-        assert rp.serving.args["port"] == serving.PORT
+        assert rp.serving.vllm.port == PORT
 
 
 def test_prometheus_scrapes_metrics_as_often_as_keda_polls(regions) -> None:
@@ -275,13 +272,13 @@ def test_prometheus_scrapes_metrics_as_often_as_keda_polls(regions) -> None:
         assert ep == {
             "port": "http",
             "path": "/metrics",
-            "interval": f"{rp.serving.autoscaling.polling_interval_s}s",
+            "interval": f"{rp.autoscaling.polling_interval_s}s",
         }
 
 
 def test_a_disruption_takes_at_most_the_plans_share(regions) -> None:
     for _, rp, docs in regions:
-        share = rp.serving.workload.pdb_max_unavailable
+        share = rp.workload.pdb_max_unavailable
         assert docs["PodDisruptionBudget"]["spec"]["maxUnavailable"] == share
         strategy = docs["Deployment"]["spec"]["strategy"]["rollingUpdate"]
         assert strategy == {"maxSurge": 0, "maxUnavailable": share}
@@ -289,10 +286,10 @@ def test_a_disruption_takes_at_most_the_plans_share(regions) -> None:
 
 def test_only_the_gateway_and_prometheus_reach_the_model_port(regions) -> None:
     for _, rp, docs in regions:
-        w, spec = rp.serving.workload, docs["NetworkPolicy"]["spec"]
+        w, spec = rp.workload, docs["NetworkPolicy"]["spec"]
         assert spec["policyTypes"] == ["Ingress", "Egress"]
         [rule] = spec["ingress"]
-        assert rule["ports"] == [{"port": serving.PORT, "protocol": "TCP"}]
+        assert rule["ports"] == [{"port": PORT, "protocol": "TCP"}]
         [peer] = rule["from"]
         assert peer == {
             "namespaceSelector": {
@@ -314,19 +311,18 @@ def test_only_the_gateway_and_prometheus_reach_the_model_port(regions) -> None:
 
 def test_the_scaled_object_carries_the_plans_autoscaling(regions) -> None:
     for _, rp, docs in regions:
-        a, so = rp.serving.autoscaling, docs["ScaledObject"]["spec"]
+        a, so = rp.autoscaling, docs["ScaledObject"]["spec"]
         assert so["scaleTargetRef"] == {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "name": docs["Deployment"]["metadata"]["name"],
         }
-        assert (so["minReplicaCount"], so["maxReplicaCount"]) == (a.min_replicas, a.max_replicas)
-        assert (a.min_replicas, a.max_replicas) == (rp.replicas.min, rp.replicas.max)
+        assert (so["minReplicaCount"], so["maxReplicaCount"]) == (rp.replicas.min, rp.replicas.max)
         assert so["pollingInterval"] == a.polling_interval_s
         assert so["cooldownPeriod"] == a.cooldown_period_s
         assert so["fallback"] == {
             "failureThreshold": a.fallback_failure_threshold,
-            "replicas": a.fallback_replicas,
+            "replicas": rp.replicas.desired,
         }
         behavior = so["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
         assert behavior == {
@@ -336,17 +332,17 @@ def test_the_scaled_object_carries_the_plans_autoscaling(regions) -> None:
 
 def test_triggers_fire_at_the_plans_thresholds(regions) -> None:
     for _, rp, docs in regions:
-        a = rp.serving.autoscaling
+        a = rp.autoscaling
         triggers = {t["name"]: t for t in docs["ScaledObject"]["spec"]["triggers"]}
         expected = {
             "queue-depth": a.queue_depth_per_replica,
             "kv-cache-usage": a.kv_cache_usage,
-            "queue-wait-p99": a.queue_wait_p99_s,
+            "queue-wait-p99": a.queue_wait_s,
         }
         assert {n: float(t["metadata"]["threshold"]) for n, t in triggers.items()} == expected
         for t in triggers.values():
             assert t["type"] == "prometheus"
-            assert t["metadata"]["serverAddress"] == rp.serving.workload.prometheus_url
+            assert t["metadata"]["serverAddress"] == rp.workload.prometheus_url
 
 
 def test_fallback_is_valid_because_every_trigger_is_average_value(regions) -> None:
@@ -368,8 +364,8 @@ def test_fallback_is_valid_because_every_trigger_is_average_value(regions) -> No
 def test_queries_select_this_namespace_and_served_model(regions) -> None:
     for _, rp, docs in regions:
         selector = (
-            f'{{namespace="{rp.serving.workload.namespace}",'
-            f'model_name="{rp.serving.args["served-model-name"]}"}}'
+            f'{{namespace="{rp.workload.namespace}",'
+            f'model_name="{rp.serving.vllm.served_model_name}"}}'
         )
         for q in render.prometheus_queries(docs.values()):
             uses = re.findall(r"vllm:\w+(\{[^}]*\})", q)
@@ -388,7 +384,7 @@ def test_the_report_explains_each_regions_decisions(stack_plans) -> None:
             assert f"## {rp.region}: {rp.instance_type}, TP {rp.tensor_parallel_size}" in report
             for text in [
                 s.paging.explanation,
-                *s.autoscaling.reasons,
+                *rp.autoscaling.reasons,
                 *s.reasons,
                 *rp.reasons,
                 rp.alternatives[1].reason,
@@ -442,7 +438,7 @@ def test_the_node_pool_can_hold_the_scaled_objects_max_replicas(regions) -> None
     for _, rp, docs in regions:
         so = docs["ScaledObject"]["spec"]
         assert rp.nodes.max * rp.replicas_per_node >= so["maxReplicaCount"]
-        assert rp.replicas_per_node * rp.serving.gpus_per_pod <= rp.gpus_per_node
+        assert rp.replicas_per_node * rp.tensor_parallel_size <= rp.gpus_per_node
 
 
 def test_the_startup_budget_downloads_at_a_burstable_instances_baseline() -> None:

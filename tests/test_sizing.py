@@ -6,10 +6,11 @@ import pytest
 from plans import make_plan
 
 from llmfleet import catalog
+from llmfleet.assemble import build_fleet_plan
 from llmfleet.calibration import load
 from llmfleet.models import resolve_model
-from llmfleet.optimizer import build_fleet_plan
-from llmfleet.sizing import Rejection, length_cv2, size_replica
+from llmfleet.queueing import length_cv2
+from llmfleet.sizing import Rejection, size_replica
 
 
 def test_llama_3_1_70b_bf16_does_not_fit_one_80_gib_gpu():

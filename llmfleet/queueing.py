@@ -1,0 +1,46 @@
+"""The prefill lane as a queue: one function for sizing (TTFT at the SLO percentile) and
+for autoscaling (the queue-wait threshold), so the two cannot disagree.
+
+With chunked prefill a prompt waits for the prompts ahead of it to be chunked through. The
+lane is an M/G/1 queue whose utilisation rho is the share of steps carrying a prefill chunk
+and whose service time is a prompt's chunks x the mixed step time. Pollaczek-Khinchine
+gives the mean wait, `rho * S * (1 + cv^2) / (2 * (1 - rho))`; the wait at percentile p
+takes the exponential tail of a loaded M/G/1 queue, P(W > t) = rho * exp(-t rho / W_mean).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PrefillWait:
+    mean_s: float
+    percentile_s: float
+
+
+def length_cv2(mean: int, p95: int) -> float:
+    """Squared coefficient of variation of a lognormal with this mean and p95 (0 if equal)."""
+    ratio = p95 / mean
+    if ratio <= 1:
+        return 0.0
+    # p95/mean = exp(1.645 s - s^2 / 2); take the smaller root.
+    z = 1.6448536
+    s = z - math.sqrt(max(0.0, z * z - 2 * math.log(ratio)))
+    return math.exp(s * s) - 1
+
+
+def prefill_wait(rho: float, service_mean_s: float, cv2: float, percentile: float) -> PrefillWait:
+    """Mean and percentile (0-100) wait in the prefill lane; infinite when rho >= 1.
+
+    Below the percentile's share of arrivals that wait at all (rho <= 1 - p) the wait at
+    the percentile is zero."""
+    if rho >= 1:
+        return PrefillWait(math.inf, math.inf)
+    if rho <= 0:
+        return PrefillWait(0.0, 0.0)
+    mean = rho * service_mean_s * (1 + cv2) / (2 * (1 - rho))
+    p = percentile / 100
+    at_p = mean / rho * math.log(rho / (1 - p)) if rho > 1 - p else 0.0
+    return PrefillWait(mean, at_p)

@@ -1,0 +1,160 @@
+"""Assembles one region's section of the FleetPlan from the search's `Choice`: the predicted
+figures, the memory budget, zones and volumes, the system pool, and the reasons. Each
+section has one builder; `serving`, `autoscaling` and `workload` build theirs."""
+
+from __future__ import annotations
+
+import math
+
+from llmfleet import catalog, fleet
+from llmfleet.autoscaling import autoscaling
+from llmfleet.calibration import Constants
+from llmfleet.choice import Choice
+from llmfleet.serving import serving
+from llmfleet.sizing import predict_at
+from llmfleet.units import GIB
+from llmfleet.workload import workload
+
+IMAGE_AND_OS_GIB = 100
+VOLUME_STEP_GIB = 50
+MIN_CLUSTER_ZONES = 2
+"""EKS requires subnets in at least two availability zones."""
+MAX_ZONES = 3
+"""Three quarters of a new VPC are private subnets (one per zone); the fourth the public."""
+# Cluster services need somewhere untainted to run: two general-purpose nodes in two zones
+# (KEDA and the Prometheus stack ask for about 2 vCPU and 4 GiB together; m6i.xlarge has
+# 4 vCPU and 16 GiB). It is not a GPU instance, so the price catalog does not cover it.
+SYSTEM_INSTANCE_TYPE = "m6i.xlarge"
+SYSTEM_NODES = fleet.MinDesiredMax(min=2, desired=2, max=3)
+SYSTEM_VOLUME_GIB = 50
+
+
+def cluster_zones(region: str, node_zones: list[str]) -> list[str]:
+    """EKS needs subnets in two zones or more: the GPU zones first, then others of the region."""
+    others = [z for z in catalog.zones(region) if z not in node_zones]
+    return (node_zones + others)[: max(MIN_CLUSTER_ZONES, min(MAX_ZONES, len(node_zones)))]
+
+
+def node_volume_gib(weights_gib: float, replicas_per_node: int) -> int:
+    """Root volume: image and OS plus each replica's weight cache (+20 %), in 50 GiB steps."""
+    volume = IMAGE_AND_OS_GIB + math.ceil(weights_gib * replicas_per_node * 1.2)
+    return math.ceil(volume / VOLUME_STEP_GIB) * VOLUME_STEP_GIB
+
+
+def _round(x: float, nd: int = 2) -> float:
+    return round(x, nd)
+
+
+def predicted(choice: Choice, consts: Constants) -> fleet.Predicted:
+    """Per replica at the region's peak; ranges from the calibration's held-out errors."""
+    plan, s = choice.plan, choice.sizing
+    o = plan.traffic.output_tokens.mean
+    at_peak, ttft_s = predict_at(
+        choice.step_model, plan, s, choice.peak_requests_per_s_per_replica
+    )
+    tpot_ms = at_peak.tpot_percentile_s(o, plan.slo.percentile) * 1000
+    values = {
+        "ttft_ms": ttft_s * 1000,
+        "itl_ms": tpot_ms,
+        "output_tokens_per_s": s.capacity_rps * o,
+        "kv_cache_tokens": float(s.memory.kv_cache_tokens),
+    }
+    return fleet.Predicted(
+        ttft_ms=_round(ttft_s * 1000, 1),
+        itl_ms=_round(tpot_ms, 2),
+        decode_only_itl_ms=_round(at_peak.decode_only_s * 1000, 2),
+        mixed_step_ms=_round(at_peak.mixed_s * 1000, 2),
+        output_tokens_per_s=_round(s.capacity_rps * o, 1),
+        requests_per_s=_round(s.capacity_rps, 3),
+        requests_per_s_at_peak=_round(choice.peak_requests_per_s_per_replica, 3),
+        kv_cache_tokens=s.memory.kv_cache_tokens,
+        max_concurrency=_round(s.memory.max_concurrency),
+        ranges={
+            k: (_round(v * consts.ratio(k, "p10"), 1), _round(v * consts.ratio(k, "p90"), 1))
+            for k, v in sorted(values.items())
+        },
+    )
+
+
+def memory(choice: Choice) -> fleet.Memory:
+    mem = choice.sizing.memory
+    return fleet.Memory(
+        gpu_total_gib=_round(mem.total_gib),
+        weights_gib_per_gpu=_round(mem.weights_gib_per_gpu),
+        activation_gib=_round(mem.activation_gib),
+        non_torch_gib=_round(mem.non_torch_gib),
+        kv_cache_gib_per_gpu=_round(mem.kv_cache_gib_per_gpu),
+        kv_bytes_per_token=mem.kv_bytes_per_token,
+    )
+
+
+def system_pool() -> fleet.SystemPool:
+    return fleet.SystemPool(
+        instance_type=SYSTEM_INSTANCE_TYPE,
+        nodes=SYSTEM_NODES,
+        volume_gib=SYSTEM_VOLUME_GIB,
+        priced=False,
+        reason="untainted nodes for CoreDNS, KEDA and the Prometheus stack, one per zone "
+        "for availability; general-purpose instances are outside the GPU price catalog, "
+        "so their cost is not in monthly_cost_usd",
+    )
+
+
+def reasons(choice: Choice) -> list[str]:
+    plan, s, inst, mem = choice.plan, choice.sizing, choice.instance, choice.sizing.memory
+    o = plan.traffic.output_tokens.mean
+    limit_tpot_ms = s.steps.tpot_percentile_s(o, plan.slo.percentile) * 1000
+    return [
+        f"{inst.instance_type} at TP {choice.tp}: weights {mem.weights_gib_per_gpu:.1f} GiB per "
+        f"GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = {mem.kv_cache_tokens:,} tokens",
+        f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token prefill "
+        f"chunks in {s.steps.mixed_share:.0%} of steps: decode step "
+        f"{s.steps.decode_only_s * 1000:.1f} ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, "
+        f"TPOT p{plan.slo.percentile:g} {limit_tpot_ms:.1f} ms <= {plan.slo.itl_ms:g} ms",
+        f"one replica sustains {s.capacity_rps:.2f} req/s inside TTFT {plan.slo.ttft_ms:g} ms and "
+        f"ITL {plan.slo.itl_ms:g} ms; with {plan.headroom:.0%} headroom {choice.replicas.desired} "
+        f"replicas carry the peak {choice.peak_requests_per_s:.2f} req/s "
+        f"({choice.peak_requests_per_s_per_replica:.2f} each)",
+        f"{choice.replicas_per_node} replica(s) per {inst.gpu_count}-GPU node -> "
+        f"{choice.nodes.desired} nodes at ${choice.price_usd_per_hour:.3f}/h "
+        f"({choice.price_source})",
+    ]
+
+
+def region_plan(
+    choice: Choice, alternatives: list[fleet.Alternative], consts: Constants
+) -> fleet.RegionPlan:
+    """The region's section of the FleetPlan, from the search's choice."""
+    plan, region, inst = choice.plan, choice.region, choice.instance
+    weights_gib = choice.model.arch.weight_bytes(plan.model.precision) / GIB
+    node_zones = catalog.zones(region.name, inst.instance_type)[:MAX_ZONES]
+    return fleet.RegionPlan(
+        region=region.name,
+        traffic_share=region.traffic_share,
+        peak_requests_per_s=_round(choice.peak_requests_per_s, 4),
+        trough_requests_per_s=_round(choice.trough_requests_per_s, 4),
+        instance_type=inst.instance_type,
+        gpu=inst.gpu,
+        gpus_per_node=inst.gpu_count,
+        replicas_per_node=choice.replicas_per_node,
+        replicas=choice.replicas,
+        nodes=choice.nodes,
+        price_usd_per_hour=choice.price_usd_per_hour,
+        price_source=choice.price_source,
+        monthly_cost_usd=_round(choice.monthly_cost_usd),
+        monthly_cost_usd_at_trough=_round(choice.monthly_cost_usd_at_trough),
+        predicted=predicted(choice, consts),
+        memory=memory(choice),
+        serving=serving(choice, weights_gib),
+        autoscaling=autoscaling(choice),
+        workload=workload(plan, inst),
+        system_pool=system_pool(),
+        node_zones=node_zones,
+        availability_zones=cluster_zones(region.name, node_zones),
+        node_volume_gib=node_volume_gib(weights_gib, choice.replicas_per_node),
+        vpc_id=region.network.vpc_id if region.network else None,
+        private_subnet_ids=region.network.private_subnet_ids if region.network else None,
+        vpc_cidr=region.vpc_cidr,
+        reasons=reasons(choice),
+        alternatives=alternatives,
+    )
