@@ -1,4 +1,4 @@
-"""Step-level performance model of a continuous-batching engine (DESIGN.md, "The physics").
+"""Step-level performance model of a continuous-batching engine (docs/architecture.md, "The physics").
 
 One engine step processes `decode` running sequences (one token each, at an average
 context) plus `prefill` prompt tokens (a chunk). Its time is the roofline of the bytes it
