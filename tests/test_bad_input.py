@@ -146,15 +146,15 @@ def test_a_stack_without_the_plan_key_names_file_and_key(tmp_path):
 
 
 def test_a_region_without_catalog_prices_asks_for_a_price_override():
-    # us-east-2 offers g6e (DescribeInstanceTypeOfferings) but the price sources list none
+    # ap-northeast-3 offers g6e (DescribeInstanceTypeOfferings) but the price sources list none
     plan = make_plan(
-        regions=[{"name": "us-east-2", "traffic_share": 1.0}], **{"allowed.gpus": ["L40S"]}
+        regions=[{"name": "ap-northeast-3", "traffic_share": 1.0}], **{"allowed.gpus": ["L40S"]}
     )
-    with pytest.raises(InfeasibleError, match=r"add plan.prices entries .*region: us-east-2"):
+    with pytest.raises(InfeasibleError, match=r"add plan.prices entries .*region: ap-northeast-3"):
         build_fleet_plan(plan)
     priced = make_plan(
-        regions=[{"name": "us-east-2", "traffic_share": 1.0}],
-        prices=[{"instance_type": "g6e.xlarge", "usd_per_hour": 1.9, "region": "us-east-2"}],
+        regions=[{"name": "ap-northeast-3", "traffic_share": 1.0}],
+        prices=[{"instance_type": "g6e.xlarge", "usd_per_hour": 1.9, "region": "ap-northeast-3"}],
         **{"allowed.gpus": ["L40S"]},
     )
     assert build_fleet_plan(priced).regions[0].instance_type == "g6e.xlarge"

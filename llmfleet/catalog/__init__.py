@@ -2,8 +2,11 @@
 
 - gpus.csv: GPU specs (memory as AWS reports it, HBM bandwidth, dense tensor rates).
 - instances.csv: AWS GPU instance types.
-- offerings.csv: which region offers which instance, and its on-demand price where known.
-- zone_offerings.csv: which availability zones of a region offer which instance.
+- offerings.csv: which region offers which instance, and its on-demand price where known
+  (else why not: an offered instance without a price is not an infeasible one).
+- zone_id_offerings.csv: which availability zone IDs of a region offer which instance. IDs
+  name the same physical zone in every account; zone names do not.
+- zone_offerings.csv: the same by zone name (moto's account); kept until callers use IDs.
 - models/*.json: model architectures (Hugging Face config.json keys, verbatim).
 - workloads/sharegpt-output-lengths.json: the output lengths of a ShareGPT benchmark run.
 """
@@ -15,7 +18,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from llmfleet.errors import PlanError, UnknownNameError
 
@@ -73,11 +76,24 @@ class Instance(CatalogRow):
 
 
 class Offering(CatalogRow):
+    """The region offers the instance type; its on-demand price may be unknown (then why)."""
+
     instance_type: str
     region: str
     on_demand_usd_per_hour: float | None
     price_as_of: str | None
     source: str
+    no_price_reason: str | None = None
+
+    @model_validator(mode="after")
+    def _a_price_has_a_date_and_no_price_a_reason(self) -> Offering:
+        priced = self.on_demand_usd_per_hour is not None
+        if priced != (self.price_as_of is not None) or priced == bool(self.no_price_reason):
+            raise ValueError(
+                f"{self.instance_type} in {self.region}: a price needs price_as_of and no "
+                "no_price_reason; a missing price needs a no_price_reason"
+            )
+        return self
 
 
 class ModelEntry(CatalogRow):
@@ -118,6 +134,11 @@ def offerings() -> tuple[Offering, ...]:
 
 
 @cache
+def _offerings_by_key() -> dict[tuple[str, str], Offering]:
+    return {(o.instance_type, o.region): o for o in offerings()}
+
+
+@cache
 def models() -> dict[str, ModelEntry]:
     out: dict[str, ModelEntry] = {}
     for path in sorted((DATA_DIR / "models").glob("*.json")):
@@ -133,9 +154,21 @@ class ZoneOffering(CatalogRow):
     source: str
 
 
+class ZoneIdOffering(CatalogRow):
+    instance_type: str
+    region: str
+    zone_id: str
+    source: str
+
+
 @cache
 def zone_offerings() -> tuple[ZoneOffering, ...]:
     return tuple(ZoneOffering.model_validate(r) for r in _read_csv("zone_offerings.csv"))
+
+
+@cache
+def zone_id_offerings() -> tuple[ZoneIdOffering, ...]:
+    return tuple(ZoneIdOffering.model_validate(r) for r in _read_csv("zone_id_offerings.csv"))
 
 
 @cache
@@ -148,7 +181,8 @@ def sharegpt_length_shape() -> tuple[float, ...]:
 
 
 def zones(region: str, instance_type: str | None = None) -> list[str]:
-    """Availability zones of a region (that offer the instance type, if given), sorted."""
+    """Zone names (moto's account) of a region offering the instance type, if given, or any
+    catalog instance; sorted. Superseded by `zone_ids`: a name is another zone elsewhere."""
     return sorted(
         {
             z.availability_zone
@@ -156,6 +190,34 @@ def zones(region: str, instance_type: str | None = None) -> list[str]:
             if z.region == region and (instance_type is None or z.instance_type == instance_type)
         }
     )
+
+
+def zone_id_order(zone_id: str) -> tuple[str, int]:
+    """use1-az2 sorts before use1-az10: the zone number compares as a number."""
+    prefix, _, number = zone_id.rpartition("-az")
+    return (prefix, int(number)) if number.isdigit() else (zone_id, -1)
+
+
+def zone_ids(region: str, instance_type: str | None = None) -> list[str]:
+    """Availability zone IDs (e.g. use1-az4) of a region that offer the instance type, if
+    given, or any catalog instance. The same ID is the same physical zone in every account;
+    resolve it to the account's zone name at deploy time."""
+    return sorted(
+        {
+            z.zone_id
+            for z in zone_id_offerings()
+            if z.region == region and (instance_type is None or z.instance_type == instance_type)
+        },
+        key=zone_id_order,
+    )
+
+
+def check_zone_id(region: str, zone_id: str, field: str = "zone_id") -> str:
+    known = zone_ids(region)
+    if zone_id not in known:
+        kind = f"zone ID of {region} offering a GPU instance"
+        raise UnknownNameError(field, zone_id, kind, known)
+    return zone_id
 
 
 def regions() -> list[str]:
@@ -187,10 +249,20 @@ def check_region(name: str, field: str = "region") -> str:
 
 
 def offering(instance_type: str, region: str) -> Offering | None:
-    for o in offerings():
-        if o.instance_type == instance_type and o.region == region:
-            return o
-    return None
+    """The region's offering of the instance type (its price may be None), or None if the
+    region does not offer it at all."""
+    return _offerings_by_key().get((instance_type, region))
+
+
+def is_offered(instance_type: str, region: str) -> bool:
+    """Whether the region offers the instance type at all, priced or not."""
+    return (instance_type, region) in _offerings_by_key()
+
+
+def on_demand_price(instance_type: str, region: str) -> float | None:
+    """The on-demand list price in USD per hour; None if not offered or not priced."""
+    o = offering(instance_type, region)
+    return o.on_demand_usd_per_hour if o else None
 
 
 def model_entry(name: str, field: str = "model.id") -> ModelEntry:
