@@ -49,10 +49,12 @@ def model_summary(plan: CapacityPlan, model: ResolvedModel) -> fleet.ModelSummar
 def build_fleet_plan(
     plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = REPO_ROOT
 ) -> fleet.FleetPlan:
-    consts = sizing_constants(plan, consts or load_constants())
+    base = consts or load_constants()
+    consts = sizing_constants(plan, base)
+    pessimistic = sizing_constants(plan.model_copy(update={"confidence": "pessimistic"}), base)
     model = resolve_model(plan, base_dir)
     regions = [
-        region_plan(*choose_region(plan, model, region, consts), consts)
+        region_plan(*choose_region(plan, model, region, consts), consts, pessimistic)
         for region in plan.regions
     ]
     gpus = fleet.MinDesiredMax(

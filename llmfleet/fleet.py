@@ -24,12 +24,21 @@ class MinDesiredMax(Data):
 class Predicted(Data):
     """Per replica, at the region's peak load unless a name says otherwise."""
 
-    ttft_ms: float = Field(description="TTFT at the SLO percentile at the peak load per replica.")
-    itl_ms: float = Field(description="A request's mean inter-token time (TPOT) at the percentile.")
+    ttft_ms: float = Field(
+        description="TTFT at the SLO percentile at the peak load per replica: the prompt of "
+        "ttft_prompt_tokens plus the queue wait at that percentile."
+    )
+    ttft_prompt_tokens: int = Field(
+        description="The prompt TTFT is predicted for: that percentile of the input lengths."
+    )
+    itl_ms: float = Field(description="ITL as the SLO defines it (slo.itl) at the percentile.")
+    token_gap_ms: float = Field(description="The longest gap between two tokens of a stream.")
+    tpot_ms: float = Field(description="A request's mean time per output token at the percentile.")
     decode_only_itl_ms: float = Field(description="Gap between tokens in a step without prefill.")
     mixed_step_ms: float = Field(
-        description="Gap in a step that carries a prefill chunk (max gap)."
+        description="Gap in a step that carries a prefill chunk: the longest token gap."
     )
+    mixed_step_share: float = Field(description="Share of steps that carry a prefill chunk.")
     output_tokens_per_s: float = Field(
         description="Output tokens/s one replica sustains inside the SLOs."
     )
@@ -41,6 +50,23 @@ class Predicted(Data):
         description="Per metric, where the measured value is expected (p10-p90 of the "
         "calibration's held-out measured/predicted ratios)."
     )
+
+
+class Risk(Data):
+    """Whether the SLO holds where the calibration says measurements may land (the p90 end
+    of the held-out ranges), and what the fleet would cost sized there."""
+
+    slo_holds_at_p90: bool = Field(
+        description="TTFT and ITL stay inside the SLO at the p90 end of their ranges."
+    )
+    ttft_ms_p90: float
+    itl_ms_p90: float
+    pessimistic_replicas: int | None = Field(
+        description="Replicas of the chosen configuration sized at confidence: pessimistic "
+        "(None: it cannot hold the SLO there)."
+    )
+    pessimistic_monthly_cost_usd: float | None
+    summary: str
 
 
 class Memory(Data):
@@ -79,6 +105,10 @@ class VllmArgs(Data):
     enable_chunked_prefill: bool
     enable_prefix_caching: bool
     quantization: str | None = Field(default=None, description="Absent: the checkpoint's own.")
+    custom_histogram_buckets: dict[str, list[float]] | None = Field(
+        default=None,
+        description="Bucket families whose default bounds cannot resolve a trigger's threshold.",
+    )
     shutdown_timeout: int = Field(description="Seconds to finish in-flight requests on SIGTERM.")
 
     def config(self) -> dict[str, object]:
@@ -92,23 +122,33 @@ class Paging(Data):
     explanation: str
 
 
+class Trigger(Data):
+    """One KEDA prometheus trigger, AverageValue: the HPA wants ceil(query / threshold)
+    replicas. Every query reads a signal the pinned vLLM exports at a resolution that can
+    cross the threshold (checked by `render`)."""
+
+    name: str
+    metric: str = Field(description="The vllm:* metric family the query reads.")
+    query: str = Field(description="PromQL over this namespace's and model's series.")
+    threshold: float = Field(description="Per replica, in the metric's unit.")
+    quantile: float | None = Field(
+        default=None, description="histogram_quantile's q (0-1) when the query takes one."
+    )
+    reason: str
+
+
 class Autoscaling(Data):
-    """KEDA ScaledObject settings; thresholds are per-replica averages. The replica bounds
-    are `RegionPlan.replicas` (min, max; fallback holds the desired count)."""
+    """KEDA ScaledObject settings. The replica bounds are `RegionPlan.replicas` (min, max;
+    the fallback holds the desired count)."""
 
     polling_interval_s: int
     cooldown_period_s: int
     scale_down_stabilization_s: int
-    queue_depth_per_replica: float = Field(description="vllm:num_requests_waiting per replica.")
-    kv_cache_usage: float = Field(description="vllm:kv_cache_usage_perc (0-1) per replica.")
-    queue_wait_quantile: float = Field(
-        description="Quantile (0-1) of vllm:request_queue_time_seconds the trigger reads."
-    )
-    queue_wait_s: float = Field(description="That quantile's threshold, in seconds.")
-    reasons: list[str]
     fallback_failure_threshold: int = Field(
         description="Failed Prometheus polls in a row before KEDA holds the desired replicas."
     )
+    triggers: list[Trigger]
+    reasons: list[str]
 
 
 class Workload(Data):
@@ -206,6 +246,7 @@ class RegionPlan(Data):
     monthly_cost_usd: float = Field(description="At desired nodes (provisioned for the peak).")
     monthly_cost_usd_at_trough: float
     predicted: Predicted
+    risk: Risk
     memory: Memory
     serving: Serving
     autoscaling: Autoscaling

@@ -1,4 +1,4 @@
-"""Step-level performance model of a continuous-batching engine (docs/architecture.md, "The physics").
+"""Step-level performance model of a continuous-batching engine (docs/architecture.md).
 
 One engine step processes `decode` running sequences (one token each, at an average
 context) plus `prefill` prompt tokens (a chunk). Its time is the roofline of the bytes it
@@ -184,6 +184,14 @@ class MixedSteps:
     def mean_s(self) -> float:
         f = min(1.0, self.mixed_share)
         return f * self.mixed_s + (1 - f) * self.decode_only_s
+
+    @property
+    def longest_gap_s(self) -> float:
+        """The longest gap between two tokens of a stream: a step that carries a prefill
+        chunk stalls every running stream at once. Once more than 1 - p of steps carry one
+        it is also the gap at percentile p over all gaps; below that it is still a stall a
+        user sees, so the token-gap SLO holds it to the target (counted conservatively)."""
+        return self.mixed_s if self.mixed_share > 0 else self.decode_only_s
 
     def tpot_percentile_s(self, output_tokens: int, percentile: float) -> float:
         """A request's mean inter-token time at a percentile: binomial count of mixed steps."""

@@ -41,15 +41,30 @@ class ModelSpec(Strict):
 
 
 class TokenLength(Strict):
+    """Tokens per request. A lognormal through the mean and the highest percentile given
+    gives any other percentile (`queueing.length_at_percentile`)."""
+
     mean: int = Field(gt=0, description="Mean tokens per request.")
     p95: int | None = Field(
         default=None, gt=0, description="95th percentile; defaults to the mean."
     )
+    p99: int | None = Field(
+        default=None,
+        gt=0,
+        description="99th percentile; fitted from the mean and p95 when absent.",
+    )
 
     @model_validator(mode="after")
-    def _p95_not_below_mean(self) -> TokenLength:
+    def _percentiles_ordered(self) -> TokenLength:
         if self.p95 is not None and self.p95 < self.mean:
-            raise ValueError(f"p95 ({self.p95}) is below the mean ({self.mean})")
+            raise ValueError(
+                f"p95 ({self.p95}) is below the mean ({self.mean}); give p95 >= mean"
+            )
+        if self.p99 is not None and self.p99 < max(self.mean, self.p95 or 0):
+            raise ValueError(
+                f"p99 ({self.p99}) is below the mean or p95 ({self.mean}, {self.p95}); "
+                "give p99 >= p95 >= mean"
+            )
         return self
 
     @property
@@ -74,8 +89,18 @@ class Traffic(Strict):
 
 
 class Slo(Strict):
-    ttft_ms: float = Field(gt=0, description="Time to first token target.")
-    itl_ms: float = Field(gt=0, description="Inter-token latency target.")
+    ttft_ms: float = Field(
+        gt=0,
+        description="Time to first token at the percentile: the prompt at that percentile of "
+        "the input lengths plus the queue wait at that percentile.",
+    )
+    itl_ms: float = Field(gt=0, description="Inter-token latency target (see `itl`).")
+    itl: Literal["token_gap", "tpot"] = Field(
+        default="token_gap",
+        description="token_gap: every gap between two tokens of a stream, at the percentile "
+        "(vLLM's benchmark `itl`; the seed's 'ms per token'); tpot: a request's mean time per "
+        "output token at the percentile across requests (vLLM's `tpot`), a looser target.",
+    )
     percentile: float = Field(
         default=99, gt=50, lt=100, description="Percentile both targets hold at."
     )

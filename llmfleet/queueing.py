@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
+
+from llmfleet.plan import TokenLength
 
 
 @dataclass(frozen=True)
@@ -20,15 +23,43 @@ class PrefillWait:
     percentile_s: float
 
 
-def length_cv2(mean: int, p95: int) -> float:
-    """Squared coefficient of variation of a lognormal with this mean and p95 (0 if equal)."""
-    ratio = p95 / mean
+Z_95 = 1.6448536
+Z_99 = 2.3263479
+
+
+def lognormal_sigma(mean: float, quantile: float, z: float) -> float:
+    """Sigma of a lognormal with this mean whose quantile at standard score z is `quantile`.
+
+    quantile / mean = exp(z s - s^2 / 2); the smaller root (0 when they are equal; z at most,
+    where a lognormal's quantile/mean ratio peaks)."""
+    ratio = quantile / mean
     if ratio <= 1:
         return 0.0
-    # p95/mean = exp(1.645 s - s^2 / 2); take the smaller root.
-    z = 1.6448536
-    s = z - math.sqrt(max(0.0, z * z - 2 * math.log(ratio)))
+    return z - math.sqrt(max(0.0, z * z - 2 * math.log(ratio)))
+
+
+def length_cv2(mean: int, p95: int) -> float:
+    """Squared coefficient of variation of a lognormal with this mean and p95 (0 if equal)."""
+    s = lognormal_sigma(mean, p95, Z_95)
     return math.exp(s * s) - 1
+
+
+def length_at_percentile(lengths: TokenLength, percentile: float) -> int:
+    """Tokens at a percentile (50-100) of a request length distribution: the value given
+    for that percentile, else a lognormal through the mean and the highest percentile given
+    (constant lengths when only the mean is given)."""
+    given = {95.0: lengths.p95, 99.0: lengths.p99}
+    if given.get(percentile) is not None:
+        return int(given[percentile] or 0)
+    if lengths.p99 is not None:
+        sigma = lognormal_sigma(lengths.mean, lengths.p99, Z_99)
+    elif lengths.p95 is not None:
+        sigma = lognormal_sigma(lengths.mean, lengths.p95, Z_95)
+    else:
+        return lengths.mean
+    mu = math.log(lengths.mean) - sigma * sigma / 2
+    z = NormalDist().inv_cdf(percentile / 100)
+    return round(math.exp(mu + z * sigma))
 
 
 def prefill_wait(rho: float, service_mean_s: float, cv2: float, percentile: float) -> PrefillWait:

@@ -10,8 +10,9 @@ from llmfleet import catalog, fleet
 from llmfleet.autoscaling import autoscaling
 from llmfleet.calibration import Constants
 from llmfleet.choice import Choice
+from llmfleet.risk import risk
 from llmfleet.serving import serving
-from llmfleet.sizing import predict_at
+from llmfleet.sizing import itl_percentile_s, predict_at, ttft_prompt_tokens
 from llmfleet.units import GIB
 from llmfleet.workload import workload
 
@@ -52,27 +53,32 @@ def predicted(choice: Choice, consts: Constants) -> fleet.Predicted:
     at_peak, ttft_s = predict_at(
         choice.step_model, plan, s, choice.peak_requests_per_s_per_replica
     )
-    tpot_ms = at_peak.tpot_percentile_s(o, plan.slo.percentile) * 1000
+    itl_ms = itl_percentile_s(plan, at_peak) * 1000
     values = {
         "ttft_ms": ttft_s * 1000,
-        "itl_ms": tpot_ms,
+        "itl_ms": itl_ms,
         "output_tokens_per_s": s.capacity_rps * o,
         "kv_cache_tokens": float(s.memory.kv_cache_tokens),
     }
+    ranges = {
+        k: (_round(v * consts.ratio(k, "p10"), 1), _round(v * consts.ratio(k, "p90"), 1))
+        for k, v in sorted(values.items())
+    }
     return fleet.Predicted(
         ttft_ms=_round(ttft_s * 1000, 1),
-        itl_ms=_round(tpot_ms, 2),
+        ttft_prompt_tokens=ttft_prompt_tokens(plan),
+        itl_ms=_round(itl_ms, 2),
+        token_gap_ms=_round(at_peak.longest_gap_s * 1000, 2),
+        tpot_ms=_round(at_peak.tpot_percentile_s(o, plan.slo.percentile) * 1000, 2),
         decode_only_itl_ms=_round(at_peak.decode_only_s * 1000, 2),
         mixed_step_ms=_round(at_peak.mixed_s * 1000, 2),
+        mixed_step_share=_round(min(1.0, at_peak.mixed_share), 4),
         output_tokens_per_s=_round(s.capacity_rps * o, 1),
         requests_per_s=_round(s.capacity_rps, 3),
         requests_per_s_at_peak=_round(choice.peak_requests_per_s_per_replica, 3),
         kv_cache_tokens=s.memory.kv_cache_tokens,
         max_concurrency=_round(s.memory.max_concurrency),
-        ranges={
-            k: (_round(v * consts.ratio(k, "p10"), 1), _round(v * consts.ratio(k, "p90"), 1))
-            for k, v in sorted(values.items())
-        },
+        ranges=ranges,
     )
 
 
@@ -102,15 +108,20 @@ def system_pool() -> fleet.SystemPool:
 
 def reasons(choice: Choice) -> list[str]:
     plan, s, inst, mem = choice.plan, choice.sizing, choice.instance, choice.sizing.memory
-    o = plan.traffic.output_tokens.mean
-    limit_tpot_ms = s.steps.tpot_percentile_s(o, plan.slo.percentile) * 1000
+    p = plan.slo.percentile
+    itl_name = "token gap" if plan.slo.itl == "token_gap" else "TPOT"
+    limit_itl_ms = itl_percentile_s(plan, s.steps) * 1000
+    given = {95: plan.traffic.input_tokens.p95, 99: plan.traffic.input_tokens.p99}.get(int(p))
+    prompt_from = "as given" if given else "lognormal through the plan's mean and percentiles"
     return [
         f"{inst.instance_type} at TP {choice.tp}: weights {mem.weights_gib_per_gpu:.1f} GiB per "
         f"GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = {mem.kv_cache_tokens:,} tokens",
         f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token prefill "
-        f"chunks in {s.steps.mixed_share:.0%} of steps: decode step "
+        f"chunks in {min(1.0, s.steps.mixed_share):.0%} of steps: decode step "
         f"{s.steps.decode_only_s * 1000:.1f} ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, "
-        f"TPOT p{plan.slo.percentile:g} {limit_tpot_ms:.1f} ms <= {plan.slo.itl_ms:g} ms",
+        f"{itl_name} p{p:g} {limit_itl_ms:.1f} ms <= {plan.slo.itl_ms:g} ms",
+        f"TTFT p{p:g} is for the p{p:g} prompt ({ttft_prompt_tokens(plan):,} tokens, "
+        f"{prompt_from}) plus the prefill-queue wait at that percentile",
         f"one replica sustains {s.capacity_rps:.2f} req/s inside TTFT {plan.slo.ttft_ms:g} ms and "
         f"ITL {plan.slo.itl_ms:g} ms; with {plan.headroom:.0%} headroom {choice.replicas.desired} "
         f"replicas carry the peak {choice.peak_requests_per_s:.2f} req/s "
@@ -122,12 +133,18 @@ def reasons(choice: Choice) -> list[str]:
 
 
 def region_plan(
-    choice: Choice, alternatives: list[fleet.Alternative], consts: Constants
+    choice: Choice,
+    alternatives: list[fleet.Alternative],
+    consts: Constants,
+    pessimistic: Constants,
 ) -> fleet.RegionPlan:
     """The region's section of the FleetPlan, from the search's choice."""
     plan, region, inst = choice.plan, choice.region, choice.instance
     weights_gib = choice.model.arch.weight_bytes(plan.model.precision) / GIB
     node_zones = catalog.zones(region.name, inst.instance_type)[:MAX_ZONES]
+    work = workload(plan, inst)
+    serve = serving(choice, weights_gib)
+    expected = predicted(choice, consts)
     return fleet.RegionPlan(
         region=region.name,
         traffic_share=region.traffic_share,
@@ -143,11 +160,12 @@ def region_plan(
         price_source=choice.price_source,
         monthly_cost_usd=_round(choice.monthly_cost_usd),
         monthly_cost_usd_at_trough=_round(choice.monthly_cost_usd_at_trough),
-        predicted=predicted(choice, consts),
+        predicted=expected,
+        risk=risk(choice, expected, pessimistic),
         memory=memory(choice),
-        serving=serving(choice, weights_gib),
-        autoscaling=autoscaling(choice),
-        workload=workload(plan, inst),
+        serving=serve,
+        autoscaling=autoscaling(choice, work.namespace, serve.vllm.served_model_name),
+        workload=work,
         system_pool=system_pool(),
         node_zones=node_zones,
         availability_zones=cluster_zones(region.name, node_zones),

@@ -27,7 +27,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from llmfleet.catalog.vllm_release import vllm_release
+from llmfleet.catalog.vllm_release import quantile_problem, vllm_release
 from llmfleet.errors import RenderError
 from llmfleet.fleet import FleetPlan, RegionPlan
 from llmfleet.stack import REPO_ROOT
@@ -176,6 +176,20 @@ def metric_problems(queries: Iterable[str]) -> list[str]:
     return problems
 
 
+def resolution_problems(region: RegionPlan) -> list[str]:
+    """Quantile triggers whose threshold the histogram's buckets (the release's defaults or
+    the config's --custom-histogram-buckets) cannot resolve."""
+    custom = region.serving.vllm.custom_histogram_buckets
+    problems = []
+    for trigger in region.autoscaling.triggers:
+        if trigger.quantile is None:
+            continue
+        problem = quantile_problem(trigger.metric, trigger.threshold, custom)
+        if problem:
+            problems.append(f"trigger {trigger.name}: {problem}")
+    return problems
+
+
 def prometheus_queries(docs: Iterable[Mapping[str, Any]]) -> list[str]:
     """Every Prometheus query in the ScaledObjects among `docs`."""
     return [
@@ -212,7 +226,7 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
     docs = [
         yaml.safe_load(_template(f"kubernetes/{kind}.yaml.j2", **context)) for kind in MANIFESTS
     ]
-    problems = metric_problems(prometheus_queries(docs))
+    problems = metric_problems(prometheus_queries(docs)) + resolution_problems(region)
     if problems:
         raise RenderError(f"{region.region}/scaledobject.yaml:\n  " + "\n  ".join(problems))
     return docs

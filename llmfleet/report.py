@@ -28,7 +28,7 @@ def fleet_text(fp: FleetPlan) -> str:
         f"{m.kv_bytes_per_token:,.0f} bytes/token"
     )
     con.print(
-        f"SLO: TTFT <= {fp.slo.ttft_ms:g} ms, ITL <= {fp.slo.itl_ms:g} ms at "
+        f"SLO: TTFT <= {fp.slo.ttft_ms:g} ms, ITL ({fp.slo.itl}) <= {fp.slo.itl_ms:g} ms at "
         f"p{fp.slo.percentile:g}; peak {fp.traffic.peak_requests_per_s:g} req/s, trough "
         f"{fp.traffic.trough_requests_per_s:g} req/s; headroom {fp.headroom:.0%}; "
         f"sizing confidence {fp.confidence}"
@@ -76,6 +76,9 @@ def fleet_text(fp: FleetPlan) -> str:
             "  calibration range (p10-p90 of measured/predicted): "
             + ", ".join(f"{k} {lo:,.1f}-{hi:,.1f}" for k, (lo, hi) in rng.items())
         )
+        risk = r.risk
+        flag = "" if risk.slo_holds_at_p90 else "RISK: "
+        con.print(f"  {flag}{risk.summary}")
         for line in r.reasons:
             con.print(f"  - {line}")
         runners = [a for a in r.alternatives[1:4] if a.feasible]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from llmfleet import fleet
+from llmfleet.autoscaling import custom_buckets
 from llmfleet.catalog.vllm_release import VLLM_VERSION, vllm_release
 from llmfleet.choice import Choice
 from llmfleet.workload import PORT
@@ -55,6 +56,7 @@ def vllm_args(choice: Choice) -> fleet.VllmArgs:
         enable_prefix_caching=True,
         # dynamic FP8 of a 16-bit checkpoint at load time
         quantization="fp8" if dynamic_fp8 else None,
+        custom_histogram_buckets=custom_buckets(choice),
         shutdown_timeout=math.ceil(longest_request_s(choice)) + 5,
     )
 

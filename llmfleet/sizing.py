@@ -1,13 +1,16 @@
 """Stage 1: size one replica on one (instance type, TP) candidate against the SLOs.
 
-The ITL target is read as vLLM's benchmarks read TPOT: a request's mean inter-token time,
-at the SLO percentile across requests. With chunked prefill a share of steps carries a
-prefill chunk (`perf.MixedSteps`); a request's TPOT mixes decode-only and mixed steps.
+The ITL target is, by default, every gap between two tokens of a stream at the SLO
+percentile (vLLM's benchmark `itl`; `slo.itl: tpot` reads it as a request's mean time per
+output token instead). With chunked prefill a share of steps carries a prefill chunk
+(`perf.MixedSteps`); once more than 1 - p of steps carry one, the gap at percentile p is
+a mixed step, and a mixed step stalls every stream, so the token-gap target bounds the
+longest gap: the chunk size and the batch together set it.
 
 For each chunk size C the largest running batch D is found such that
-  - TPOT at the percentile <= the ITL target,
-  - TTFT at the percentile <= the TTFT target: the prompt's own chunked prefill plus the
-    wait in the prefill lane, an M/G/1 queue whose utilisation is the mixed-step share,
+  - ITL at the percentile <= the ITL target,
+  - TTFT at the percentile <= the TTFT target: the chunked prefill of the prompt at that
+    percentile plus the wait in the prefill lane at that percentile (`queueing`),
   - D sequences of input + output tokens fit the KV pool.
 The replica then sustains D / (output * mean step) requests/s. The best C wins.
 """
@@ -23,9 +26,9 @@ from llmfleet.catalog import Gpu, Instance
 from llmfleet.memory import MemoryBudget, budget
 from llmfleet.perf import MixedSteps, StepModel, mixed_steps, prefill_s, step_time
 from llmfleet.plan import CapacityPlan
-from llmfleet.queueing import length_cv2, prefill_wait
+from llmfleet.queueing import length_at_percentile, length_cv2, prefill_wait
 
-CHUNK_GRID = (256, 512, 1024, 2048, 4096, 8192)
+CHUNK_GRID = (128, 256, 512, 1024, 2048, 4096, 8192)
 MAX_BATCH = 1024
 BATCH_RESOLUTION = 0.01  # bisection on the running batch stops at 1/100 of a sequence
 
@@ -52,13 +55,29 @@ class Rejection:
     floor_ms: float | None = None  # the physical floor, for the nearest feasible change
 
 
+def ttft_prompt_tokens(plan: CapacityPlan) -> int:
+    """The prompt a TTFT at the SLO percentile is for: that percentile of the input lengths,
+    at most what max_model_len leaves for one output token."""
+    prompt = length_at_percentile(plan.traffic.input_tokens, plan.slo.percentile)
+    return max(1, min(prompt, plan.max_model_len - 1))
+
+
+def itl_percentile_s(plan: CapacityPlan, steps: MixedSteps) -> float:
+    """ITL as the SLO defines it (`slo.itl`): the longest token gap, or a request's TPOT at
+    the percentile."""
+    if plan.slo.itl == "tpot":
+        return steps.tpot_percentile_s(plan.traffic.output_tokens.mean, plan.slo.percentile)
+    return steps.longest_gap_s
+
+
 def ttft_percentile_s(
     eng: StepModel, plan: CapacityPlan, steps: MixedSteps, batch: float, chunk: int
 ) -> float:
-    """Own chunked prefill of a p95 prompt + the prefill-lane wait at the SLO percentile."""
+    """Own chunked prefill of the prompt at the SLO percentile + the prefill-lane wait at
+    that percentile."""
     t = plan.traffic.input_tokens
     ctx = t.mean + plan.traffic.output_tokens.mean / 2
-    service_p = prefill_s(eng, batch, ctx, t.p95_or_mean, chunk)
+    service_p = prefill_s(eng, batch, ctx, ttft_prompt_tokens(plan), chunk)
     service_p += eng.consts.ttft_overhead_ms / 1000
     service_mean = t.mean / chunk * steps.mixed_s
     cv2 = length_cv2(t.mean, t.p95_or_mean)
@@ -94,7 +113,7 @@ def _meets(eng: StepModel, plan: CapacityPlan, batch: float, chunk: int) -> Mixe
     steps = mixed_steps(eng, batch, i, o, chunk)
     if steps.mixed_share >= 1:
         return None
-    if steps.tpot_percentile_s(o, plan.slo.percentile) * 1000 > plan.slo.itl_ms:
+    if itl_percentile_s(plan, steps) * 1000 > plan.slo.itl_ms:
         return None
     if ttft_percentile_s(eng, plan, steps, batch, chunk) * 1000 > plan.slo.ttft_ms:
         return None
@@ -131,12 +150,11 @@ def size_replica(
     if floor > plan.slo.itl_ms:
         return Rejection(f"ITL {floor:.1f} ms > {plan.slo.itl_ms:g} ms at batch 1", "itl", floor)
     best: ReplicaSizing | None = None
-    ttft_floor = math.inf
+    ttft_floor = gap_floor = math.inf
+    prompt = ttft_prompt_tokens(plan)
     for chunk in CHUNK_GRID:
-        ttft_floor = min(
-            ttft_floor,
-            1000 * prefill_s(eng, 1, i + o / 2, plan.traffic.input_tokens.p95_or_mean, chunk),
-        )
+        ttft_floor = min(ttft_floor, 1000 * prefill_s(eng, 1, i + o / 2, prompt, chunk))
+        gap_floor = min(gap_floor, 1000 * itl_percentile_s(plan, mixed_steps(eng, 1, i, o, chunk)))
         kv_batch = _kv_batch(arch, gpu, tp, plan, chunk, consts)
         if kv_batch < 1 or _meets(eng, plan, 1, chunk) is None:
             continue
@@ -152,10 +170,26 @@ def size_replica(
         rate = lo / (o * steps.mean_s)
         if best is None or rate > best.capacity_rps * (1 + 1e-9):
             best = ReplicaSizing(max(1, math.floor(lo)), chunk, steps, rate, mem)
+    if best is None and gap_floor > plan.slo.itl_ms:
+        return Rejection(
+            f"no prefill chunk keeps the longest token gap within "
+            f"{plan.slo.itl_ms:g} ms: a step carrying the smallest chunk ({CHUNK_GRID[0]} "
+            f"tokens) beside one sequence takes {gap_floor:.1f} ms",
+            "itl",
+            gap_floor,
+        )
     if best is None:
+        why = (
+            f"a lone p{plan.slo.percentile:g} prompt ({prompt:,} tokens) takes "
+            f"{ttft_floor:.0f} ms to prefill"
+            if ttft_floor > plan.slo.ttft_ms
+            else f"the prefill chunks that keep the longest token gap within "
+            f"{plan.slo.itl_ms:g} ms are too small to prefill a p{plan.slo.percentile:g} "
+            f"prompt ({prompt:,} tokens) in time (the largest chunk needs {ttft_floor:.0f} ms)"
+        )
         return Rejection(
             f"no batch meets TTFT {plan.slo.ttft_ms:g} ms and ITL {plan.slo.itl_ms:g} ms "
-            f"p{plan.slo.percentile:g}: a lone p95 prompt's prefill takes {ttft_floor:.0f} ms",
+            f"p{plan.slo.percentile:g}: {why}",
             "ttft",
             ttft_floor,
         )

@@ -18,7 +18,7 @@ BASE: dict[str, Any] = {
         "input_tokens": {"mean": 1000, "p95": 3000},
         "output_tokens": {"mean": 250},
     },
-    "slo": {"ttft_ms": 800, "itl_ms": 50, "percentile": 99},
+    "slo": {"ttft_ms": 1500, "itl_ms": 50, "percentile": 99},
     "regions": [{"name": "us-east-1", "traffic_share": 1.0}],
 }
 

@@ -12,9 +12,9 @@ import pytest
 from plans import make_plan
 
 from llmfleet import catalog
+from llmfleet.assemble import build_fleet_plan
 from llmfleet.catalog.tools import regen_offerings
 from llmfleet.errors import UnknownNameError
-from llmfleet.optimizer import build_fleet_plan
 
 P_FAMILIES = ("p6-b200", "p5en", "p5e", "p5", "p4de", "p4d")
 G_FAMILIES = ("g6e", "g6", "g5")

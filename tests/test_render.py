@@ -12,11 +12,19 @@ from typing import Any
 import jinja2
 import pytest
 import yaml
+from plans import make_plan
 
 from components.node_pool import gpu_pool, node_taints
 from llmfleet import render
-from llmfleet.catalog.vllm_release import VLLM_VERSION, vllm_release
-from llmfleet.fleet import FleetPlan, RegionPlan, VllmArgs
+from llmfleet.assemble import build_fleet_plan
+from llmfleet.catalog.vllm_release import (
+    VLLM_VERSION,
+    default_buckets,
+    quantile_problem,
+    vllm_release,
+)
+from llmfleet.errors import RenderError
+from llmfleet.fleet import FleetPlan, RegionPlan, Trigger, VllmArgs
 from llmfleet.workload import PORT
 
 Docs = dict[str, dict[str, Any]]
@@ -91,13 +99,15 @@ def test_every_engine_argument_llmfleet_can_emit_is_a_flag_of_the_pinned_release
 def test_every_metric_in_a_query_is_exported_by_the_pinned_release(regions) -> None:
     for _, _, docs in regions:
         queries = render.prometheus_queries(docs.values())
-        assert len(queries) == 3
+        assert len(queries) == 4
         assert render.metric_problems(queries) == []
         names = {n for q in queries for n in render.METRIC_NAME.findall(q)}
         assert names == {
             "vllm:num_requests_waiting",
             "vllm:kv_cache_usage_perc",
-            "vllm:request_queue_time_seconds_bucket",
+            "vllm:request_queue_time_seconds_sum",
+            "vllm:request_queue_time_seconds_count",
+            "vllm:time_to_first_token_seconds_bucket",
         }
 
 
@@ -332,13 +342,10 @@ def test_the_scaled_object_carries_the_plans_autoscaling(regions) -> None:
 
 def test_triggers_fire_at_the_plans_thresholds(regions) -> None:
     for _, rp, docs in regions:
-        a = rp.autoscaling
         triggers = {t["name"]: t for t in docs["ScaledObject"]["spec"]["triggers"]}
-        expected = {
-            "queue-depth": a.queue_depth_per_replica,
-            "kv-cache-usage": a.kv_cache_usage,
-            "queue-wait-p99": a.queue_wait_s,
-        }
+        expected = {t.name: t.threshold for t in rp.autoscaling.triggers}
+        names = ["queue-depth", "kv-cache-usage", "queue-wait-mean", "ttft-slo-guard"]
+        assert list(expected) == names
         assert {n: float(t["metadata"]["threshold"]) for n, t in triggers.items()} == expected
         for t in triggers.values():
             assert t["type"] == "prometheus"
@@ -354,11 +361,62 @@ def test_fallback_is_valid_because_every_trigger_is_average_value(regions) -> No
         q = {t["name"]: t["metadata"]["query"] for t in triggers}
         assert q["queue-depth"].startswith("sum(vllm:num_requests_waiting{")
         assert q["kv-cache-usage"].startswith("sum(vllm:kv_cache_usage_perc{")
-        assert q["queue-wait-p99"].startswith(
-            "(histogram_quantile(0.99, sum by (le) (rate(vllm:request_queue_time_seconds_bucket{"
-        )
-        assert "* count(vllm:kv_cache_usage_perc{" in q["queue-wait-p99"]
-        assert q["queue-wait-p99"].endswith("> 0 or vector(0)")  # an idle fleet's NaN is 0
+        for fleet_wide in ("queue-wait-mean", "ttft-slo-guard"):
+            assert "* count(vllm:kv_cache_usage_perc{" in q[fleet_wide]
+            assert q[fleet_wide].endswith("> 0 or vector(0)")  # an idle fleet's NaN is 0
+
+
+def test_the_queue_wait_trigger_is_a_mean_from_sum_and_count(regions) -> None:
+    """vLLM 0.33's queue-time histogram starts at 0.3 s (buckets.py, request_latency), far
+    above a sized replica's wait; a mean from _sum/_count resolves any threshold."""
+    for _, rp, _ in regions:
+        [t] = [t for t in rp.autoscaling.triggers if t.name == "queue-wait-mean"]
+        assert t.quantile is None and 0 < t.threshold < 0.3
+        assert "request_queue_time_seconds_sum" in t.query
+        assert "request_queue_time_seconds_count" in t.query
+        assert "histogram_quantile" not in t.query
+
+
+def test_render_refuses_a_quantile_threshold_below_the_lowest_bucket(stack_plans) -> None:
+    """The 0.3 s case: a p99 queue-time trigger at 0.154 s reads ~0.3 s under any traffic."""
+    fp = stack_plans["prod"]
+    rp = fp.regions[0]
+    bad = Trigger(
+        name="queue-wait-p99",
+        metric="vllm:request_queue_time_seconds",
+        query="histogram_quantile(0.99, sum by (le) (rate("
+        'vllm:request_queue_time_seconds_bucket{namespace="x"}[2m])))',
+        threshold=0.154,
+        quantile=0.99,
+        reason="the old trigger",
+    )
+    region = rp.model_copy(
+        update={"autoscaling": rp.autoscaling.model_copy(update={"triggers": [bad]})}
+    )
+    with pytest.raises(RenderError, match=r"0.154 is below its lowest bucket bound 0.3"):
+        render.region_manifests(fp, region)
+
+
+def test_a_quantile_threshold_inside_a_bucket_wider_than_itself_is_refused() -> None:
+    # time_to_first_token buckets ... 0.1, 0.25, ...: 0.12 falls in (0.1, 0.25], 0.15 wide
+    problem = quantile_problem("vllm:time_to_first_token_seconds", 0.12)
+    assert problem and "(0.1, 0.25]" in problem
+    assert quantile_problem("vllm:time_to_first_token_seconds", 0.5) is None  # (0.25, 0.5]
+
+
+def test_the_ttft_guard_adds_a_bucket_bound_when_the_defaults_cannot_resolve_it() -> None:
+    """A 1,200 ms TTFT SLO falls in the default bucket (1.0, 2.5], 1.5 s wide: the vLLM config
+    then carries --custom-histogram-buckets with 1.2 added, and render accepts it."""
+    fp = build_fleet_plan(make_plan(**{"slo.ttft_ms": 1200}))
+    rp = fp.regions[0]
+    custom = rp.serving.vllm.custom_histogram_buckets
+    assert custom is not None and 1.2 in custom["time_to_first_token"]
+    assert set(custom["time_to_first_token"]) - set(default_buckets("time_to_first_token")) == {
+        1.2
+    }
+    files = render.region_files(fp, rp)
+    config = yaml.safe_load(files[f"{rp.region}/vllm-config.yaml"])
+    assert config["custom-histogram-buckets"] == custom
 
 
 def test_queries_select_this_namespace_and_served_model(regions) -> None:

@@ -102,7 +102,9 @@ def test_allowed_gpus_limit_the_candidates():
 def test_a_price_override_changes_the_choice():
     l40s = {"allowed.gpus": ["L40S"]}
     base = build_fleet_plan(make_plan(**l40s)).regions[0]
-    assert base.instance_type == "g6e.xlarge"  # $1.861/h list price, one L40S
+    # one g6e.12xlarge (4 x L40S, $10.493/h) beats six g6e.xlarge ($1.861/h each): a 40 ms
+    # token gap leaves a one-GPU replica little batch
+    assert (base.instance_type, base.nodes.desired) == ("g6e.12xlarge", 1)
     cheap = make_plan(prices=[{"instance_type": "g6e.2xlarge", "usd_per_hour": 1.0}], **l40s)
     chosen = build_fleet_plan(cheap).regions[0]
     assert (chosen.instance_type, chosen.price_usd_per_hour) == ("g6e.2xlarge", 1.0)
