@@ -44,6 +44,10 @@ class StackError(LlmfleetError):
     """A stack file or a key in it is missing or malformed."""
 
 
+class MeasurementsError(LlmfleetError):
+    """The measurements file cannot be read as measurements."""
+
+
 class InfeasibleError(LlmfleetError):
     """No allowed configuration meets the plan; says why and the nearest change."""
 
