@@ -11,12 +11,13 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
+from llmfleet.assemble import build_fleet_plan
 from llmfleet.calibrate import fit_all
 from llmfleet.calibration import load, load_prior
-from llmfleet.assemble import build_fleet_plan
+from llmfleet.measurements import load_measurements
 from llmfleet.predict import PredictRequest, run_predict
 from llmfleet.stack import list_stacks, read_plan
-from llmfleet.validation import load_measurements, predict_rows
+from llmfleet.validation import predict_rows
 
 
 def timed(label: str, fn: Callable[[], object], repeat: int) -> None:

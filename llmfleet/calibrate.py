@@ -20,7 +20,8 @@ from typing import Any
 from scipy.optimize import least_squares
 
 from llmfleet.calibration import Constants
-from llmfleet.validation import Measurement, Point, predict_rows
+from llmfleet.measurements import Measurement
+from llmfleet.validation import Point, predict_rows
 
 Param = tuple[str, str | None]  # (constant, key within a dict constant)
 

@@ -14,10 +14,10 @@ from llmfleet import catalog
 from llmfleet.architecture import PRECISIONS
 from llmfleet.assemble import build_fleet_plan
 from llmfleet.errors import ArgumentError, LlmfleetError
+from llmfleet.measurements import MEASUREMENTS, load_measurements
 from llmfleet.predict import ENGINES, PredictRequest, run_predict
 from llmfleet.report import fleet_text, predict_text
 from llmfleet.stack import format_validation_error, read_plan
-from llmfleet.validation import MEASUREMENTS
 
 GPUS = ("H100", "H200", "B200", "A100-80GB", "A100-40GB", "L40S", "L4", "A10G")
 
@@ -78,22 +78,12 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from llmfleet.calibrate import leave_one_source_out
     from llmfleet.calibration import load, load_prior
     from llmfleet.report import validation_text
-    from llmfleet.validation import load_measurements, predict_rows, summarize, summarize_by
+    from llmfleet.validation import validation_report
 
     loaded = load_measurements(Path(args.measurements))
-    points = predict_rows(loaded.rows, load())
-    loso = [] if args.no_loso else leave_one_source_out(loaded.rows, load_prior())
-    report = {
-        "rows": len(loaded.rows),
-        "skipped": [{"row_id": r, "reason": why} for r, why in loaded.skipped],
-        "in_sample": {e: summarize([p for p in points if p.engine == e]) for e in ENGINES},
-        "leave_one_source_out": {e: summarize([p for p in loso if p.engine == e]) for e in ENGINES},
-        "by_source": summarize_by(points, "source_id"),
-        "by_source_held_out": summarize_by(loso, "source_id"),
-    }
+    report = validation_report(loaded, load(), load_prior(), loso=not args.no_loso)
     sys.stdout.write(_dump(report) if args.json else validation_text(report))
     return 0
 
@@ -101,7 +91,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from llmfleet import calibration
     from llmfleet.calibrate import fit_all, leave_one_source_out, uncertainty
-    from llmfleet.validation import load_measurements, predict_rows, summarize
+    from llmfleet.validation import predict_rows, summarize
 
     loaded = load_measurements(Path(args.measurements))
     prior = calibration.load_prior()

@@ -53,6 +53,10 @@ class ProgramError(LlmfleetError):
     """The Pulumi program met something the FleetPlan or a component cannot deploy."""
 
 
+class MeasurementsError(LlmfleetError):
+    """The measurements file cannot be read as measurements."""
+
+
 class InfeasibleError(LlmfleetError):
     """No allowed configuration meets the plan; says why and the nearest change."""
 

@@ -1,17 +1,30 @@
 """Fidelity: every published measurement is predicted through `predict`'s code path.
 
-The error levels below are the ones `llmfleet validate` reached when they were pinned
-(see the closing note of issue 4); a change that makes the model worse fails here.
+The levels pinned below are the medians `llmfleet validate --json` printed when they were
+pinned; README.md ("How far off is it?") states the same figures rounded. A change that
+makes the model worse fails here. The held-out levels need the leave-one-source-out refits
+(most of a minute on 2 cores), so they carry the `validation` marker: `make validate-check`
+runs them and `make test` deselects them; the in-sample levels run in `make test`.
 """
 
 import json
 
 import pytest
 
+from llmfleet.calibration import load, load_prior
 from llmfleet.cli import main
-from llmfleet.validation import normalize_gpu, normalize_precision, parse_row
+from llmfleet.measurements import (
+    REQUIRED_COLUMNS,
+    engine_release,
+    load_measurements,
+    normalize_gpu,
+    normalize_precision,
+    parse_row,
+)
+from llmfleet.validation import validation_report
 
-# Median absolute percentage error reached, leave one source out (vLLM rows).
+# Median absolute percentage error on vLLM rows, leave one source out (README.md: KV
+# capacity 5.0 %, ITL 21 %, output throughput 19 %, TTFT 26 %, end-to-end latency 19 %).
 PINNED_LOSO_MEDIAN = {
     "e2e_latency_ms": 19.1,
     "itl_ms": 20.7,
@@ -20,6 +33,8 @@ PINNED_LOSO_MEDIAN = {
     "output_tokens_per_s": 18.8,
     "ttft_ms": 25.8,
 }
+# The same, in sample (README.md: KV capacity 5.0 %, ITL 12 %, output throughput 11 %,
+# TTFT 23 %, end-to-end latency 8 %).
 PINNED_IN_SAMPLE_MEDIAN = {
     "e2e_latency_ms": 7.8,
     "itl_ms": 12.0,
@@ -31,58 +46,51 @@ PINNED_IN_SAMPLE_MEDIAN = {
 
 
 @pytest.fixture(scope="module")
-def report(capsys_module):
-    assert main(["validate", "--json"]) == 0
-    return json.loads(capsys_module.readouterr().out)
+def loaded():
+    return load_measurements()
 
 
 @pytest.fixture(scope="module")
-def capsys_module():
-    import io
-    import sys
-
-    class Capture:
-        def __init__(self):
-            self.buf = io.StringIO()
-
-        def readouterr(self):
-            class Out:
-                out = self.buf.getvalue()
-
-            return Out
-
-    cap = Capture()
-    old, sys.stdout = sys.stdout, cap.buf
-    yield cap
-    sys.stdout = old
+def in_sample(loaded):
+    """The report of `llmfleet validate --no-loso`: the fitted constants on every row."""
+    return validation_report(loaded, load(), load_prior(), loso=False)
 
 
-def test_validate_predicts_most_rows_and_counts_the_skips(report):
-    assert report["rows"] >= 200
-    assert all(s["reason"] for s in report["skipped"])
+@pytest.fixture(scope="module")
+def held_out(loaded):
+    """The report of `llmfleet validate`: each source also predicted by a refit without it."""
+    return validation_report(loaded, load(), load_prior(), loso=True)
 
 
-@pytest.mark.parametrize("metric", sorted(PINNED_LOSO_MEDIAN))
-def test_held_out_error_stays_at_or_under_the_level_reached(report, metric):
-    stats = report["leave_one_source_out"]["vllm"][metric]
-    assert stats["median_ape"] <= PINNED_LOSO_MEDIAN[metric]
+def test_validate_predicts_at_least_200_rows_and_gives_every_skip_a_reason(in_sample):
+    assert in_sample["rows"] >= 200
+    assert all(s["reason"] for s in in_sample["skipped"])
 
 
 @pytest.mark.parametrize("metric", sorted(PINNED_IN_SAMPLE_MEDIAN))
-def test_in_sample_error_stays_at_or_under_the_level_reached(report, metric):
-    stats = report["in_sample"]["vllm"][metric]
+def test_in_sample_error_stays_at_or_under_the_level_reached(in_sample, metric):
+    stats = in_sample["in_sample"]["vllm"][metric]
     assert stats["median_ape"] <= PINNED_IN_SAMPLE_MEDIAN[metric]
 
 
-def test_llm_d_start_up_logs_are_predicted_within_3_percent(report):
-    # S8: vLLM's own "Available KV cache memory" lines on H100 (7 rows, one a failure)
-    assert report["by_source"]["S8"]["kv_cache_gib"]["median_ape"] <= 2.8
+def test_llm_d_start_up_logs_kv_cache_is_predicted_within_2_8_percent(in_sample):
+    # S8: vLLM's own "Available KV cache memory" lines on H100 (benchmarks/measurements.csv
+    # rows 113-119, one a failure); README.md states 2.7 %
+    assert in_sample["by_source"]["S8"]["kv_cache_gib"]["median_ape"] <= 2.8
 
 
-def test_vllm_ci_latency_runs_are_predicted_within_8_percent_held_out(report):
+@pytest.mark.validation
+@pytest.mark.parametrize("metric", sorted(PINNED_LOSO_MEDIAN))
+def test_held_out_error_stays_at_or_under_the_level_reached(held_out, metric):
+    stats = held_out["leave_one_source_out"]["vllm"][metric]
+    assert stats["median_ape"] <= PINNED_LOSO_MEDIAN[metric]
+
+
+@pytest.mark.validation
+def test_vllm_ci_latency_runs_are_predicted_within_6_7_percent_held_out(held_out):
     # S41: benchmark_latency, one batch of 8 prompts (32 in, 128 out) on A100, H100, H200,
-    # predicted with constants fitted without S41
-    assert report["by_source_held_out"]["S41"]["e2e_latency_ms"]["median_ape"] <= 6.7
+    # predicted with constants fitted without S41; README.md states "within 7 %"
+    assert held_out["by_source_held_out"]["S41"]["e2e_latency_ms"]["median_ape"] <= 6.7
 
 
 ROW = {
@@ -172,18 +180,6 @@ def test_a_missing_measurements_file_is_a_user_error(tmp_path, capsys):
     assert "cannot read the measurements" in capsys.readouterr().err
 
 
-def test_every_source_weighs_the_same_in_the_fit():
-    from llmfleet.calibrate import source_weights
-    from llmfleet.validation import Point
-
-    points = [Point(str(i), "BIG", "vllm", "itl_ms", 1.0, 1.0) for i in range(90)]
-    points += [Point(str(i), "SMALL", "vllm", "itl_ms", 1.0, 1.0) for i in range(10)]
-    w = source_weights(points)
-    # mean 50 points per source: 90 x (50/90) = 10 x (50/10) = 50 squared weight each
-    assert w["BIG"] == pytest.approx((50 / 90) ** 0.5)
-    assert 90 * w["BIG"] ** 2 == pytest.approx(10 * w["SMALL"] ** 2)
-
-
 def test_mean_lengths_follow_from_e2e_ttft_and_tpot_when_lengths_vary_around_the_nominal():
     # InferenceMAX row 2000: nominal 1024/1024, E2E 13,246 ms, TTFT 137.7 ms, TPOT 14.257 ms
     # -> 1 + (13246.1 - 137.7) / 14.257 = 920.4 output tokens (0.9 x 1024: range ratio 0.8);
@@ -213,8 +209,6 @@ def test_server_flags_and_the_prompt_count_a_row_states_reach_the_prediction():
     [("v0.11.0", (0, 11)), ("0.5.4 (stated in benchmark_v0.md)", (0, 5)), ("not stated", None)],
 )
 def test_engine_releases_are_read_from_the_version_a_row_states(text, release):
-    from llmfleet.validation import engine_release
-
     assert engine_release(text) == release
 
 
@@ -231,11 +225,27 @@ def test_a_sharegpt_workload_spreads_its_output_lengths():
     assert parse_row(ROW).request.output_lengths == "fixed"
 
 
-def test_a_measurements_file_with_only_the_required_columns_still_validates(tmp_path, capsys):
-    from llmfleet.validation import REQUIRED_COLUMNS
-
+def _one_row_file(tmp_path):
     path = tmp_path / "m.csv"
     row = {k: ROW.get(k, "") for k in REQUIRED_COLUMNS}
     path.write_text(",".join(REQUIRED_COLUMNS) + "\n" + ",".join(row.values()) + "\n")
-    assert main(["validate", "--measurements", str(path), "--no-loso", "--json"]) == 0
+    return path
+
+
+def test_a_measurements_file_with_only_the_required_columns_still_validates(tmp_path, capsys):
+    args = ["validate", "--measurements", str(_one_row_file(tmp_path)), "--no-loso", "--json"]
+    assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["rows"] == 1
+
+
+def test_validate_json_keeps_its_keys(tmp_path, capsys):
+    args = ["validate", "--measurements", str(_one_row_file(tmp_path)), "--no-loso", "--json"]
+    assert main(args) == 0
+    assert sorted(json.loads(capsys.readouterr().out)) == [
+        "by_source",
+        "by_source_held_out",
+        "in_sample",
+        "leave_one_source_out",
+        "rows",
+        "skipped",
+    ]

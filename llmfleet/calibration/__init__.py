@@ -18,7 +18,8 @@ SECTIONS = ("memory", "compute")
 
 
 class Constants(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # A misspelt or retired key in constants.json is refused, not silently ignored.
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     cuda_visible_fraction: float
     non_torch_gib: float
