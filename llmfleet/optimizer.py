@@ -16,6 +16,7 @@ from llmfleet.advice import infeasible, rules_of_thumb
 from llmfleet.calibration import Constants
 from llmfleet.calibration import load as load_constants
 from llmfleet.catalog import Instance
+from llmfleet.curves import batch_curve
 from llmfleet.memory import kv_dtype_bytes
 from llmfleet.models import ResolvedModel, resolve_model
 from llmfleet.perf import Engine
@@ -372,4 +373,11 @@ def _region_plan(
         vpc_cidr=region.vpc_cidr,
         reasons=reasons,
         alternatives=alternatives,
+        batch_curve=batch_curve(
+            eng,
+            plan,
+            s.chunk_tokens,
+            s.batch,
+            mem.kv_cache_tokens // (plan.traffic.input_tokens.mean + o),
+        ),
     )

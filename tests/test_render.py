@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from components.node_pool import node_labels, node_taints
-from llmfleet import render, serving
+from llmfleet import charts, render, serving
 from llmfleet.fleet import FleetPlan, RegionPlan
 from llmfleet.render import RenderError
 
@@ -406,7 +406,7 @@ def test_rendering_twice_gives_byte_identical_files(stack_plans) -> None:
 def test_a_stack_renders_a_config_nine_files_per_region_and_a_report(stack_plans) -> None:
     for fp in stack_plans.values():
         files = render.render_stack(fp)
-        expected = {render.REPORT} | {
+        expected = {render.REPORT} | {c.path for c in charts.chart_index(fp)} | {
             f"{rp.region}/{name}"
             for rp in fp.regions
             for name in [render.VLLM_CONFIG, *(f"{k}.yaml" for k in render.MANIFESTS)]
