@@ -34,6 +34,8 @@ def _value(v: Any) -> str:
         return NONE
     if isinstance(v, str):
         return v
+    if isinstance(v, float):
+        return f"{v:g}"
     return json.dumps(v, sort_keys=True)
 
 
