@@ -4,14 +4,15 @@ import json
 from pathlib import Path
 
 import pytest
+from plans import plan_dict
 
-from llmfleet import economics
+from llmfleet import economics, render
 from llmfleet.cli import main
 from llmfleet.diff import diff_plans, margin
 from llmfleet.diff_markdown import markdown
 from llmfleet.optimizer import build_fleet_plan
 from llmfleet.revisions import load
-from llmfleet.stack import stack_path
+from llmfleet.stack import parse_plan, stack_path
 from llmfleet.units import HOURS_PER_MONTH
 
 
@@ -173,3 +174,20 @@ def test_a_stack_missing_at_a_revision_is_exit_2(capsys) -> None:
 def test_a_missing_stack_file_is_exit_2(capsys) -> None:
     code, _, err = run(capsys, "diff", "prod", "stacks/Pulumi.nope.yaml")
     assert code == 2 and "no such stack file" in err
+
+
+def test_the_report_and_the_diff_mark_a_plan_price_override(stack_plans) -> None:
+    base = stack_plans["dev"]
+    rp = base.regions[0]
+    priced = plan_dict(
+        **{"traffic.peak_requests_per_s": 6, "traffic.trough_requests_per_s": 1},
+        allowed={"gpus": ["L4", "A10G", "L40S"]},
+        prices=[{"instance_type": rp.instance_type, "usd_per_hour": 1.0}],
+    )
+    fp = build_fleet_plan(parse_plan(priced))
+    assert fp.regions[0].instance_type == rp.instance_type
+    report = render.render_stack(fp)[render.REPORT]
+    assert "| **override** $1.000/h, plan.prices override; on-demand list price $" in report
+    d = diff_plans("dev", base, "priced", fp)
+    assert d.regions[0].after is not None and d.regions[0].after.price_override
+    assert "$1.000/h, plan.prices override" in markdown(d)
