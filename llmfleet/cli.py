@@ -139,6 +139,17 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from llmfleet import revisions
+    from llmfleet.diff import diff_plans
+    from llmfleet.diff_markdown import markdown
+
+    base, head = revisions.load(args.base), revisions.load(args.head)
+    d = diff_plans(base.label, build_fleet_plan(base.plan), head.label, build_fleet_plan(head.plan))
+    sys.stdout.write(_dump(d.model_dump(mode="json")) if args.json else markdown(d))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llmfleet", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -202,6 +213,17 @@ def parser() -> argparse.ArgumentParser:
         help="write nothing; exit 1 naming stale, missing or extra files",
     )
     s.set_defaults(func=cmd_render)
+
+    s = sub.add_parser(
+        "diff", help="what changing a plan does: GPUs, cost, SLO margins, flags, rendered files"
+    )
+    for name, example in (("base", "origin/main:prod"), ("head", "prod")):
+        s.add_argument(
+            name,
+            help=f"a stack name, a stack file, or REV:STACK at a git revision (e.g. {example})",
+        )
+    s.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    s.set_defaults(func=cmd_diff)
 
     s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
     s.add_argument("--stack", required=True)

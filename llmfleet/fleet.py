@@ -220,6 +220,15 @@ class SystemPool(Data):
     reason: str
 
 
+class BatchPoint(Data):
+    """One replica at a running batch: what the performance model predicts (curves.py)."""
+
+    batch: int = Field(description="Running sequences (max_num_seqs at the operating point).")
+    itl_ms: float = Field(description="TPOT at the SLO percentile, with the chosen chunk.")
+    ttft_ms: float | None = Field(description="TTFT at the percentile; None: prefill saturated.")
+    output_tokens_per_s: float = Field(description="batch / mean step time.")
+
+
 class Alternative(Data):
     instance_type: str
     tensor_parallel_size: int
@@ -262,6 +271,10 @@ class RegionPlan(Data):
     vpc_cidr: str
     reasons: list[str]
     alternatives: list[Alternative]
+    batch_curve: list[BatchPoint] = Field(
+        description="ITL, TTFT and throughput against the running batch, from one sequence to "
+        "what the KV pool holds; includes the operating point (the report's chart)."
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -10,6 +10,7 @@ from llmfleet import catalog, fleet
 from llmfleet.autoscaling import autoscaling
 from llmfleet.calibration import Constants
 from llmfleet.choice import Choice
+from llmfleet.curves import batch_curve
 from llmfleet.risk import risk
 from llmfleet.serving import serving
 from llmfleet.sizing import itl_percentile_s, predict_at, ttft_prompt_tokens
@@ -162,6 +163,14 @@ def region_plan(
         monthly_cost_usd_at_trough=_round(choice.monthly_cost_usd_at_trough),
         predicted=expected,
         risk=risk(choice, expected, pessimistic),
+        batch_curve=batch_curve(
+            choice.step_model,
+            plan,
+            choice.sizing.chunk_tokens,
+            choice.sizing.batch,
+            choice.sizing.memory.kv_cache_tokens
+            // (plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean),
+        ),
         memory=memory(choice),
         serving=serve,
         autoscaling=autoscaling(choice, work.namespace, serve.vllm.served_model_name),

@@ -8,6 +8,8 @@ release (every config key a flag, every metric in a query a metric it exports), 
 back with sorted keys, so the same plan always gives byte-identical files and the files are
 exactly the documents `components.VllmService` deploys.
 
+The report's charts (`charts/*.svg`, deterministic SVG text) are drawn by charts.py.
+
 Pure: templates are read from templates/, nothing else is touched. Writing and comparing
 files (`write`, `drift`) is separate and used by the CLI.
 """
@@ -27,6 +29,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from llmfleet import charts, economics
 from llmfleet.catalog.vllm_release import quantile_problem, vllm_release
 from llmfleet.errors import RenderError
 from llmfleet.fleet import FleetPlan, RegionPlan
@@ -248,8 +251,24 @@ def render_stack(fleet: FleetPlan) -> dict[str, str]:
         produced = region_files(fleet, region)
         files.update(produced)
         per_region[region.region] = sorted(produced)
-    files[REPORT] = _template("REPORT.md.j2", fleet=fleet, files=per_region)
+    files.update(charts.chart_files(fleet))
+    files[REPORT] = _template(
+        "REPORT.md.j2", fleet=fleet, files=per_region, review=review_context(fleet)
+    )
     return dict(sorted(files.items()))
+
+
+def review_context(fp: FleetPlan) -> dict[str, Any]:
+    """The report's charts, cost per token and price provenance (its review block)."""
+    per_mtok = economics.usd_per_million_output_tokens
+    return {
+        "charts": charts.chart_index(fp),
+        "prices": economics.price_notes(fp),
+        "usd_per_mtok": {
+            name: {load: per_mtok(fp, rp, load) for load in ("peak", "trough")}
+            for name, rp in [("fleet", None), *((r.region, r) for r in fp.regions)]
+        },
+    }
 
 
 # --- writing and checking -------------------------------------------------------------------
@@ -298,14 +317,14 @@ def drift(expected: Mapping[str, str], root: Path) -> Drift:
 
 def write(expected: Mapping[str, str], root: Path) -> Drift:
     """Make `root` hold exactly `expected`: write changed or missing files, delete rendered
-    files (*.yaml, *.md) that are no longer rendered. Returns what was changed."""
+    files (*.yaml, *.md, *.svg) that are no longer rendered. Returns what was changed."""
     before = drift(expected, root)
     for rel in before.stale + before.missing:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(expected[rel])
     for rel in before.extra:
-        if rel.endswith((".yaml", ".md")):
+        if rel.endswith((".yaml", ".md", ".svg")):
             (root / rel).unlink()
     for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
         if not any(d.iterdir()):

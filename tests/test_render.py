@@ -19,7 +19,7 @@ import yaml
 from plans import make_plan
 
 from components.node_pool import gpu_pool, node_taints
-from llmfleet import render
+from llmfleet import charts, render
 from llmfleet.assemble import build_fleet_plan
 from llmfleet.catalog.vllm_release import (
     VLLM_VERSION,
@@ -474,7 +474,7 @@ def test_a_render_in_a_fresh_process_is_byte_identical_to_the_committed_files() 
 def test_a_stack_renders_a_config_nine_files_per_region_and_a_report(stack_plans) -> None:
     for fp in stack_plans.values():
         files = render.render_stack(fp)
-        expected = {render.REPORT} | {
+        expected = {render.REPORT} | {c.path for c in charts.chart_index(fp)} | {
             f"{rp.region}/{name}"
             for rp in fp.regions
             for name in [render.VLLM_CONFIG, *(f"{k}.yaml" for k in render.MANIFESTS)]

@@ -1,0 +1,194 @@
+"""`llmfleet diff`: what a change to a plan does to GPUs, cost, cost per token and SLO margins."""
+
+import json
+from pathlib import Path
+
+import pytest
+from plans import plan_dict
+
+from llmfleet import economics, render
+from llmfleet.assemble import build_fleet_plan
+from llmfleet.cli import main
+from llmfleet.diff import diff_plans, margin
+from llmfleet.diff_markdown import markdown
+from llmfleet.revisions import load
+from llmfleet.stack import parse_plan, stack_path
+from llmfleet.units import HOURS_PER_MONTH
+
+
+@pytest.fixture(scope="module")
+def doubled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """prod's stack file with the peak doubled (300 -> 600 req/s), nothing else changed."""
+    text = stack_path("prod").read_text()
+    assert "peak_requests_per_s: 300\n" in text
+    path = tmp_path_factory.mktemp("stacks") / "Pulumi.prod2.yaml"
+    path.write_text(text.replace("peak_requests_per_s: 300\n", "peak_requests_per_s: 600\n"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def peak_doubled(stack_plans, doubled):
+    after = build_fleet_plan(load(str(doubled)).plan)
+    return stack_plans["prod"], after, diff_plans("prod", stack_plans["prod"], "prod2", after)
+
+
+def test_doubling_the_peak_roughly_doubles_peak_gpus_and_leaves_the_trough(peak_doubled) -> None:
+    before, after, d = peak_doubled
+    fb, fa = d.fleet["before"], d.fleet["after"]
+    assert d.inputs[0].key == "traffic.peak_requests_per_s"
+    assert (d.inputs[0].before, d.inputs[0].after) == (300, 600)
+    assert (fb.gpus.desired, fa.gpus.desired) == (before.gpus.desired, after.gpus.desired)
+    # Replicas are ceil(peak share / usable capacity), so twice the peak needs at most twice
+    # the replicas and more than twice minus one per region.
+    assert 1.8 * fb.gpus.desired <= fa.gpus.desired <= 2 * fb.gpus.desired
+    assert fa.gpus.min == fb.gpus.min
+    for r in d.regions:
+        assert r.status == "changed" and r.before and r.after
+        rp = after.region(r.region)
+        assert r.after.gpus.desired == rp.nodes.desired * rp.gpus_per_node
+        assert r.before.gpus.desired < r.after.gpus.desired <= 2 * r.before.gpus.desired
+    text = markdown(d)
+    added = fa.gpus.desired - fb.gpus.desired
+    assert f"**GPUs at the peak: {fb.gpus.desired} → {fa.gpus.desired} (+{added}," in text
+
+
+def test_doubling_the_peak_adds_the_cost_of_the_added_nodes(peak_doubled) -> None:
+    before, after, d = peak_doubled
+    for r in d.regions:
+        b, a = before.region(r.region), after.region(r.region)
+        # e.g. us-east-1: 6 -> 12 p6-b200.48xlarge at $113.9328/h x 730 h = +$499,025.66/month
+        added = (a.nodes.desired - b.nodes.desired) * a.price_usd_per_hour * HOURS_PER_MONTH
+        assert r.after.monthly_cost_usd - r.before.monthly_cost_usd == pytest.approx(added, 1e-6)
+        assert r.after.monthly_cost_usd_at_trough == r.before.monthly_cost_usd_at_trough
+    fb, fa = d.fleet["before"], d.fleet["after"]
+    assert f"**Monthly cost at the peak: ${fb.monthly_cost_usd:,.0f} → " in markdown(d)
+    # Twice the tokens on at most twice the nodes: the peak's cost per token never rises.
+    assert fa.usd_per_million_output_tokens <= fb.usd_per_million_output_tokens
+
+
+def test_the_margins_are_the_share_of_each_slo_left_unused(peak_doubled) -> None:
+    _, after, d = peak_doubled
+    for r in d.regions:
+        rp = after.region(r.region)
+        assert r.after.ttft_margin == pytest.approx((500 - rp.predicted.ttft_ms) / 500, abs=1e-4)
+        assert r.after.itl_margin == pytest.approx((40 - rp.predicted.itl_ms) / 40, abs=1e-4)
+        assert 0 <= r.after.ttft_margin < 1 and 0 <= r.after.itl_margin < 1
+    assert margin(30.0, 40.0) == 0.25
+    assert margin(50.0, 40.0) == -0.25
+
+
+def test_doubling_the_peak_changes_only_the_replica_ceilings_in_the_manifests(peak_doubled) -> None:
+    _, _, d = peak_doubled
+    for r in d.regions:
+        assert r.after.replicas.max > r.before.replicas.max  # the ScaledObject's ceiling
+        assert r.autoscaling == []  # per-replica thresholds: the same operating point
+        assert r.engine_flags == []
+    assert all(p.endswith(("scaledobject.yaml", ".svg", "REPORT.md")) for p in d.files.changed)
+    assert "+  maxReplicaCount: " in d.rendered_diff
+
+
+def test_cost_per_million_output_tokens_is_node_hours_over_tokens(stack_plans) -> None:
+    fp = stack_plans["prod"]
+    rp = fp.regions[0].model_copy(
+        update={
+            "price_usd_per_hour": 100.0,
+            "nodes": fp.regions[0].nodes.model_copy(update={"min": 1, "desired": 3}),
+            "peak_requests_per_s": 100.0,
+            "trough_requests_per_s": 20.0,
+        }
+    )
+    # peak: 3 nodes x $100/h over 100 req/s x 300 output tokens x 3600 s = 108 M tokens/h
+    assert economics.usd_per_million_output_tokens(fp, rp, "peak") == pytest.approx(300 / 108)
+    # trough: 1 node x $100/h over 20 x 300 x 3600 = 21.6 M tokens/h
+    assert economics.usd_per_million_output_tokens(fp, rp, "trough") == pytest.approx(100 / 21.6)
+
+
+def test_a_plan_price_override_is_named_with_the_list_price_beside_it(stack_plans) -> None:
+    rp = stack_plans["prod"].region("eu-north-1")
+    listed = economics.price_note(rp)
+    assert not listed.override and listed.list_as_of == "2026-01-21"
+    assert "on-demand list price as of 2026-01-21" in listed.text()
+    overridden = economics.price_note(
+        rp.model_copy(update={"price_usd_per_hour": 20.0, "price_source": "plan.prices override"})
+    )
+    assert overridden.override
+    assert overridden.text().startswith("$20.000/h, plan.prices override; on-demand list price $")
+
+
+def test_two_models_still_diff_and_say_so(stack_plans) -> None:
+    d = diff_plans("dev", stack_plans["dev"], "prod", stack_plans["prod"])
+    assert not d.same_model
+    assert "Llama-3.1-8B-Instruct bf16 -> Llama-3.3-70B-Instruct bf16" in (d.model_note or "")
+    status = {r.region: r.status for r in d.regions}
+    assert status == {"us-east-1": "changed", "us-west-2": "added", "eu-north-1": "added"}
+    text = markdown(d)
+    assert "> **Different models**" in text
+    assert "| us-west-2 (added) | — → p6-b200.48xlarge |" in text
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_diff_dev_prod_prints_a_pr_comment(capsys) -> None:
+    code, out, err = run(capsys, "diff", "dev", "prod")
+    assert code == 0 and err == ""
+    assert out.startswith("### llmfleet diff: `dev` → `prod`")
+    for heading in ("#### Cost", "#### SLO margins", "#### Engine flags", "#### Prices"):
+        assert heading in out
+
+
+def test_diff_against_the_committed_stack_reads_it_with_git(capsys) -> None:
+    code, out, _ = run(capsys, "diff", "HEAD:prod", "prod", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert set(d) >= {"base", "head", "same_model", "fleet", "inputs", "regions", "files"}
+    assert set(d["fleet"]) == {"before", "after"}
+    assert set(d["regions"][0]) >= {"region", "status", "before", "after", "engine_flags"}
+    assert set(d["regions"][0]["after"]) >= {
+        "gpus",
+        "nodes",
+        "monthly_cost_usd",
+        "usd_per_million_output_tokens",
+        "ttft_margin",
+        "itl_margin",
+        "price_source",
+        "price_override",
+    }
+    assert d["base"] == "HEAD:prod" and d["same_model"] is True
+
+
+def test_an_unknown_revision_is_one_line_and_exit_2(capsys) -> None:
+    code, out, err = run(capsys, "diff", "no-such-rev:prod", "prod")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "no-such-rev:stacks/Pulumi.prod.yaml: git cannot read it" in err
+
+
+def test_a_stack_missing_at_a_revision_is_exit_2(capsys) -> None:
+    code, _, err = run(capsys, "diff", "HEAD:qa", "prod")
+    assert code == 2 and "does not exist in 'HEAD'" in err
+
+
+def test_a_missing_stack_file_is_exit_2(capsys) -> None:
+    code, _, err = run(capsys, "diff", "prod", "stacks/Pulumi.nope.yaml")
+    assert code == 2 and "no such stack file" in err
+
+
+def test_the_report_and_the_diff_mark_a_plan_price_override(stack_plans) -> None:
+    base = stack_plans["dev"]
+    rp = base.regions[0]
+    priced = plan_dict(
+        **{"traffic.peak_requests_per_s": 6, "traffic.trough_requests_per_s": 1},
+        allowed={"gpus": ["L4", "A10G", "L40S"]},
+        prices=[{"instance_type": rp.instance_type, "usd_per_hour": 1.0}],
+    )
+    fp = build_fleet_plan(parse_plan(priced))
+    assert fp.regions[0].instance_type == rp.instance_type
+    report = render.render_stack(fp)[render.REPORT]
+    assert "| **override** $1.000/h, plan.prices override; on-demand list price $" in report
+    d = diff_plans("dev", base, "priced", fp)
+    assert d.regions[0].after is not None and d.regions[0].after.price_override
+    assert "$1.000/h, plan.prices override" in markdown(d)
