@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from llmfleet import catalog
 from llmfleet.architecture import PRECISIONS
 from llmfleet.assemble import build_fleet_plan
-from llmfleet.errors import ArgumentError, LlmfleetError
+from llmfleet.errors import ArgumentError, LlmfleetError, PlanError
 from llmfleet.measurements import MEASUREMENTS, load_measurements
 from llmfleet.predict import ENGINES, PredictRequest, run_predict
 from llmfleet.report import fleet_text, predict_text
@@ -30,6 +30,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     fp = build_fleet_plan(read_plan(args.stack))
     sys.stdout.write(_dump(fp.model_dump(mode="json")) if args.json else fleet_text(fp))
     return 0
+
+
+def as_flag(field: str) -> str:
+    """A PredictRequest field as the flag that sets it: tensor_parallel_size ->
+    --tensor-parallel-size."""
+    return "--" + field.replace("_", "-")
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -59,7 +65,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise ArgumentError(
             "invalid predict arguments:\n" + format_validation_error(e, as_flags=True)
         ) from None
-    result = run_predict(req, config)
+    try:
+        result = run_predict(req, config)
+    except PlanError as e:  # the core names request fields; the user typed flags
+        raise PlanError(as_flag(e.field), e.value, e.hint) from None
     sys.stdout.write(_dump(result.model_dump(mode="json")) if args.json else predict_text(result))
     return 0
 

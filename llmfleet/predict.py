@@ -287,16 +287,16 @@ def run_predict_with(
     from llmfleet.memory import budget
 
     if req.precision not in PRECISIONS:
-        raise PlanError("--precision", req.precision, f"use one of {', '.join(PRECISIONS)}")
+        raise PlanError("precision", req.precision, f"use one of {', '.join(PRECISIONS)}")
     if config is None:
-        entry = catalog.model_entry(req.model, "--model")
+        entry = catalog.model_entry(req.model, "model")
         name, arch = entry.id, catalog_arch(entry.id)
     else:
         name, arch = req.model, from_config(req.model, config)
-    gpu = catalog.gpu(req.gpu, "--gpu")
+    gpu = catalog.gpu(req.gpu, "gpu")
     if arch.heads % req.tensor_parallel_size:
         raise PlanError(
-            "--tensor-parallel-size",
+            "tensor_parallel_size",
             req.tensor_parallel_size,
             f"must divide the {arch.heads} attention heads",
         )
