@@ -11,10 +11,10 @@ from __future__ import annotations
 import difflib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from llmfleet import economics
-from llmfleet.fleet import FleetPlan, MinDesiredMax, RegionPlan
+from llmfleet.fleet import Data, FleetPlan, MinDesiredMax, RegionPlan
 from llmfleet.render import REPORT, render_stack
 
 MAX_DIFF_LINES = 400
@@ -28,10 +28,6 @@ AUTOSCALING_FIELDS = (
 )
 """The KEDA ScaledObject's settings (`Autoscaling`); each trigger's threshold is added as
 `trigger.<name>` and the replica bounds come from `RegionPlan.replicas`."""
-
-
-class Data(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class RegionSide(Data):
