@@ -66,14 +66,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def cmd_preview(args: argparse.Namespace) -> int:
     # components/ holds the Pulumi code; the pure core imports it only for this command.
-    from components.preview import format_preview, run_preview
+    from components.preview import run_program
 
-    resources = run_preview(args.stack)
-    if args.json:
-        sys.stdout.write(_dump(resources))
-    else:
-        fp = build_fleet_plan(read_plan(args.stack))
-        sys.stdout.write(format_preview(resources, fp))
+    result = run_program(args.stack)
+    sys.stdout.write(_dump(result.resources) if args.json else result.text())
     return 0
 
 

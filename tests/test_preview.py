@@ -51,8 +51,12 @@ EXISTING = {
 @dataclass(frozen=True)
 class Run:
     name: str
+    config: dict[str, Any]
     result: PreviewResult
-    plan: FleetPlan
+
+    @property
+    def plan(self) -> FleetPlan:
+        return self.result.fleet_plan
 
     @property
     def resources(self) -> list[dict[str, Any]]:
@@ -81,8 +85,7 @@ class Run:
 
 
 def _run(name: str, config: dict[str, Any]) -> Run:
-    plan = build_fleet_plan(parse_plan(config["llmfleet:plan"]))
-    return Run(name, run_program(name, config), plan)
+    return Run(name, config, run_program(name, config))
 
 
 def existing_vpc_config() -> dict[str, Any]:
@@ -507,6 +510,10 @@ def test_format_preview_summarises_each_region_and_shows_the_node_groups(run: Ru
     for rp in run.plan.regions:
         assert f"GPU nodes in {', '.join(rp.node_zones)} of the cluster's zones" in text
     assert f"{len(run.resources)} resources" in text
+
+
+def test_the_preview_keeps_the_fleet_plan_the_program_sized(run: Run) -> None:
+    assert run.plan == build_fleet_plan(parse_plan(run.config["llmfleet:plan"]))
 
 
 def test_a_preview_is_deterministic() -> None:
