@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import json
 import runpy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +73,24 @@ def run_program(env: str, config: Mapping[str, Any] | None = None) -> PreviewRes
     cfg = dict(read_stack_config(env) if config is None else config)
     # A worker thread gets its own event loop; a copy of the caller's context keeps the
     # runtime state this run sets (settings, config, root resource) out of the caller's.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmfleet-preview") as pool:
+    with _no_cyclic_gc(), ThreadPoolExecutor(1, thread_name_prefix="llmfleet-preview") as pool:
         return pool.submit(contextvars.copy_context().run, _run, env, cfg).result()
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector during a run: importing the provider SDKs and
+    registering resources allocate millions of objects, which set off collections (each
+    over every object alive) every few thousand allocations: about a tenth of the CPU time.
+    The run's cycles are collected once it is over."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _stack_config(config: Mapping[str, Any]) -> dict[str, str]:
