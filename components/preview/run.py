@@ -17,8 +17,8 @@ import gc
 import json
 import runpy
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
