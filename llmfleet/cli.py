@@ -132,10 +132,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         if args.check:
             drifted += render.drift(files, root).lines(root)
         else:
-            changed = render.write(files, root)
-            print(f"{root}: {len(files)} files, {len(changed.lines(root))} changed")
-            for line in changed.lines(root):
-                print(f"  {line}")
+            sys.stdout.write(render.write(files, root).report(root))
     if args.check and not args.stack and out.is_dir():
         drifted += [f"extra: {d}" for d in sorted(out.iterdir()) if d.name not in envs]
     if drifted:
