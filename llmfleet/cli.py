@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from pydantic import ValidationError
 from llmfleet import catalog
 from llmfleet.architecture import PRECISIONS
 from llmfleet.errors import ArgumentError, LlmfleetError
+from llmfleet.gc_pause import gc_paused
 from llmfleet.optimizer import build_fleet_plan
 from llmfleet.predict import ENGINES, PredictRequest, run_predict
 from llmfleet.report import fleet_text, predict_text
@@ -66,11 +66,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    gc.disable()  # a one-shot process: no cycle collections while importing the SDKs (~15%)
-    # components/ holds the Pulumi code; the pure core imports it only for this command.
-    from components.preview import run_program
+    with gc_paused():  # also while importing components/ (the Pulumi SDKs): see gc_pause
+        # components/ holds the Pulumi code; the pure core imports it only for this command.
+        from components.preview import run_program
 
-    result = run_program(args.stack)
+        result = run_program(args.stack)
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
     return 0
 

@@ -21,6 +21,7 @@ import yaml
 
 from components.preview import PreviewResult, format_preview, run_preview, run_program
 from llmfleet import render
+from llmfleet.cli import main
 from llmfleet.errors import PlanError
 from llmfleet.fleet import FleetPlan
 from llmfleet.optimizer import build_fleet_plan
@@ -514,6 +515,19 @@ def test_format_preview_summarises_each_region_and_shows_the_node_groups(run: Ru
 
 def test_the_preview_keeps_the_fleet_plan_the_program_sized(run: Run) -> None:
     assert run.plan == build_fleet_plan(parse_plan(run.config["llmfleet:plan"]))
+
+
+def test_the_cli_prints_the_summary_and_tree_of_the_program_it_ran(runs, capsys) -> None:
+    assert main(["preview", "--stack", "dev"]) == 0
+    out = capsys.readouterr().out
+    dev = _get(runs, "dev")
+    assert out == format_preview(dev.resources, dev.plan)
+    assert out.startswith(f"fleet {dev.plan.name}: {dev.plan.model.id}")
+
+
+def test_the_cli_prints_the_resources_as_json(runs, capsys) -> None:
+    assert main(["preview", "--stack", "dev", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == _get(runs, "dev").resources
 
 
 def test_a_preview_is_deterministic() -> None:

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import gc
 import json
 import runpy
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from components.preview.mock_monitor import FleetMocks, RecordingMonitor
 from components.preview.text import format_preview
 from components.preview.wire import collect, has_secret, reveal
 from llmfleet.fleet import FleetPlan
+from llmfleet.gc_pause import gc_paused
 from llmfleet.stack import REPO_ROOT, read_stack_config
 
 PROGRAM = REPO_ROOT / "__main__.py"
@@ -73,24 +72,8 @@ def run_program(env: str, config: Mapping[str, Any] | None = None) -> PreviewRes
     cfg = dict(read_stack_config(env) if config is None else config)
     # A worker thread gets its own event loop; a copy of the caller's context keeps the
     # runtime state this run sets (settings, config, root resource) out of the caller's.
-    with _no_cyclic_gc(), ThreadPoolExecutor(1, thread_name_prefix="llmfleet-preview") as pool:
+    with gc_paused(), ThreadPoolExecutor(1, thread_name_prefix="llmfleet-preview") as pool:
         return pool.submit(contextvars.copy_context().run, _run, env, cfg).result()
-
-
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector during a run: importing the provider SDKs and
-    registering resources allocate millions of objects, which set off collections (each
-    over every object alive) every few thousand allocations: about a tenth of the CPU time.
-    The run's cycles are collected once it is over."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _stack_config(config: Mapping[str, Any]) -> dict[str, str]:
