@@ -6,12 +6,18 @@ STACK ?= dev
 
 all: venv/.installed
 
+# Quiet pip, but say what is happening: on a fresh clone this takes about two minutes.
 venv/.installed: requirements.txt pyproject.toml
-	test -x $(PY) || python3 -m venv venv
-	$(PY) -m pip install -qq --upgrade pip
-	$(PY) -m pip install -qq -r requirements.txt
-	$(PY) -m pip install -qq --no-deps -e .
-	touch $@
+	@echo "venv/: installing requirements.txt (Pulumi SDKs, scipy, ...; about 2 minutes on a fresh clone)"
+	@test -x $(PY) || { echo "  [1/4] creating venv/ with $$(python3 --version)"; python3 -m venv venv; }
+	@echo "  [2/4] upgrading pip"
+	@$(PY) -m pip install -qq --upgrade pip
+	@echo "  [3/4] pip install -r requirements.txt (the slow step)"
+	@$(PY) -m pip install -qq -r requirements.txt
+	@echo "  [4/4] pip install -e . (llmfleet itself)"
+	@$(PY) -m pip install -qq --no-deps -e .
+	@touch $@
+	@echo "venv/: ready"
 
 preview: venv/.installed
 	$(PY) -m llmfleet preview --stack $(STACK)

@@ -1,15 +1,23 @@
 """Speed figures for the planner: `make bench` prints them (no timed assertions in tests).
 
 Measures, with time.perf_counter over repeated runs: one `predict`, a full FleetPlan for
-each stack, predicting every measurement row, one calibration fit, and peak memory.
+each stack, predicting every measurement row, one calibration fit, and peak memory; then
+the wall time of CLI commands as a user runs them, each in a fresh interpreter (a
+subprocess, so interpreter start and imports count): `preview --stack prod`, and `plan`,
+`render` and `preview` of prod both as three commands and as three calls in one process.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from llmfleet.assemble import build_fleet_plan
 from llmfleet.calibrate import fit_all
@@ -29,6 +37,40 @@ def timed(label: str, fn: Callable[[], object], repeat: int) -> None:
         runs.append(time.perf_counter() - start)
     med = statistics.median(runs)
     print(f"{label:<44} median {med * 1000:9.2f} ms  min {min(runs) * 1000:9.2f} ms  n={repeat}")
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _wall(argvs: Sequence[Sequence[str]]) -> float:
+    """Seconds to run these commands one after the other, each in a new interpreter."""
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    start = time.perf_counter()
+    for argv in argvs:
+        subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def timed_cli(label: str, argvs: Sequence[Sequence[str]], repeat: int) -> None:
+    runs = [_wall(argvs) for _ in range(repeat)]
+    med = statistics.median(runs)
+    print(f"{label:<44} median {med:9.2f} s   min {min(runs):9.2f} s   n={repeat}")
+
+
+def cli_figures(repeat: int = 3) -> None:
+    with tempfile.TemporaryDirectory() as out:
+        plan = ["plan", "--stack", "prod"]
+        render = ["render", "--stack", "prod", "--out", out]
+        preview = ["preview", "--stack", "prod"]
+        timed_cli("preview --stack prod (subprocess)", [["-m", "llmfleet", *preview]], repeat)
+        timed_cli(
+            "plan, render, preview prod (3 subprocesses)",
+            [["-m", "llmfleet", *argv] for argv in (plan, render, preview)],
+            repeat,
+        )
+        in_one = f"from llmfleet.cli import main\nfor a in {[plan, render, preview]!r}: main(a)"
+        timed_cli("plan, render, preview prod (one subprocess)", [["-c", in_one]], repeat)
 
 
 def main() -> None:
@@ -60,6 +102,7 @@ def main() -> None:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     print(f"{'peak Python memory, plan --stack prod':<44} {peak / 2**20:9.2f} MiB")
+    cli_figures()
 
 
 if __name__ == "__main__":

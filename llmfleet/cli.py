@@ -14,6 +14,7 @@ from llmfleet import catalog
 from llmfleet.architecture import PRECISIONS
 from llmfleet.assemble import build_fleet_plan
 from llmfleet.errors import ArgumentError, LlmfleetError, PlanError
+from llmfleet.gc_pause import gc_paused
 from llmfleet.measurements import MEASUREMENTS, load_measurements
 from llmfleet.predict import ENGINES, PredictRequest, run_predict
 from llmfleet.report import fleet_text, predict_text
@@ -74,15 +75,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    # components/ holds the Pulumi code; the pure core imports it only for this command.
-    from components.preview import format_preview, run_preview
+    with gc_paused():  # also while importing components/ (the Pulumi SDKs): see gc_pause
+        # components/ holds the Pulumi code; the pure core imports it only for this command.
+        from components.preview import run_program
 
-    resources = run_preview(args.stack)
-    if args.json:
-        sys.stdout.write(_dump(resources))
-    else:
-        fp = build_fleet_plan(read_plan(args.stack))
-        sys.stdout.write(format_preview(resources, fp))
+        result = run_program(args.stack)
+    sys.stdout.write(_dump(result.resources) if args.json else result.text())
     return 0
 
 
@@ -133,10 +131,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         if args.check:
             drifted += render.drift(files, root).lines(root)
         else:
-            changed = render.write(files, root)
-            print(f"{root}: {len(files)} files, {len(changed.lines(root))} changed")
-            for line in changed.lines(root):
-                print(f"  {line}")
+            sys.stdout.write(render.write(files, root).report(root))
     if args.check and not args.stack and out.is_dir():
         drifted += [f"extra: {d}" for d in sorted(out.iterdir()) if d.name not in envs]
     if drifted:

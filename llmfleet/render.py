@@ -11,7 +11,7 @@ exactly the documents `components.VllmService` deploys.
 The report's charts (`charts/*.svg`, deterministic SVG text) are drawn by charts.py.
 
 Pure: templates are read from templates/, nothing else is touched. Writing and comparing
-files (`write`, `drift`) is separate and used by the CLI.
+files (`write`, `drift`) is in llmfleet/rendered_files.py, used by the CLI.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import json
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,9 @@ from llmfleet import charts, economics
 from llmfleet.catalog.vllm_release import quantile_problem, vllm_release
 from llmfleet.errors import RenderError
 from llmfleet.fleet import FleetPlan, RegionPlan
+from llmfleet.rendered_files import Drift as Drift  # re-exported: callers use render.drift
+from llmfleet.rendered_files import drift as drift
+from llmfleet.rendered_files import write as write
 from llmfleet.stack import REPO_ROOT
 
 TEMPLATES_DIR = REPO_ROOT / "templates"
@@ -269,64 +271,3 @@ def review_context(fp: FleetPlan) -> dict[str, Any]:
             for name, rp in [("fleet", None), *((r.region, r) for r in fp.regions)]
         },
     }
-
-
-# --- writing and checking -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Drift:
-    """How a directory differs from what would be rendered (paths relative to the out dir)."""
-
-    stale: list[str]
-    missing: list[str]
-    extra: list[str]
-
-    def __bool__(self) -> bool:
-        return bool(self.stale or self.missing or self.extra)
-
-    def lines(self, root: Path | None = None) -> list[str]:
-        """`stale: <path>` etc., paths under `root` when given."""
-
-        def show(rel: str) -> str:
-            return str(root / rel) if root is not None else rel
-
-        return (
-            [f"stale: {show(p)}" for p in self.stale]
-            + [f"missing: {show(p)}" for p in self.missing]
-            + [f"extra: {show(p)}" for p in self.extra]
-        )
-
-
-def _on_disk(root: Path) -> set[str]:
-    if not root.is_dir():
-        return set()
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
-
-
-def drift(expected: Mapping[str, str], root: Path) -> Drift:
-    """Compare `expected` (relative path -> text) with the files under `root`."""
-    present = _on_disk(root)
-    stale = [p for p in expected if p in present and (root / p).read_text() != expected[p]]
-    return Drift(
-        stale=sorted(stale),
-        missing=sorted(set(expected) - present),
-        extra=sorted(present - set(expected)),
-    )
-
-
-def write(expected: Mapping[str, str], root: Path) -> Drift:
-    """Make `root` hold exactly `expected`: write changed or missing files, delete rendered
-    files (*.yaml, *.md, *.svg) that are no longer rendered. Returns what was changed."""
-    before = drift(expected, root)
-    for rel in before.stale + before.missing:
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(expected[rel])
-    for rel in before.extra:
-        if rel.endswith((".yaml", ".md", ".svg")):
-            (root / rel).unlink()
-    for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
-        if not any(d.iterdir()):
-            d.rmdir()
-    return before

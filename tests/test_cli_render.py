@@ -50,13 +50,33 @@ def test_check_names_stale_missing_and_extra_files_and_writes_nothing(tmp_path, 
     assert not (region / "service.yaml").exists()
 
 
-def test_render_repairs_a_drifted_directory(tmp_path, capsys) -> None:
+def test_a_first_render_says_it_wrote_every_file_and_none_is_missing(tmp_path, capsys) -> None:
+    code, out, _ = render(capsys, "--stack", "dev", "--out", str(tmp_path))
+    written = sorted(p for p in (tmp_path / "dev").rglob("*") if p.is_file())
+    assert code == 0 and "missing:" not in out
+    n = len(written)
+    assert f"{tmp_path / 'dev'}: {n} files, {n} changed ({n} written, 0 updated, 0 removed)" in out
+    assert sorted(line.split("wrote: ")[1] for line in out.splitlines()[1:]) == [
+        str(p) for p in written
+    ]
+
+
+def test_render_repairs_a_drifted_directory_and_says_how(tmp_path, capsys) -> None:
     render(capsys, "--stack", "dev", "--out", str(tmp_path))
     region = tmp_path / "dev" / "us-east-1"
     (region / "deployment.yaml").write_text("edited by hand\n")
+    (region / "service.yaml").unlink()
     (region / "old.yaml").write_text("kind: Leftover\n")
+    (region / "notes.txt").write_text("mine\n")
     code, out, _ = render(capsys, "--stack", "dev", "--out", str(tmp_path))
-    assert code == 0 and "stale:" in out and "extra:" in out
+    assert code == 0
+    assert "3 changed (1 written, 1 updated, 1 removed)" in out
+    assert f"  wrote: {region / 'service.yaml'}\n" in out
+    assert f"  updated: {region / 'deployment.yaml'}\n" in out
+    assert f"  removed: {region / 'old.yaml'}\n" in out
+    assert f"  kept: {region / 'notes.txt'} (not a rendered file)\n" in out
+    assert not (region / "old.yaml").exists() and (region / "notes.txt").exists()
+    (region / "notes.txt").unlink()
     assert render(capsys, "--stack", "dev", "--out", str(tmp_path), "--check")[0] == 0
 
 

@@ -22,6 +22,7 @@ import yaml
 from components.preview import PreviewResult, format_preview, run_preview, run_program
 from llmfleet import render
 from llmfleet.assemble import build_fleet_plan
+from llmfleet.cli import main
 from llmfleet.errors import StackError
 from llmfleet.fleet import FleetPlan
 from llmfleet.render import RENDERED_DIR
@@ -51,8 +52,12 @@ EXISTING = {
 @dataclass(frozen=True)
 class Run:
     name: str
+    config: dict[str, Any]
     result: PreviewResult
-    plan: FleetPlan
+
+    @property
+    def plan(self) -> FleetPlan:
+        return self.result.fleet_plan
 
     @property
     def resources(self) -> list[dict[str, Any]]:
@@ -81,8 +86,7 @@ class Run:
 
 
 def _run(name: str, config: dict[str, Any]) -> Run:
-    plan = build_fleet_plan(parse_plan(config["llmfleet:plan"]))
-    return Run(name, run_program(name, config), plan)
+    return Run(name, config, run_program(name, config))
 
 
 def existing_vpc_config() -> dict[str, Any]:
@@ -507,6 +511,23 @@ def test_format_preview_summarises_each_region_and_shows_the_node_groups(run: Ru
     for rp in run.plan.regions:
         assert f"GPU nodes in {', '.join(rp.node_zones)} of the cluster's zones" in text
     assert f"{len(run.resources)} resources" in text
+
+
+def test_the_preview_keeps_the_fleet_plan_the_program_sized(run: Run) -> None:
+    assert run.plan == build_fleet_plan(parse_plan(run.config["llmfleet:plan"]))
+
+
+def test_the_cli_prints_the_summary_and_tree_of_the_program_it_ran(runs, capsys) -> None:
+    assert main(["preview", "--stack", "dev"]) == 0
+    out = capsys.readouterr().out
+    dev = _get(runs, "dev")
+    assert out == format_preview(dev.resources, dev.plan)
+    assert out.startswith(f"fleet {dev.plan.name}: {dev.plan.model.id}")
+
+
+def test_the_cli_prints_the_resources_as_json(runs, capsys) -> None:
+    assert main(["preview", "--stack", "dev", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == _get(runs, "dev").resources
 
 
 def test_a_preview_is_deterministic() -> None:

@@ -1,0 +1,147 @@
+"""Run the real Pulumi program offline under Pulumi's mocks and list what it would create.
+
+`run_preview("dev")` executes `__main__.py` with the stack's config from
+stacks/Pulumi.dev.yaml, the way the Pulumi language host does (fresh runtime settings, the
+stack's config, a new event loop, `run_in_stack`), except that the resource monitor is
+Pulumi's MockMonitor: nothing leaves the machine. Each run happens in a worker thread (its
+own event loop) under a copy of the caller's contextvars context (Pulumi keeps its runtime
+state in contextvars), so runs leak neither into each other nor into the caller and can
+repeat in one process; the program's exceptions (e.g. a PlanError) reach the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import runpy
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import settings
+from pulumi.runtime.stack import run_in_stack
+
+from components.preview.mock_monitor import FleetMocks, RecordingMonitor
+from components.preview.text import format_preview
+from components.preview.wire import collect, has_secret, reveal
+from llmfleet.fleet import FleetPlan
+from llmfleet.gc_pause import gc_paused
+from llmfleet.stack import REPO_ROOT, read_stack_config
+
+PROGRAM = REPO_ROOT / "__main__.py"
+
+
+def project_name(root: Path = REPO_ROOT) -> str:
+    return str(yaml.safe_load((root / "Pulumi.yaml").read_text())["name"])
+
+
+@dataclass(frozen=True)
+class PreviewResult:
+    resources: list[dict[str, Any]]
+    outputs: dict[str, Any]
+    """Stack outputs with secrets revealed; `secret_outputs` names those that are secret."""
+    secret_outputs: list[str]
+    fleet_plan: FleetPlan
+    """The FleetPlan the program built (so a caller need not size the fleet a second time)."""
+
+    def text(self) -> str:
+        """What `llmfleet preview` prints: the fleet summary, then the resource tree."""
+        return format_preview(self.resources, self.fleet_plan)
+
+
+def run_preview(env: str, config: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The resources `pulumi preview` of stack `env` would create, run offline under mocks.
+
+    `config` replaces the stack file's config (same shape: {"aws:region": ..., "llmfleet:plan":
+    {...}}). One dict per resource, sorted by (type, name): type, name, id (the mock's; None
+    for components), parent (the parent resource's name; None directly under the stack) and
+    parent_type, provider (name of the provider resource a custom resource uses), inputs
+    (wire names, as the preview shows them; secrets as "[secret]"), options (ignore_changes,
+    depends_on as names).
+    """
+    return run_program(env, config).resources
+
+
+def run_program(env: str, config: Mapping[str, Any] | None = None) -> PreviewResult:
+    """run_preview plus the stack outputs (secrets revealed, for tests) and the FleetPlan."""
+    cfg = dict(read_stack_config(env) if config is None else config)
+    # A worker thread gets its own event loop; a copy of the caller's context keeps the
+    # runtime state this run sets (settings, config, root resource) out of the caller's.
+    with gc_paused(), ThreadPoolExecutor(1, thread_name_prefix="llmfleet-preview") as pool:
+        return pool.submit(contextvars.copy_context().run, _run, env, cfg).result()
+
+
+def _stack_config(config: Mapping[str, Any]) -> dict[str, str]:
+    """Config as the Pulumi CLI hands it to a program: strings; objects as JSON."""
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+class _Placeholder:
+    """Stands in for the root resource while set_mocks runs (see _run)."""
+
+
+def _run(env: str, config: dict[str, Any]) -> PreviewResult:
+    project = project_name()
+    settings.reset_options(project=project, stack=env, preview=True, organization="organization")
+    pulumi.runtime.set_all_config(_stack_config(config), [])
+    monitor = RecordingMonitor(FleetMocks())
+    # set_mocks registers a root Stack when there is none; run_in_stack below makes the
+    # program's own Stack, as the language host does, so hold a placeholder root meanwhile.
+    settings.set_root_resource(_Placeholder())  # type: ignore[arg-type]
+    pulumi.runtime.set_mocks(
+        monitor.mocks, project=project, stack=env, preview=True, monitor=monitor
+    )
+    settings.ROOT.set(None)
+
+    # The mock monitor runs in the loop's executor threads and needs an event loop in each;
+    # give each worker one that is closed at the end (else they are left to the GC).
+    worker_loops: list[asyncio.AbstractEventLoop] = []
+
+    def init_worker() -> None:
+        worker_loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(worker_loop)
+        worker_loops.append(worker_loop)
+
+    program_globals: dict[str, Any] = {}
+
+    def program() -> None:
+        program_globals.update(runpy.run_path(str(PROGRAM), run_name="__main__"))
+
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(
+        ThreadPoolExecutor(thread_name_prefix="llmfleet-monitor", initializer=init_worker)
+    )
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(run_in_stack(program))
+    finally:
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_default_executor())
+        asyncio.set_event_loop(None)
+        loop.close()
+        for worker_loop in worker_loops:
+            worker_loop.close()
+    outputs = monitor.stack_outputs
+    return PreviewResult(
+        collect(monitor),
+        reveal(outputs),
+        sorted(k for k, v in outputs.items() if has_secret(v)),
+        _fleet_plan_of(program_globals),
+    )
+
+
+def _fleet_plan_of(program_globals: Mapping[str, Any]) -> FleetPlan:
+    """The FleetPlan the program sized (its one module-level FleetPlan)."""
+    plans = [v for v in program_globals.values() if isinstance(v, FleetPlan)]
+    if len(plans) != 1:
+        raise RuntimeError(f"{PROGRAM} should leave one FleetPlan in its globals, not {len(plans)}")
+    return plans[0]
