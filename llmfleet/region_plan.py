@@ -110,7 +110,7 @@ def system_pool() -> fleet.SystemPool:
 def reasons(choice: Choice) -> list[str]:
     plan, s, inst, mem = choice.plan, choice.sizing, choice.instance, choice.sizing.memory
     p = plan.slo.percentile
-    itl_name = "token gap" if plan.slo.itl == "token_gap" else "TPOT"
+    itl_name = "longest token gap" if plan.slo.itl == "token_gap" else f"TPOT p{p:g}"
     limit_itl_ms = itl_percentile_s(plan, s.steps) * 1000
     given = {95: plan.traffic.input_tokens.p95, 99: plan.traffic.input_tokens.p99}.get(int(p))
     prompt_from = "as given" if given else "lognormal through the plan's mean and percentiles"
@@ -120,7 +120,7 @@ def reasons(choice: Choice) -> list[str]:
         f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token prefill "
         f"chunks in {min(1.0, s.steps.mixed_share):.0%} of steps: decode step "
         f"{s.steps.decode_only_s * 1000:.1f} ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, "
-        f"{itl_name} p{p:g} {limit_itl_ms:.1f} ms <= {plan.slo.itl_ms:g} ms",
+        f"{itl_name} {limit_itl_ms:.1f} ms <= {plan.slo.itl_ms:g} ms",
         f"TTFT p{p:g} is for the p{p:g} prompt ({ttft_prompt_tokens(plan):,} tokens, "
         f"{prompt_from}) plus the prefill-queue wait at that percentile",
         f"one replica sustains {s.capacity_rps:.2f} req/s inside TTFT {plan.slo.ttft_ms:g} ms and "
