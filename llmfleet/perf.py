@@ -236,9 +236,11 @@ def step_time(
     draft_s = 0.0
     if spec and spec.draft and decode:
         # k draft passes over the running batch; the first also carries the prefill chunk.
-        first = step_time(spec.draft, decode, decode_context, prefill, prefill_context)
         rest = step_time(spec.draft, decode, decode_context).total_s
-        draft_s = first.total_s + (spec.k - 1) * rest
+        first = rest
+        if prefill:
+            first = step_time(spec.draft, decode, decode_context, prefill, prefill_context).total_s
+        draft_s = first + (spec.k - 1) * rest
     return StepTime(memory_s, compute_s, comm_s, overhead_s, t.factor, t.overlap, draft_s)
 
 

@@ -245,9 +245,15 @@ def capacity_upper_bound(
     per_step = levers.spec.tokens_per_step if levers.spec else 1.0
     ctx = i + o / 2
 
+    last = [CHUNK_GRID[0]]  # the chunk that met the SLOs last is the likeliest again
+
     def possible(d: float) -> bool:
         """Some chunk meets both SLOs at batch d (`_meets` only gets harder as d grows)."""
-        return any(_meets(eng, plan, d, c) is not None for c in CHUNK_GRID)
+        for c in sorted(CHUNK_GRID, key=lambda c: c != last[0]):
+            if _meets(eng, plan, d, c) is not None:
+                last[0] = c
+                return True
+        return False
 
     if slo and not possible(1):
         return 0.0
