@@ -90,6 +90,11 @@ def main() -> None:
             lambda plan=plan: build_fleet_plan(plan),
             5,
         )
+    prod = read_plan("prod")
+    start = time.process_time()
+    build_fleet_plan(prod)  # the full search: instance x TP x precision x KV x speculation
+    cpu = time.process_time() - start
+    print(f"{'plan --stack prod, CPU time of one search':<44} {cpu * 1000:9.2f} ms")
     loaded = load_measurements()
     timed(
         f"predict {len(loaded.rows)} measurement rows",

@@ -64,6 +64,7 @@ class Arch(BaseModel):
     moe_layers: int
     expert_intermediate: int
     mxfp4_native: bool
+    mtp_layers: int = 0  # multi-token-prediction layers shipped beside the model (not counted)
 
     @property
     def is_moe(self) -> bool:
@@ -265,4 +266,5 @@ def from_config(name: str, cfg: dict[str, object]) -> Arch:
         moe_layers=moe_layers,
         expert_intermediate=expert_inter,
         mxfp4_native=mxfp4,
+        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),  # type: ignore[call-overload]
     )

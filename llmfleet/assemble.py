@@ -12,9 +12,10 @@ from llmfleet import fleet
 from llmfleet.advice import rules_of_thumb
 from llmfleet.calibration import Constants
 from llmfleet.calibration import load as load_constants
+from llmfleet.lever_report import lever_report
 from llmfleet.memory import kv_dtype_bytes
 from llmfleet.models import ResolvedModel, resolve_model
-from llmfleet.optimizer import choose_region
+from llmfleet.optimizer import Sizer, choose_region
 from llmfleet.plan import CapacityPlan
 from llmfleet.region_plan import region_plan
 from llmfleet.stack import REPO_ROOT
@@ -31,18 +32,24 @@ def sizing_constants(plan: CapacityPlan, consts: Constants) -> Constants:
     return consts.model_copy(update={"engine_step_factor": factors})
 
 
-def model_summary(plan: CapacityPlan, model: ResolvedModel) -> fleet.ModelSummary:
+def model_summary(
+    plan: CapacityPlan, model: ResolvedModel, levers: fleet.ChosenLevers | None = None
+) -> fleet.ModelSummary:
+    """The model as served: the levers the first region chose (the plan's own values when
+    none are given)."""
     arch = model.arch
+    precision = levers.precision if levers else plan.model.precision
+    kv = levers.kv_cache_dtype if levers else plan.model.kv_cache_dtype
     return fleet.ModelSummary(
         id=model.id,
         hf_repo=model.hf_repo,
         source=model.source,
         params_b=round(arch.total_params / 1e9, 3),
         active_params_b=round(arch.active_params / 1e9, 3),
-        precision=plan.model.precision,
-        kv_cache_dtype=plan.model.kv_cache_dtype,
-        weights_gib=round(arch.weight_bytes(plan.model.precision) / GIB, 2),
-        kv_bytes_per_token=arch.kv_bytes_per_token(kv_dtype_bytes(plan.model.kv_cache_dtype)),
+        precision=precision,
+        kv_cache_dtype=kv,
+        weights_gib=round(arch.weight_bytes(precision) / GIB, 2),
+        kv_bytes_per_token=arch.kv_bytes_per_token(kv_dtype_bytes(kv)),
     )
 
 
@@ -53,10 +60,9 @@ def build_fleet_plan(
     consts = sizing_constants(plan, base)
     pessimistic = sizing_constants(plan.model_copy(update={"confidence": "pessimistic"}), base)
     model = resolve_model(plan, base_dir)
-    regions = [
-        region_plan(*choose_region(plan, model, region, consts), consts, pessimistic)
-        for region in plan.regions
-    ]
+    sizer = Sizer(plan, model, consts)
+    searched = [choose_region(plan, model, region, consts, sizer) for region in plan.regions]
+    regions = [region_plan(c, alts, consts, pessimistic) for c, alts in searched]
     gpus = fleet.MinDesiredMax(
         min=sum(r.nodes.min * r.gpus_per_node for r in regions),
         desired=sum(r.nodes.desired * r.gpus_per_node for r in regions),
@@ -64,7 +70,7 @@ def build_fleet_plan(
     )
     return fleet.FleetPlan(
         name=plan.name,
-        model=model_summary(plan, model),
+        model=model_summary(plan, model, regions[0].levers),
         slo=plan.slo,
         traffic=plan.traffic,
         headroom=plan.headroom,
@@ -76,4 +82,5 @@ def build_fleet_plan(
         monthly_cost_usd_at_trough=round(sum(r.monthly_cost_usd_at_trough for r in regions), 2),
         gpus=gpus,
         rules_of_thumb=rules_of_thumb(model, plan),
+        levers_report=lever_report(plan, model, [c for c, _ in searched], sizer, consts),
     )

@@ -52,7 +52,7 @@ def autoscaling(choice: Choice, namespace: str, served_model_name: str) -> fleet
     i, o = t.input_tokens.mean, t.output_tokens.mean
     rate = sizing.capacity_rps * (1 - plan.headroom)
     steps, ttft_s = predict_at(eng, plan, sizing, rate)
-    running = rate * o * steps.mean_s
+    running = rate * o * steps.mean_token_s
     kv_p95 = running * (t.input_tokens.p95_or_mean + t.output_tokens.p95_or_mean / 2)
     kv_use = min(kv_p95 / sizing.memory.kv_cache_tokens, 0.95)
     service = i / sizing.chunk_tokens * steps.mixed_s

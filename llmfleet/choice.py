@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from llmfleet.catalog import Instance
 from llmfleet.fleet import MinDesiredMax
+from llmfleet.levers import Levers, pinned
 from llmfleet.models import ResolvedModel
 from llmfleet.perf import StepModel
 from llmfleet.plan import CapacityPlan, Region
@@ -29,6 +30,19 @@ class Choice:
     price_source: str
     replicas: MinDesiredMax
     nodes: MinDesiredMax
+    levers: Levers | None = None  # None: the plan's pinned precision and KV dtype
+
+    @property
+    def lever(self) -> Levers:
+        """Precision, KV dtype and speculation this candidate serves with."""
+        return self.levers or pinned(self.plan)
+
+    @property
+    def usd_per_million_output_tokens(self) -> float:
+        """Monthly cost over the output tokens of the region's peak rate held all month (a
+        floor: traffic averages lower than its peak)."""
+        tokens = self.peak_requests_per_s * self.plan.traffic.output_tokens.mean
+        return self.monthly_cost_usd / (tokens * 3600 * HOURS_PER_MONTH) * 1e6
 
     @property
     def tp(self) -> int:

@@ -61,6 +61,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
             engine=args.engine,
             num_requests=args.num_requests,
             output_lengths=args.output_lengths,
+            speculative_method=args.speculative_method,
+            num_speculative_tokens=args.num_speculative_tokens,
+            acceptance_rate=args.acceptance_rate,
+            draft_model=args.draft_model,
         )
     except ValidationError as e:
         raise ArgumentError(
@@ -192,6 +196,15 @@ def parser() -> argparse.ArgumentParser:
         help="every request generates --output-tokens (fixed), or lengths spread around it as "
         "ShareGPT's are (sharegpt: a finite queue then drains at a shrinking batch)",
     )
+    s.add_argument(
+        "--speculative-method",
+        choices=("ngram", "eagle", "eagle3", "mtp", "draft_model"),
+        help="speculative decoding (defaults per method and model: "
+        "catalog/levers/speculative.json)",
+    )
+    s.add_argument("--num-speculative-tokens", type=int, help="tokens drafted per step (k)")
+    s.add_argument("--acceptance-rate", type=float, help="per-token acceptance, in (0, 1)")
+    s.add_argument("--draft-model", help="eagle head repo, or a catalog model for draft_model")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_predict)
 

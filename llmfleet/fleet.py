@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from llmfleet import __version__
+from llmfleet.lever_data import LeverReport
 from llmfleet.plan import ClusterAccess, Slo, Traffic
 
 
@@ -82,6 +83,23 @@ def _kebab(name: str) -> str:
     return name.replace("_", "-")
 
 
+class ChosenLevers(Data):
+    """What the search chose beside instance and TP: the checkpoint served at a precision,
+    the KV dtype, and speculative decoding with its expected tokens per target step."""
+
+    precision: str
+    kv_cache_dtype: str
+    checkpoint: str = Field(description="Hugging Face repo id vLLM loads.")
+    checkpoint_source: str
+    download_gib: float = Field(description="Weights downloaded per replica (drafter included).")
+    speculative: str | None = Field(description="Method, or None without speculation.")
+    num_speculative_tokens: int | None
+    acceptance_rate: float | None
+    tokens_per_step: float = Field(description="Expected tokens per target step (1 without).")
+    draft_model: str | None
+    acceptance_source: str | None
+
+
 class VllmArgs(Data):
     """The `vllm serve --config` file: one field per flag of the pinned release, serialised
     under the flag's name (`config()`). It is the one home of the engine's numbers: TP,
@@ -105,6 +123,9 @@ class VllmArgs(Data):
     enable_chunked_prefill: bool
     enable_prefix_caching: bool
     quantization: str | None = Field(default=None, description="Absent: the checkpoint's own.")
+    speculative_config: dict[str, object] | None = Field(
+        default=None, description="vLLM SpeculativeConfig keys; absent: no speculation."
+    )
     custom_histogram_buckets: dict[str, list[float]] | None = Field(
         default=None,
         description="Bucket families whose default bounds cannot resolve a trigger's threshold.",
@@ -235,6 +256,21 @@ class Alternative(Data):
     feasible: bool
     monthly_cost_usd: float | None
     reason: str
+    precision: str | None = Field(default=None, description="Weight precision tried.")
+    kv_cache_dtype: str | None = Field(default=None, description="KV cache dtype tried.")
+    speculative: str | None = Field(
+        default=None, description="Speculative method tried (None: no speculation)."
+    )
+    usd_per_million_output_tokens: float | None = Field(
+        default=None,
+        description="monthly_cost_usd over the output tokens of the region's peak held all "
+        "month (a floor on the cost per token).",
+    )
+    pruned: bool = Field(
+        default=False,
+        description="Not sized: even at its capacity upper bound it costs more than the "
+        "chosen candidate (feasible is then unknown and reported false).",
+    )
 
 
 class RegionPlan(Data):
@@ -274,6 +310,9 @@ class RegionPlan(Data):
     batch_curve: list[BatchPoint] = Field(
         description="ITL, TTFT and throughput against the running batch, from one sequence to "
         "what the KV pool holds; includes the operating point (the report's chart)."
+    )
+    levers: ChosenLevers | None = Field(
+        default=None, description="Precision, KV dtype, checkpoint and speculation chosen."
     )
 
     @computed_field  # type: ignore[prop-decorator]
@@ -317,6 +356,10 @@ class FleetPlan(Data):
     monthly_cost_usd_at_trough: float
     gpus: MinDesiredMax
     rules_of_thumb: list[RuleOfThumb]
+    levers_report: LeverReport | None = Field(
+        default=None,
+        description="Memory per precision, speculative speed-up against batch, cost per lever.",
+    )
 
     def region(self, name: str) -> RegionPlan:
         return next(r for r in self.regions if r.region == name)

@@ -84,11 +84,14 @@ def budget(
     max_num_batched_tokens: int,
     consts: Constants,
     engine: str = "vllm",
+    draft_weight_bytes: float = 0.0,
+    draft_kv_bytes_per_token: float = 0.0,
 ) -> MemoryBudget:
     """vLLM and SGLang take a fraction of total memory for weights + KV; TensorRT-LLM's
-    kv_cache_free_gpu_mem_fraction is a fraction of what is free after the weights."""
+    kv_cache_free_gpu_mem_fraction is a fraction of what is free after the weights.
+    A speculative drafter adds its weights and its KV per token (sharded like the target's)."""
     total = cuda_total_gib(gpu, consts)
-    weights = arch.weight_bytes(precision, tp) / tp / GIB
+    weights = (arch.weight_bytes(precision, tp) + draft_weight_bytes) / tp / GIB
     act = activation_gib(arch, tp, max_num_seqs, max_num_batched_tokens, consts)
     non_torch = consts.non_torch_gib if tp == 1 else consts.non_torch_gib_multi_gpu
     if engine == "trtllm":
@@ -99,12 +102,13 @@ def budget(
         requested = gpu_memory_utilization * total
         kv_gib = requested - weights - act - non_torch
     kv_b = kv_dtype_bytes(kv_cache_dtype)
-    per_token = arch.kv_bytes_per_token(kv_b)
+    per_token = arch.kv_bytes_per_token(kv_b) + draft_kv_bytes_per_token
     per_token_gpu = per_token / arch.kv_shards(tp)
     if kv_gib > 0:
         blocks = int(kv_gib * GIB // (BLOCK_SIZE_TOKENS * per_token_gpu))
         tokens = blocks * BLOCK_SIZE_TOKENS
-        per_seq_gpu = arch.kv_bytes_per_sequence(max_model_len, kv_b) / arch.kv_shards(tp)
+        per_seq = arch.kv_bytes_per_sequence(max_model_len, kv_b)
+        per_seq_gpu = (per_seq + draft_kv_bytes_per_token * max_model_len) / arch.kv_shards(tp)
         concurrency = kv_gib * GIB / per_seq_gpu
     else:
         tokens, concurrency = 0, 0.0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from llmfleet import catalog
 from llmfleet.architecture import Arch, from_config
+from llmfleet.checkpoints import published
 from llmfleet.errors import PlanError
 from llmfleet.plan import CapacityPlan
 from llmfleet.stack import REPO_ROOT
@@ -28,7 +29,8 @@ PREQUANTIZED = {"int4-awq": "AWQ", "int4-gptq": "GPTQ"}
 def resolve_model(plan: CapacityPlan, base_dir: Path = REPO_ROOT) -> ResolvedModel:
     spec = plan.model
     scheme = PREQUANTIZED.get(spec.precision)
-    if scheme and spec.hf_repo is None:
+    listed = spec.id is not None and published(catalog.model_entry(spec.id).id, spec.precision)
+    if scheme and spec.hf_repo is None and not listed:
         raise PlanError(
             "model.hf_repo",
             None,

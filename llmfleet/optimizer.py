@@ -1,9 +1,12 @@
-"""The search: per region, try every allowed (instance type, TP) and keep the cheapest.
+"""The search: per region, try every allowed (instance type, TP, precision, KV dtype,
+speculation) and keep the cheapest.
 
-Candidates are the allowed instance types offered in the region with a price; each is
-sized by `sizing.size_replica`; replicas cover the region's peak share with headroom; nodes
-pack replicas; the cheapest monthly cost wins (ties: fewer GPUs, then more spare capacity,
-then name). The search only chooses: `assemble` turns the choice into a FleetPlan.
+Candidates are the allowed instance types offered in the region with a price, each at
+every TP and every point of the lever space (`levers.lever_space`); each is sized by
+`sizing.size_replica` (memoised per instance type, TP and levers: regions share them);
+replicas cover the region's peak share with headroom; nodes pack replicas; the cheapest
+monthly cost wins (ties: fewer GPUs, then more spare capacity, then name, then the plainer
+levers). The search only chooses: `assemble` turns the choice into a FleetPlan.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ from llmfleet.advice import infeasible
 from llmfleet.calibration import Constants
 from llmfleet.catalog import Instance
 from llmfleet.choice import Choice
+from llmfleet.levers import Levers, lever_space
 from llmfleet.models import ResolvedModel
-from llmfleet.perf import StepModel
 from llmfleet.plan import CapacityPlan, Region
-from llmfleet.sizing import Rejection, size_replica
+from llmfleet.sizing import Rejection, ReplicaSizing, capacity_upper_bound, size_replica
+from llmfleet.units import HOURS_PER_MONTH
+
+Candidate = tuple[Instance, int, Levers]
 
 TP_DEGREES = (1, 2, 4, 8)
 
@@ -67,73 +73,170 @@ def nodes_for(replicas: fleet.MinDesiredMax, per_node: int) -> fleet.MinDesiredM
     )
 
 
+class Sizer:
+    """size_replica memoised per (instance type, TP, levers): the plan, model and constants
+    are fixed for a FleetPlan, and regions offer mostly the same instance types."""
+
+    def __init__(self, plan: CapacityPlan, model: ResolvedModel, consts: Constants) -> None:
+        self.plan, self.model, self.consts = plan, model, consts
+        self.levers = lever_space(plan, model)
+        self._memo: dict[tuple[str, int, Levers], ReplicaSizing | Rejection] = {}
+        self._bound: dict[tuple[str, int, Levers, bool], float] = {}
+
+    def bound(self, inst: Instance, tp: int, levers: Levers, slo: bool) -> float:
+        """`sizing.capacity_upper_bound` (KV only, or KV and SLOs), memoised like the sizing."""
+        key = (inst.instance_type, tp, levers, slo)
+        if key not in self._bound:
+            gpu = catalog.gpu(inst.gpu)
+            self._bound[key] = capacity_upper_bound(
+                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers, slo
+            )
+        return self._bound[key]
+
+    def floor_usd(
+        self, region: Region, inst: Instance, tp: int, levers: Levers, price: float, slo: bool
+    ) -> float:
+        """The least this candidate can cost a month in `region` (0: unknown; size it)."""
+        cap = self.bound(inst, tp, levers, slo)
+        if cap <= 0:
+            return 0.0
+        nodes = nodes_for(replicas_for(self.plan, region, cap), inst.gpu_count // tp)
+        return nodes.desired * price * HOURS_PER_MONTH
+
+    def __call__(self, inst: Instance, tp: int, levers: Levers) -> ReplicaSizing | Rejection:
+        key = (inst.instance_type, tp, levers)
+        if key not in self._memo:
+            gpu = catalog.gpu(inst.gpu)
+            self._memo[key] = size_replica(
+                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers
+            )
+        return self._memo[key]
+
+
 def choose_region(
-    plan: CapacityPlan, model: ResolvedModel, region: Region, consts: Constants
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    region: Region,
+    consts: Constants,
+    sizer: Sizer | None = None,
 ) -> tuple[Choice, list[fleet.Alternative]]:
     """The cheapest feasible candidate of `region`, and every candidate as an alternative."""
     catalog.check_region(region.name, f"regions[{plan.regions.index(region)}].name")
+    size = sizer or Sizer(plan, model, consts)
     options: list[Choice] = []
-    rejected: list[tuple[Instance, int, Rejection]] = []
+    rejected: list[tuple[Candidate, Rejection]] = []
     offered = [i for i in allowed_instances(plan) if catalog.offering(i.instance_type, region.name)]
+    pruned: list[tuple[Candidate, float]] = []
+    cheapest = math.inf  # the cheapest feasible cost so far
+    for (inst, tp, levers), price, floor in _by_cost_floor(plan, region, size, offered):
+        if price is None:
+            why = f"no on-demand price in {region.name}; add a plan.prices override"
+            rejected.append(((inst, tp, levers), Rejection(why, "price")))
+            continue
+        best = cheapest + 1e-6
+        if floor <= best < math.inf:  # the KV-only floor does not prune it: the SLO one may
+            floor = size.floor_usd(region, inst, tp, levers, price[0], slo=True)
+        if floor > best:
+            pruned.append(((inst, tp, levers), floor))
+            continue
+        result = size(inst, tp, levers)
+        if isinstance(result, Rejection):
+            rejected.append(((inst, tp, levers), result))
+            continue
+        replicas = replicas_for(plan, region, result.capacity_rps)
+        cost = nodes_for(replicas, inst.gpu_count // tp).desired * price[0] * HOURS_PER_MONTH
+        cheapest = min(cheapest, cost)
+        options.append(
+            Choice(
+                plan=plan,
+                model=model,
+                region=region,
+                instance=inst,
+                step_model=levers.step_model(model.arch, catalog.gpu(inst.gpu), tp, consts),
+                sizing=result,
+                price_usd_per_hour=price[0],
+                price_source=price[1],
+                replicas=replicas,
+                nodes=nodes_for(replicas, inst.gpu_count // tp),
+                levers=levers,
+            )
+        )
+    if not options:
+        # Advice reads one rejection per (instance, TP): the plainest levers' (listed first).
+        first: dict[tuple[str, int], tuple[Instance, int, Rejection]] = {}
+        for (i, tp, _), r in rejected:
+            first.setdefault((i.instance_type, tp), (i, tp, r))
+        raise infeasible(plan, model, region, offered, list(first.values()))
+    order = {lv: k for k, lv in enumerate(size.levers)}
+    options.sort(key=lambda o: (o.rank, order[o.lever]))
+    return options[0], _alternatives(options, rejected, pruned)
+
+
+def _by_cost_floor(
+    plan: CapacityPlan, region: Region, size: Sizer, offered: list[Instance]
+) -> list[tuple[Candidate, tuple[float, str] | None, float]]:
+    """Every candidate with its price and the least it can cost (from its capacity upper
+    bound), cheapest floor first, so the search can stop sizing once floors pass the best."""
+    out = []
     for inst in offered:
         price = price_for(plan, inst.instance_type, region.name)
-        gpu = catalog.gpu(inst.gpu)
         for tp in (t for t in TP_DEGREES if t <= inst.gpu_count):
-            if price is None:
-                why = f"no on-demand price in {region.name}; add a plan.prices override"
-                rejected.append((inst, tp, Rejection(why, "price")))
-                continue
-            result = size_replica(model.arch, gpu, inst, tp, plan, consts)
-            if isinstance(result, Rejection):
-                rejected.append((inst, tp, result))
-                continue
-            replicas = replicas_for(plan, region, result.capacity_rps)
-            step_model = StepModel(
-                model.arch, gpu, tp, plan.model.precision, plan.model.kv_cache_dtype, consts
-            )
-            options.append(
-                Choice(
-                    plan=plan,
-                    model=model,
-                    region=region,
-                    instance=inst,
-                    step_model=step_model,
-                    sizing=result,
-                    price_usd_per_hour=price[0],
-                    price_source=price[1],
-                    replicas=replicas,
-                    nodes=nodes_for(replicas, inst.gpu_count // tp),
-                )
-            )
-    if not options:
-        raise infeasible(plan, model, region, offered, rejected)
-    options.sort(key=lambda o: o.rank)
-    return options[0], _alternatives(options, rejected)
+            for levers in size.levers:
+                floor = size.floor_usd(region, inst, tp, levers, price[0], False) if price else 0
+                out.append(((inst, tp, levers), price, floor))
+    return sorted(out, key=lambda c: c[2])
 
 
 def _alternatives(
-    options: list[Choice], rejected: list[tuple[Instance, int, Rejection]]
+    options: list[Choice],
+    rejected: list[tuple[Candidate, Rejection]],
+    pruned: list[tuple[Candidate, float]],
 ) -> list[fleet.Alternative]:
     best = options[0].monthly_cost_usd
-    return [
-        fleet.Alternative(
-            instance_type=o.instance.instance_type,
-            tensor_parallel_size=o.tp,
-            feasible=True,
-            monthly_cost_usd=round(o.monthly_cost_usd, 2),
-            reason="chosen: cheapest feasible"
-            if k == 0
-            else f"{o.monthly_cost_usd / best:.2f}x the cost "
-            f"({o.nodes.desired} x {o.instance.instance_type})",
-        )
-        for k, o in enumerate(options)
-    ] + [
-        fleet.Alternative(
-            instance_type=i.instance_type,
-            tensor_parallel_size=tp,
-            feasible=False,
-            monthly_cost_usd=None,
-            reason=r.reason,
-        )
-        for i, tp, r in rejected
-    ]
+    return (
+        [
+            fleet.Alternative(
+                instance_type=o.instance.instance_type,
+                tensor_parallel_size=o.tp,
+                feasible=True,
+                monthly_cost_usd=round(o.monthly_cost_usd, 2),
+                reason="chosen: cheapest feasible"
+                if k == 0
+                else f"{o.monthly_cost_usd / best:.2f}x the cost "
+                f"({o.nodes.desired} x {o.instance.instance_type})",
+                precision=o.lever.precision,
+                kv_cache_dtype=o.lever.kv_cache_dtype,
+                speculative=o.lever.speculative,
+                usd_per_million_output_tokens=round(o.usd_per_million_output_tokens, 4),
+            )
+            for k, o in enumerate(options)
+        ]
+        + [
+            fleet.Alternative(
+                instance_type=i.instance_type,
+                tensor_parallel_size=tp,
+                feasible=False,
+                monthly_cost_usd=None,
+                reason=r.reason,
+                precision=lv.precision,
+                kv_cache_dtype=lv.kv_cache_dtype,
+                speculative=lv.speculative,
+            )
+            for (i, tp, lv), r in rejected
+        ]
+        + [
+            fleet.Alternative(
+                instance_type=i.instance_type,
+                tensor_parallel_size=tp,
+                feasible=False,
+                monthly_cost_usd=None,
+                reason=f"not sized: at its capacity upper bound it costs at least "
+                f"${floor:,.0f}/month, more than the chosen ${best:,.0f}",
+                precision=lv.precision,
+                kv_cache_dtype=lv.kv_cache_dtype,
+                speculative=lv.speculative,
+                pruned=True,
+            )
+            for (i, tp, lv), floor in pruned
+        ]
+    )

@@ -32,6 +32,7 @@ class StepModel:
     kv_cache_dtype: str
     consts: Constants
     engine: str = "vllm"
+    speculation: Speculation | None = None
 
     @property
     def step_factor(self) -> float:
@@ -67,6 +68,87 @@ class StepModel:
         a = self.arch
         return a.kv_bytes_per_token(kv_dtype_bytes(self.kv_cache_dtype)) / a.kv_shards(self.tp)
 
+    @cached_property
+    def terms(self) -> StepTerms:
+        """What `step_time` needs that does not depend on the batch, computed once (the
+        search calls step_time tens of thousands of times)."""
+        a, c, g = self.arch, self.consts, self.gpu
+        shared_b, expert_b = self.weight_split
+        if a.lm_head_params:  # untied input embeddings are a row lookup, not streamed
+            shared_b -= 2.0 * a.embed_params
+        lm_head = a.lm_head_params or a.embed_params
+        routed = a.expert_params * a.experts_per_token / a.experts if a.experts else 0.0
+        # Grouped expert GEMMs run at a lower efficiency than dense ones.
+        body = a.active_params - lm_head - routed + routed / c.moe_efficiency
+        att_dim = a.heads * (a.mla_kv_dim if a.mla_kv_dim else a.head_dim)
+        link = "nvlink" if g.has_nvlink else "pcie"
+        per_dir_gb_s = g.nvlink_gb_s / 2 if g.has_nvlink else g.pcie_gb_s
+        latency_us = c.allreduce_latency_us[link] + c.tp_sync_overhead_us
+        return StepTerms(
+            shared_b=shared_b,
+            expert_b=expert_b,
+            kv_tok=self.kv_bytes_per_token_per_gpu,
+            mem_bw=g.hbm_bandwidth_gb_s * 1e9 * c.mbu[g.architecture],
+            lm_head=lm_head,
+            body=body,
+            att4=4.0 * a.layers * att_dim,
+            flops=self.tp * self.compute_flops * c.mfu[g.architecture],
+            link_bw=per_dir_gb_s * 1e9 * c.link_efficiency,
+            latency_s=latency_us * 1e-6,
+            ring=2 * (self.tp - 1) / self.tp,
+            moe_fixed_s=a.moe_layers * c.moe_layer_overhead_us * 1e-6,
+            step_overhead_s=self.per_engine(c.step_overhead_ms) / 1000,
+            sequence_overhead_us=self.per_engine(c.sequence_overhead_us),
+            factor=self.step_factor,
+            overlap=c.roofline_overlap,
+        )
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    shared_b: float
+    expert_b: float
+    kv_tok: float
+    mem_bw: float
+    lm_head: float
+    body: float
+    att4: float
+    flops: float
+    link_bw: float
+    latency_s: float
+    ring: float
+    moe_fixed_s: float
+    step_overhead_s: float
+    sequence_overhead_us: float
+    factor: float
+    overlap: float
+
+
+def expected_tokens(acceptance_rate: float, k: int) -> float:
+    """Tokens a sequence gains per target step when each of k drafted tokens is accepted with
+    probability a until the first rejection, plus the target's own token:
+    (1 - a^(k+1)) / (1 - a)."""
+    a = acceptance_rate
+    return float(k + 1) if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding: k drafted tokens per sequence, verified in one target step.
+
+    `draft` is the drafter's own step model (an EAGLE head, an MTP layer or a draft model);
+    None when drafting costs no GPU time (ngram lookup in the prompt runs on the CPU)."""
+
+    method: str
+    k: int
+    acceptance_rate: float
+    draft: StepModel | None = None
+    draft_model: str | None = None  # the drafter's checkpoint (Hugging Face repo id)
+
+    @property
+    def tokens_per_step(self) -> float:
+        return expected_tokens(self.acceptance_rate, self.k)
+
 
 @dataclass(frozen=True)
 class StepTime:
@@ -76,6 +158,7 @@ class StepTime:
     overhead_s: float
     factor: float = 1.0  # the engine's GPU time relative to vLLM's kernels
     overlap: float = 1.0  # 1: memory and math overlap fully (the ideal roofline)
+    draft_s: float = 0.0  # the drafter's k passes (speculative decoding)
 
     @property
     def gpu_s(self) -> float:
@@ -84,7 +167,7 @@ class StepTime:
 
     @property
     def total_s(self) -> float:
-        return self.gpu_s * self.factor + self.overhead_s
+        return self.gpu_s * self.factor + self.overhead_s + self.draft_s
 
     @property
     def bound(self) -> str:
@@ -115,56 +198,50 @@ def step_time(
 ) -> StepTime:
     """Time of one step with `decode` sequences at `decode_context` and a `prefill` chunk.
 
-    `prefill_context` is the prompt position where the chunk starts (its prefix).
+    `prefill_context` is the prompt position where the chunk starts (its prefix). With
+    speculation each decoding sequence verifies its k drafted tokens plus one: the step reads
+    the same weights and KV but multiplies k + 1 tokens per sequence, so the gain fades once
+    the batch makes the step compute-bound.
     """
-    a, c, g = eng.arch, eng.consts, eng.gpu
-    tokens = decode + prefill
+    a, t = eng.arch, eng.terms
+    spec = eng.speculation
+    per_seq = 1 + spec.k if spec else 1
+    tokens = decode * per_seq + prefill
     # Bytes read: weights (MoE: only experts some token routes to) and the KV of the context.
-    shared_b, expert_b = eng.weight_split
     touched = experts_touched_fraction(a.experts, a.experts_per_token, tokens)
-    if a.lm_head_params:  # untied input embeddings are a row lookup, not streamed
-        shared_b -= 2.0 * a.embed_params
-    weights = (shared_b + expert_b * touched) / eng.tp
-    kv_tok = eng.kv_bytes_per_token_per_gpu
+    weights = (t.shared_b + t.expert_b * touched) / eng.tp
     ctx = _attended_context(a, decode_context)
-    kv_read = decode * ctx * kv_tok
+    kv_read = decode * ctx * t.kv_tok
     if prefill:
-        kv_read += _attended_context(a, prefill_context) * kv_tok
-    mbu = c.mbu[g.architecture]
-    memory_s = (weights + kv_read) / (g.hbm_bandwidth_gb_s * 1e9 * mbu)
+        kv_read += _attended_context(a, prefill_context) * t.kv_tok
+    memory_s = (weights + kv_read) / t.mem_bw
 
     # FLOPs: 2 per active weight per token (the LM head only for sampled rows) + attention.
-    lm_head = a.lm_head_params or a.embed_params
-    routed = a.expert_params * a.experts_per_token / a.experts if a.experts else 0.0
-    # Grouped expert GEMMs run at a lower efficiency than dense ones.
-    body = a.active_params - lm_head - routed + routed / c.moe_efficiency
-    sampled = decode + (1 if prefill else 0)
-    linear = 2.0 * body * tokens + 2.0 * lm_head * sampled
-    att_dim = a.heads * (a.mla_kv_dim if a.mla_kv_dim else a.head_dim)
-    attention = 4.0 * a.layers * att_dim * decode * ctx
+    sampled = decode * per_seq + (1 if prefill else 0)
+    linear = 2.0 * t.body * tokens + 2.0 * t.lm_head * sampled
+    attention = t.att4 * decode * per_seq * ctx
     if prefill:
         mid = _attended_context(a, prefill_context + prefill / 2)
-        attention += 4.0 * a.layers * att_dim * prefill * mid
-    mfu = c.mfu[g.architecture]
-    compute_s = (linear + attention) / (eng.tp * eng.compute_flops * mfu)
+        attention += t.att4 * prefill * mid
+    compute_s = (linear + attention) / t.flops
 
     # Two all-reduces of the activations per layer across the TP group.
     comm_s = 0.0
     if eng.tp > 1:
-        link = "nvlink" if g.has_nvlink else "pcie"
-        per_dir_gb_s = g.nvlink_gb_s / 2 if g.has_nvlink else g.pcie_gb_s
-        bw = per_dir_gb_s * 1e9 * c.link_efficiency
         msg = tokens * a.hidden * 2
-        latency_us = c.allreduce_latency_us[link] + c.tp_sync_overhead_us
-        one = latency_us * 1e-6 + 2 * (eng.tp - 1) / eng.tp * msg / bw
-        comm_s = 2 * a.layers * one
+        comm_s = 2 * a.layers * (t.latency_s + t.ring * msg / t.link_bw)
     # MoE layers add a fixed cost per step (routing, permutation, grouped-GEMM launches).
-    comm_s += a.moe_layers * c.moe_layer_overhead_us * 1e-6
-    overhead_s = (
-        eng.per_engine(c.step_overhead_ms) / 1000
-        + decode * eng.per_engine(c.sequence_overhead_us) * 1e-6
-    )
-    return StepTime(memory_s, compute_s, comm_s, overhead_s, eng.step_factor, c.roofline_overlap)
+    comm_s += t.moe_fixed_s
+    overhead_s = t.step_overhead_s + decode * t.sequence_overhead_us * 1e-6
+    draft_s = 0.0
+    if spec and spec.draft and decode:
+        # k draft passes over the running batch; the first also carries the prefill chunk.
+        rest = step_time(spec.draft, decode, decode_context).total_s
+        first = rest
+        if prefill:
+            first = step_time(spec.draft, decode, decode_context, prefill, prefill_context).total_s
+        draft_s = first + (spec.k - 1) * rest
+    return StepTime(memory_s, compute_s, comm_s, overhead_s, t.factor, t.overlap, draft_s)
 
 
 @dataclass(frozen=True)
@@ -179,6 +256,7 @@ class MixedSteps:
     decode_only_s: float
     mixed_s: float
     mixed_share: float
+    tokens_per_step: float = 1.0  # > 1 with speculative decoding
 
     @property
     def mean_s(self) -> float:
@@ -186,11 +264,17 @@ class MixedSteps:
         return f * self.mixed_s + (1 - f) * self.decode_only_s
 
     @property
+    def mean_token_s(self) -> float:
+        """A stream's mean time per output token (the step over the tokens it yields)."""
+        return self.mean_s / self.tokens_per_step
+
+    @property
     def longest_gap_s(self) -> float:
         """The longest gap between two tokens of a stream: a step that carries a prefill
         chunk stalls every running stream at once. Once more than 1 - p of steps carry one
         it is also the gap at percentile p over all gaps; below that it is still a stall a
-        user sees, so the token-gap SLO holds it to the target (counted conservatively)."""
+        user sees, so the token-gap SLO holds it to the target (counted conservatively).
+        With speculation a step's accepted tokens arrive together: the gap is still a step."""
         return self.mixed_s if self.mixed_share > 0 else self.decode_only_s
 
     def tpot_percentile_s(self, output_tokens: int, percentile: float) -> float:
@@ -199,7 +283,8 @@ class MixedSteps:
         z = _normal_quantile(percentile / 100)
         mixed_steps = output_tokens * f + z * math.sqrt(output_tokens * f * (1 - f))
         share = min(1.0, mixed_steps / output_tokens)
-        return self.decode_only_s + share * (self.mixed_s - self.decode_only_s)
+        step = self.decode_only_s + share * (self.mixed_s - self.decode_only_s)
+        return step / self.tokens_per_step
 
 
 def mixed_steps(
@@ -208,8 +293,10 @@ def mixed_steps(
     ctx = input_tokens + output_tokens / 2
     t_d = step_time(eng, decode, ctx).total_s
     t_m = step_time(eng, decode, ctx, chunk, input_tokens / 2).total_s
-    share = decode * input_tokens / (output_tokens * chunk)
-    return MixedSteps(t_d, t_m, share)
+    per_step = eng.speculation.tokens_per_step if eng.speculation else 1.0
+    # A request spends output / per_step steps, so its prompt rides on fewer of them.
+    share = decode * input_tokens * per_step / (output_tokens * chunk)
+    return MixedSteps(t_d, t_m, share, per_step)
 
 
 def prefill_s(eng: StepModel, decode: float, context: float, prompt: int, chunk: int) -> float:

@@ -28,10 +28,24 @@ class ModelSpec(Strict):
         default=None,
         description="Checkpoint vLLM loads; defaults to the catalog model's repository.",
     )
-    precision: Precision = Field(default="bf16", description="Serving precision of the weights.")
-    kv_cache_dtype: KvCacheDtype = Field(
-        default="auto", description="auto keeps 16-bit KV; fp8 halves it."
+    precision: Precision = Field(
+        default="bf16",
+        description="Pins the serving precision of the weights when given (the search then "
+        "tries only it); when left out the search tries allowed.precisions.",
     )
+    kv_cache_dtype: KvCacheDtype = Field(
+        default="auto",
+        description="Pins the KV cache dtype when given (auto keeps 16-bit KV; fp8 halves "
+        "it); when left out the search tries allowed.kv_cache_dtypes.",
+    )
+
+    @property
+    def pins_precision(self) -> bool:
+        return "precision" in self.model_fields_set
+
+    @property
+    def pins_kv_cache_dtype(self) -> bool:
+        return "kv_cache_dtype" in self.model_fields_set
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
@@ -57,9 +71,7 @@ class TokenLength(Strict):
     @model_validator(mode="after")
     def _percentiles_ordered(self) -> TokenLength:
         if self.p95 is not None and self.p95 < self.mean:
-            raise ValueError(
-                f"p95 ({self.p95}) is below the mean ({self.mean}); give p95 >= mean"
-            )
+            raise ValueError(f"p95 ({self.p95}) is below the mean ({self.mean}); give p95 >= mean")
         if self.p99 is not None and self.p99 < max(self.mean, self.p95 or 0):
             raise ValueError(
                 f"p99 ({self.p99}) is below the mean or p95 ({self.mean}, {self.p95}); "
@@ -144,9 +156,51 @@ class Region(Strict):
         return cidr
 
 
+SpeculativeMethod = Literal["ngram", "eagle", "eagle3", "mtp", "draft_model"]
+
+
+class SpeculativeSpec(Strict):
+    """One speculative-decoding setup the search may try (beside none)."""
+
+    method: SpeculativeMethod = Field(description="vLLM speculative-config method.")
+    num_speculative_tokens: int | None = Field(
+        default=None, ge=1, le=10, description="Tokens drafted per step (k); default 3."
+    )
+    acceptance_rate: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="Probability that each drafted token is accepted; defaults per method and "
+        "model in catalog/levers/speculative.json (ngram and draft_model have none).",
+    )
+    draft_model: str | None = Field(
+        default=None,
+        description="eagle/eagle3: the head's Hugging Face repo (default per model); "
+        "draft_model: a catalog model id with the target's tokenizer.",
+    )
+
+
 class Allowed(Strict):
     instance_types: list[str] | None = Field(default=None, description="Only these instance types.")
     gpus: list[str] | None = Field(default=None, description="Only instances with these GPUs.")
+    precisions: list[Precision] | None = Field(
+        default=None,
+        min_length=1,
+        description="Weight precisions the search tries. Default: the model's native "
+        "precision plus fp8 where the catalog lists a published FP8 checkpoint; int4 only "
+        "when listed here (it needs a pre-quantized checkpoint).",
+    )
+    kv_cache_dtypes: list[KvCacheDtype] | None = Field(
+        default=None,
+        min_length=1,
+        description="KV cache dtypes the search tries. Default: auto and fp8 (fp8 only on "
+        "GPUs with FP8 support).",
+    )
+    speculative: list[SpeculativeSpec] = Field(
+        default_factory=list,
+        description="Speculative decoding setups the search tries besides none (default: "
+        "none, as acceptance depends on the workload).",
+    )
 
 
 class ClusterAccess(Strict):
@@ -217,6 +271,16 @@ class CapacityPlan(Strict):
         total = sum(r.traffic_share for r in self.regions)
         if abs(total - 1.0) > 1e-6:
             raise ValueError(f"regions[].traffic_share must sum to 1.0, not {total:g}")
+        if self.model.pins_precision and self.allowed.precisions is not None:
+            raise ValueError(
+                "model.precision pins one precision and allowed.precisions lists those the "
+                "search tries: give one of them"
+            )
+        if self.model.pins_kv_cache_dtype and self.allowed.kv_cache_dtypes is not None:
+            raise ValueError(
+                "model.kv_cache_dtype pins one KV dtype and allowed.kv_cache_dtypes lists those "
+                "the search tries: give one of them"
+            )
         needed = self.traffic.input_tokens.mean + self.traffic.output_tokens.mean
         if needed > self.max_model_len:
             raise ValueError(

@@ -18,6 +18,7 @@ from llmfleet.calibration import Constants
 from llmfleet.catalog import Gpu
 from llmfleet.memory import MemoryBudget
 from llmfleet.perf import MixedSteps, StepModel, mixed_steps, prefill_s, step_time
+from llmfleet.speculative import from_flags
 
 Mode = Literal["offline", "concurrency", "rate"]
 # "fixed": every request generates its output length (random datasets with ignore_eos);
@@ -95,7 +96,7 @@ def predict(
         )
     decode = max(decode, 1e-9)
     steps = _steps(eng, load, decode, max_num_batched_tokens)
-    t = steps.mean_s
+    t = steps.mean_token_s
     req_s = decode / (o * t)
     out_s = decode / t
     chunk = max(1, int(max_num_batched_tokens - decode))
@@ -178,12 +179,12 @@ def _rate_fixed_point(
 ) -> tuple[float, bool]:
     """Running decodes D = rate * output * mean_step(D) (Little's law), by bisection."""
     o = load.output_tokens
-    if cap < rate * o * _steps(eng, load, cap, budget_tokens).mean_s:
+    if cap < rate * o * _steps(eng, load, cap, budget_tokens).mean_token_s:
         return cap, True
     lo, hi = 0.0, cap
     for _ in range(60):
         mid = (lo + hi) / 2
-        if mid < rate * o * _steps(eng, load, max(mid, 1e-9), budget_tokens).mean_s:
+        if mid < rate * o * _steps(eng, load, max(mid, 1e-9), budget_tokens).mean_token_s:
             lo = mid
         else:
             hi = mid
@@ -238,6 +239,10 @@ class PredictRequest(BaseModel):
     max_num_batched_tokens: int | None = Field(default=None, gt=0)
     num_requests: int | None = Field(default=None, gt=0)
     output_lengths: OutputLengths = "fixed"
+    speculative_method: Literal["ngram", "eagle", "eagle3", "mtp", "draft_model"] | None = None
+    num_speculative_tokens: int | None = Field(default=None, ge=1, le=10)
+    acceptance_rate: float | None = Field(default=None, gt=0, lt=1)
+    draft_model: str | None = None
 
 
 class PredictResult(Prediction):
@@ -259,6 +264,8 @@ class PredictResult(Prediction):
     max_num_seqs: int
     max_num_batched_tokens: int
     fits: bool
+    speculative_method: str | None = None
+    tokens_per_step: float = 1.0
 
 
 @cache
@@ -300,6 +307,8 @@ def run_predict_with(
             req.tensor_parallel_size,
             f"must divide the {arch.heads} attention heads",
         )
+    flags = (req.speculative_method, req.num_speculative_tokens, req.acceptance_rate)
+    spec = from_flags(*flags, req.draft_model, name, arch, req.precision)
     max_len = req.max_model_len or arch.max_context
     seqs = req.max_num_seqs or default_max_num_seqs(gpu, req.engine)
     budget_tokens = req.max_num_batched_tokens or default_max_num_batched_tokens(gpu)
@@ -315,9 +324,24 @@ def run_predict_with(
         budget_tokens,
         consts,
         req.engine,
+        draft_weight_bytes=spec.draft_weight_bytes() if spec else 0.0,
+        draft_kv_bytes_per_token=spec.draft_kv_bytes_per_token(
+            1.0 if req.kv_cache_dtype == "fp8" else 2.0
+        )
+        if spec
+        else 0.0,
     )
+    tp = req.tensor_parallel_size
+    speculation = spec.speculation(gpu, tp, req.kv_cache_dtype, consts) if spec else None
     eng = StepModel(
-        arch, gpu, req.tensor_parallel_size, req.precision, req.kv_cache_dtype, consts, req.engine
+        arch,
+        gpu,
+        req.tensor_parallel_size,
+        req.precision,
+        req.kv_cache_dtype,
+        consts,
+        req.engine,
+        speculation,
     )
     load_ = Load(
         input_tokens=req.input_tokens,
@@ -362,4 +386,6 @@ def run_predict_with(
         max_num_seqs=seqs,
         max_num_batched_tokens=budget_tokens,
         fits=fits,
+        speculative_method=req.speculative_method,
+        tokens_per_step=spec.tokens_per_step if spec else 1.0,
     )

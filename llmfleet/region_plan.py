@@ -11,10 +11,10 @@ from llmfleet.autoscaling import autoscaling
 from llmfleet.calibration import Constants
 from llmfleet.choice import Choice
 from llmfleet.curves import batch_curve
+from llmfleet.lever_section import chosen_levers, download_gib
 from llmfleet.risk import risk
 from llmfleet.serving import serving
 from llmfleet.sizing import itl_percentile_s, predict_at, ttft_prompt_tokens
-from llmfleet.units import GIB
 from llmfleet.workload import workload
 
 IMAGE_AND_OS_GIB = 100
@@ -51,9 +51,7 @@ def predicted(choice: Choice, consts: Constants) -> fleet.Predicted:
     """Per replica at the region's peak; ranges from the calibration's held-out errors."""
     plan, s = choice.plan, choice.sizing
     o = plan.traffic.output_tokens.mean
-    at_peak, ttft_s = predict_at(
-        choice.step_model, plan, s, choice.peak_requests_per_s_per_replica
-    )
+    at_peak, ttft_s = predict_at(choice.step_model, plan, s, choice.peak_requests_per_s_per_replica)
     itl_ms = itl_percentile_s(plan, at_peak) * 1000
     values = {
         "ttft_ms": ttft_s * 1000,
@@ -141,7 +139,7 @@ def region_plan(
 ) -> fleet.RegionPlan:
     """The region's section of the FleetPlan, from the search's choice."""
     plan, region, inst = choice.plan, choice.region, choice.instance
-    weights_gib = choice.model.arch.weight_bytes(plan.model.precision) / GIB
+    weights_gib = download_gib(choice)
     node_zones = catalog.zones(region.name, inst.instance_type)[:MAX_ZONES]
     work = workload(plan, inst)
     serve = serving(choice, weights_gib)
@@ -184,4 +182,5 @@ def region_plan(
         vpc_cidr=region.vpc_cidr,
         reasons=reasons(choice),
         alternatives=alternatives,
+        levers=chosen_levers(choice),
     )

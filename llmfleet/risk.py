@@ -22,7 +22,7 @@ def risk(choice: Choice, expected: fleet.Predicted, pessimistic: Constants) -> f
     holds = ttft_p90 <= plan.slo.ttft_ms and itl_p90 <= plan.slo.itl_ms
     inst = choice.instance
     sized = size_replica(
-        choice.model.arch, catalog.gpu(inst.gpu), inst, choice.tp, plan, pessimistic
+        choice.model.arch, catalog.gpu(inst.gpu), inst, choice.tp, plan, pessimistic, choice.lever
     )
     if isinstance(sized, Rejection):
         replicas, cost = None, None

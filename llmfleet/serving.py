@@ -9,6 +9,7 @@ from llmfleet import fleet
 from llmfleet.autoscaling import custom_buckets
 from llmfleet.catalog.vllm_release import VLLM_VERSION, vllm_release
 from llmfleet.choice import Choice
+from llmfleet.levers import served
 from llmfleet.workload import PORT
 
 # Weights come from the model hub or a mirror at a share of the node's network; vLLM then
@@ -38,10 +39,10 @@ def longest_request_s(choice: Choice) -> float:
 
 def vllm_args(choice: Choice) -> fleet.VllmArgs:
     """The `vllm serve --config` keys: every key a flag of the pinned release."""
-    plan, s = choice.plan, choice.sizing
-    dynamic_fp8 = plan.model.precision == "fp8" and choice.model.native_precision != "fp8"
+    plan, s, lv = choice.plan, choice.sizing, choice.lever
+    checkpoint = served(plan, choice.model, lv)
     return fleet.VllmArgs(
-        model=choice.model.hf_repo,
+        model=checkpoint.hf_repo,
         served_model_name=plan.name,
         host="0.0.0.0",
         port=PORT,
@@ -50,12 +51,13 @@ def vllm_args(choice: Choice) -> fleet.VllmArgs:
         max_num_seqs=s.batch,
         max_num_batched_tokens=s.max_num_batched_tokens,
         gpu_memory_utilization=plan.gpu_memory_utilization,
-        kv_cache_dtype=plan.model.kv_cache_dtype,
+        kv_cache_dtype=lv.kv_cache_dtype,
         block_size=s.memory.block_size,
         enable_chunked_prefill=True,
         enable_prefix_caching=True,
-        # dynamic FP8 of a 16-bit checkpoint at load time
-        quantization="fp8" if dynamic_fp8 else None,
+        # fp8 without a published FP8 checkpoint: dynamic FP8 of the 16-bit one at load time
+        quantization=checkpoint.quantization,
+        speculative_config=lv.spec.vllm_config(choice.tp) if lv.spec else None,
         custom_histogram_buckets=custom_buckets(choice),
         shutdown_timeout=math.ceil(longest_request_s(choice)) + 5,
     )

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from llmfleet.architecture import Arch
 from llmfleet.calibration import Constants
 from llmfleet.catalog import Gpu, Instance
-from llmfleet.memory import MemoryBudget, budget
+from llmfleet.levers import Levers, gpu_problem, pinned
+from llmfleet.memory import MemoryBudget, budget, kv_dtype_bytes
 from llmfleet.perf import MixedSteps, StepModel, mixed_steps, prefill_s, step_time
 from llmfleet.plan import CapacityPlan
 from llmfleet.queueing import length_at_percentile, length_cv2, prefill_wait
@@ -93,18 +94,25 @@ def memory_for(
     max_num_seqs: int,
     budget_tokens: int,
     consts: Constants,
+    levers: Levers | None = None,
 ) -> MemoryBudget:
+    lv = levers or pinned(plan)
+    spec = lv.spec
     return budget(
         arch,
         gpu,
         tp,
-        plan.model.precision,
-        plan.model.kv_cache_dtype,
+        lv.precision,
+        lv.kv_cache_dtype,
         plan.gpu_memory_utilization,
         plan.max_model_len,
         max_num_seqs,
         budget_tokens,
         consts,
+        draft_weight_bytes=spec.draft_weight_bytes() if spec else 0.0,
+        draft_kv_bytes_per_token=spec.draft_kv_bytes_per_token(kv_dtype_bytes(lv.kv_cache_dtype))
+        if spec
+        else 0.0,
     )
 
 
@@ -121,15 +129,26 @@ def _meets(eng: StepModel, plan: CapacityPlan, batch: float, chunk: int) -> Mixe
 
 
 def size_replica(
-    arch: Arch, gpu: Gpu, instance: Instance, tp: int, plan: CapacityPlan, consts: Constants
+    arch: Arch,
+    gpu: Gpu,
+    instance: Instance,
+    tp: int,
+    plan: CapacityPlan,
+    consts: Constants,
+    levers: Levers | None = None,
 ) -> ReplicaSizing | Rejection:
-    """The best operating point of one replica, or why there is none."""
+    """The best operating point of one replica with these levers (default: the plan's own
+    precision and KV dtype, no speculation), or why there is none."""
+    lv = levers or pinned(plan)
     shape = _shape_problem(arch, instance, tp)
     if shape:
         return Rejection(shape, "shape")
+    unsupported = gpu_problem(arch, gpu, lv)
+    if unsupported:
+        return Rejection(unsupported, "shape")
     # Feasibility at the smallest engine (one sequence, the smallest chunk): the activation
     # peak grows with max_num_seqs and the token budget, which the search then picks.
-    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts)
+    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, lv)
     if mem.kv_cache_gib_per_gpu <= 0:
         return Rejection(
             f"weights {mem.weights_gib_per_gpu:.1f} GiB + runtime "
@@ -144,9 +163,11 @@ def size_replica(
             "memory",
         )
 
-    eng = StepModel(arch, gpu, tp, plan.model.precision, plan.model.kv_cache_dtype, consts)
+    eng = lv.step_model(arch, gpu, tp, consts)
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
     floor = step_time(eng, 1, i + o / 2).total_s * 1000
+    if plan.slo.itl == "tpot" and lv.spec:
+        floor /= lv.spec.tokens_per_step
     if floor > plan.slo.itl_ms:
         return Rejection(f"ITL {floor:.1f} ms > {plan.slo.itl_ms:g} ms at batch 1", "itl", floor)
     best: ReplicaSizing | None = None
@@ -155,7 +176,7 @@ def size_replica(
     for chunk in CHUNK_GRID:
         ttft_floor = min(ttft_floor, 1000 * prefill_s(eng, 1, i + o / 2, prompt, chunk))
         gap_floor = min(gap_floor, 1000 * itl_percentile_s(plan, mixed_steps(eng, 1, i, o, chunk)))
-        kv_batch = _kv_batch(arch, gpu, tp, plan, chunk, consts)
+        kv_batch = _kv_batch(arch, gpu, tp, plan, chunk, consts, lv)
         if kv_batch < 1 or _meets(eng, plan, 1, chunk) is None:
             continue
         lo, hi = 1.0, float(kv_batch)
@@ -167,7 +188,7 @@ def size_replica(
                 lo, hi = (mid, hi) if _meets(eng, plan, mid, chunk) else (lo, mid)
         steps = _meets(eng, plan, lo, chunk)
         assert steps is not None
-        rate = lo / (o * steps.mean_s)
+        rate = lo / (o * steps.mean_token_s)
         if best is None or rate > best.capacity_rps * (1 + 1e-9):
             best = ReplicaSizing(max(1, math.floor(lo)), chunk, steps, rate, mem)
     if best is None and gap_floor > plan.slo.itl_ms:
@@ -193,12 +214,67 @@ def size_replica(
             "ttft",
             ttft_floor,
         )
-    final_mem = memory_for(arch, gpu, tp, plan, best.batch, best.max_num_batched_tokens, consts)
+    final_mem = memory_for(arch, gpu, tp, plan, best.batch, best.max_num_batched_tokens, consts, lv)
     return ReplicaSizing(best.batch, best.chunk_tokens, best.steps, best.capacity_rps, final_mem)
 
 
+def capacity_upper_bound(
+    arch: Arch,
+    gpu: Gpu,
+    instance: Instance,
+    tp: int,
+    plan: CapacityPlan,
+    consts: Constants,
+    levers: Levers,
+    slo: bool = True,
+) -> float:
+    """Requests/s no operating point of this candidate can exceed (0: it cannot run), for
+    pruning the search. The batch D is capped by the largest KV pool (one sequence, the
+    smallest chunk) and, with `slo`, by the SLOs, found to within 10 % by a coarse search
+    for the batch where some chunk still meets them; D / decode step(D) only grows with D
+    (each term of a step is affine or concave in the batch), so D * tokens per step /
+    (output * decode step(D)) bounds the capacity."""
+    if _shape_problem(arch, instance, tp) or gpu_problem(arch, gpu, levers):
+        return 0.0
+    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, levers)
+    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
+    batch = min(MAX_BATCH, mem.kv_cache_tokens // (i + o)) if mem.kv_cache_gib_per_gpu > 0 else 0
+    if batch < 1:
+        return 0.0
+    eng = levers.step_model(arch, gpu, tp, consts)
+    per_step = levers.spec.tokens_per_step if levers.spec else 1.0
+    ctx = i + o / 2
+
+    last = [CHUNK_GRID[0]]  # the chunk that met the SLOs last is the likeliest again
+
+    def possible(d: float) -> bool:
+        """Some chunk meets both SLOs at batch d (`_meets` only gets harder as d grows)."""
+        for c in sorted(CHUNK_GRID, key=lambda c: c != last[0]):
+            if _meets(eng, plan, d, c) is not None:
+                last[0] = c
+                return True
+        return False
+
+    if slo and not possible(1):
+        return 0.0
+    lo, hi = 1.0, float(batch)
+    if not slo:
+        return hi * per_step / (o * step_time(eng, hi, ctx).total_s)
+    if not possible(hi):
+        while hi > 1.1 * lo:  # geometric bisection: a bound within 10 % is enough to prune
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if possible(mid) else (lo, mid)
+    return hi * per_step / (o * step_time(eng, hi, ctx).total_s)
+
+
 def _kv_batch(
-    arch: Arch, gpu: Gpu, tp: int, plan: CapacityPlan, chunk: int, consts: Constants
+    arch: Arch,
+    gpu: Gpu,
+    tp: int,
+    plan: CapacityPlan,
+    chunk: int,
+    consts: Constants,
+    levers: Levers,
 ) -> int:
     """Most sequences of input + output tokens the KV pool holds with this chunk.
 
@@ -208,7 +284,7 @@ def _kv_batch(
     need = plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean
     seqs = MAX_BATCH
     for _ in range(8):
-        m = memory_for(arch, gpu, tp, plan, seqs, chunk + seqs, consts)
+        m = memory_for(arch, gpu, tp, plan, seqs, chunk + seqs, consts, levers)
         fits = min(MAX_BATCH, m.kv_cache_tokens // need)
         if fits >= seqs:
             return seqs
@@ -228,7 +304,7 @@ def predict_at(
     while hi - lo > BATCH_RESOLUTION:  # running batch D solves D = rate * output * mean_step(D)
         mid = (lo + hi) / 2
         steps = mixed_steps(eng, max(mid, 1e-6), i, o, sizing.chunk_tokens)
-        lo, hi = (mid, hi) if mid < rate * o * steps.mean_s else (lo, mid)
+        lo, hi = (mid, hi) if mid < rate * o * steps.mean_token_s else (lo, mid)
     steps = mixed_steps(eng, max(hi, 1e-6), i, o, sizing.chunk_tokens)
     return steps, ttft_percentile_s(eng, plan, steps, hi, sizing.chunk_tokens)
 

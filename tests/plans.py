@@ -10,7 +10,7 @@ from llmfleet.stack import parse_plan
 
 BASE: dict[str, Any] = {
     "name": "t",
-    "model": {"id": "Llama-3.1-8B-Instruct", "precision": "bf16"},
+    "model": {"id": "Llama-3.1-8B-Instruct", "precision": "bf16", "kv_cache_dtype": "auto"},
     "max_model_len": 8192,
     "traffic": {
         "peak_requests_per_s": 10,

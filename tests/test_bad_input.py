@@ -121,7 +121,8 @@ def test_a_config_json_path_sizes_like_the_catalog_model(tmp_path):
     (tmp_path / "m" / "config.json").write_text(
         json.dumps(catalog.model_entry("Llama-3.1-8B").config)
     )
-    plan = make_plan(model={"config_path": "m/config.json", "hf_repo": "meta-llama/x"})
+    pins = {"precision": "bf16", "kv_cache_dtype": "auto"}  # as make_plan's catalog model
+    plan = make_plan(model={"config_path": "m/config.json", "hf_repo": "meta-llama/x", **pins})
     by_path = build_fleet_plan(plan, base_dir=tmp_path)
     by_id = build_fleet_plan(make_plan())
     assert by_path.monthly_cost_usd == by_id.monthly_cost_usd

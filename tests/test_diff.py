@@ -118,7 +118,7 @@ def test_a_plan_price_override_is_named_with_the_list_price_beside_it(stack_plan
 def test_two_models_still_diff_and_say_so(stack_plans) -> None:
     d = diff_plans("dev", stack_plans["dev"], "prod", stack_plans["prod"])
     assert not d.same_model
-    assert "Llama-3.1-8B-Instruct bf16 -> Llama-3.3-70B-Instruct bf16" in (d.model_note or "")
+    assert "Llama-3.1-8B-Instruct bf16 -> Llama-3.3-70B-Instruct fp8" in (d.model_note or "")
     status = {r.region: r.status for r in d.regions}
     assert status == {"us-east-1": "changed", "us-west-2": "added", "eu-north-1": "added"}
     text = markdown(d)
