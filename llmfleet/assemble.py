@@ -16,6 +16,8 @@ from llmfleet.memory import kv_dtype_bytes
 from llmfleet.models import ResolvedModel, resolve_model
 from llmfleet.optimizer import choose_region
 from llmfleet.plan import CapacityPlan
+from llmfleet.plan_checks import check_plan
+from llmfleet.quotas import quota_needs
 from llmfleet.region_plan import region_plan
 from llmfleet.stack import REPO_ROOT
 from llmfleet.units import GIB
@@ -49,6 +51,7 @@ def model_summary(plan: CapacityPlan, model: ResolvedModel) -> fleet.ModelSummar
 def build_fleet_plan(
     plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = REPO_ROOT
 ) -> fleet.FleetPlan:
+    check_plan(plan)
     base = consts or load_constants()
     consts = sizing_constants(plan, base)
     pessimistic = sizing_constants(plan.model_copy(update={"confidence": "pessimistic"}), base)
@@ -76,4 +79,6 @@ def build_fleet_plan(
         monthly_cost_usd_at_trough=round(sum(r.monthly_cost_usd_at_trough for r in regions), 2),
         gpus=gpus,
         rules_of_thumb=rules_of_thumb(model, plan),
+        environment=plan.environment,
+        quotas=quota_needs(regions),
     )

@@ -32,6 +32,18 @@ class ModelSpec(Strict):
     kv_cache_dtype: KvCacheDtype = Field(
         default="auto", description="auto keeps 16-bit KV; fp8 halves it."
     )
+    revision: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{40}$",
+        description="The checkpoint's commit (40 hex digits) vLLM loads (`--revision`), so a "
+        "re-pushed branch cannot change what is served; absent: the repository's main branch.",
+    )
+
+    @field_validator("precision", "kv_cache_dtype", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        """BF16 and bf16 are the same precision, as H100 and h100 are the same GPU."""
+        return value.lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
@@ -207,6 +219,11 @@ class CapacityPlan(Strict):
     )
     cluster: ClusterAccess = Field(default_factory=ClusterAccess)
     kubernetes_version: str = Field(default="1.33", pattern=r"^1\.\d+$")
+    environment: Literal["development", "production"] = Field(
+        default="development",
+        description="production refuses an EKS API endpoint open to 0.0.0.0/0 and tags every "
+        "AWS resource `llmfleet.io/environment`, which the policy pack reads.",
+    )
 
     @model_validator(mode="after")
     def _regions(self) -> CapacityPlan:

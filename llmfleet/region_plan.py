@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from llmfleet import catalog, fleet
+from llmfleet.alerts import region_alerts
 from llmfleet.autoscaling import autoscaling
 from llmfleet.calibration import Constants
 from llmfleet.choice import Choice
@@ -175,4 +176,5 @@ def region_plan(
         vpc_cidr=region.vpc_cidr,
         reasons=reasons(choice),
         alternatives=alternatives,
+        alerts=region_alerts(plan, choice.replicas, serve, work),
     )

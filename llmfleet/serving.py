@@ -56,6 +56,7 @@ def vllm_args(choice: Choice) -> fleet.VllmArgs:
         enable_prefix_caching=True,
         # dynamic FP8 of a 16-bit checkpoint at load time
         quantization="fp8" if dynamic_fp8 else None,
+        revision=plan.model.revision,
         custom_histogram_buckets=custom_buckets(choice),
         shutdown_timeout=math.ceil(longest_request_s(choice)) + 5,
     )
