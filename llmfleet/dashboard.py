@@ -39,13 +39,16 @@ def _panel(k: int, title: str, unit: str, targets: list[tuple[str, str]]) -> dic
     }
 
 
-def panel_queries(fleet: FleetPlan, region: RegionPlan) -> list[tuple[str, str, list[tuple[str, str]]]]:
+Panel = tuple[str, str, list[tuple[str, str]]]
+
+
+def panel_queries(fleet: FleetPlan, region: RegionPlan) -> list[Panel]:
     """(title, unit, [(legend, PromQL)]) of every panel, in order."""
     slo, w = fleet.slo, "5m"
     sel = selector(region.workload.namespace, region.serving.vllm.served_model_name)
     q = slo.percentile / 100
     itl = ITL_METRICS[slo.itl]
-    gpu_sel = f'{{Hostname=~".+",modelName=~".+"}}'
+    gpu_sel = '{Hostname=~".+",modelName=~".+"}'
     return [
         (f"TTFT p{slo.percentile:g} vs SLO", "s", [
             (f"p{slo.percentile:g}", f"histogram_quantile({q:g}, sum by (le) "
