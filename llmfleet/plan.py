@@ -240,4 +240,21 @@ class CapacityPlan(Strict):
                 f"max_model_len ({self.max_model_len}) is below a mean request (input "
                 f"{self.traffic.input_tokens.mean} + output {self.traffic.output_tokens.mean})"
             )
+        t = self.traffic
+        p95 = t.input_tokens.p95_or_mean + t.output_tokens.p95_or_mean
+        if p95 > self.max_model_len:
+            raise ValueError(
+                f"max_model_len ({self.max_model_len}) is below a p95 request (input p95 "
+                f"{t.input_tokens.p95_or_mean} + output p95 {t.output_tokens.p95_or_mean} = "
+                f"{p95}): vLLM would refuse about one request in 20; raise max_model_len to "
+                f"{p95} or more"
+            )
+        if self.environment == "production" and self.cluster.endpoint_public_access:
+            open_to_all = [c for c in self.cluster.public_access_cidrs if c.endswith("/0")]
+            if open_to_all:
+                raise ValueError(
+                    f"environment is production but cluster.public_access_cidrs has "
+                    f"{', '.join(open_to_all)}: the EKS API would be reachable from anywhere; "
+                    "give your CI and office CIDRs, or cluster.endpoint_public_access: false"
+                )
         return self
