@@ -2,7 +2,7 @@
 PY := venv/bin/python
 STACK ?= dev
 
-.PHONY: all preview plan render check-render test validate-check lint bench clean
+.PHONY: all preview plan render check-render test validate-check hardening-check lint bench clean
 
 all: venv/.installed
 
@@ -31,16 +31,20 @@ render: venv/.installed
 check-render: venv/.installed
 	$(PY) -m llmfleet render --check
 
-# `test` leaves out the leave-one-source-out refits (most of a minute); `validate-check`
-# runs exactly those. CI runs both.
+# `test` leaves out the leave-one-source-out refits (most of a minute) and the hardening
+# tests (property tests, secret hygiene and the policy pack over every stack's preview);
+# `validate-check` and `hardening-check` run exactly those. CI runs all three.
 test: venv/.installed
-	$(PY) -m pytest -m "not validation"
+	$(PY) -m pytest -m "not validation and not hardening"
 
 validate-check: venv/.installed
 	$(PY) -m pytest -m validation
 
+hardening-check: venv/.installed
+	$(PY) -m pytest -m hardening
+
 lint: venv/.installed
-	$(PY) -m ruff check llmfleet components tests __main__.py
+	$(PY) -m ruff check llmfleet components tests policy __main__.py
 	$(PY) -m mypy
 
 bench: venv/.installed

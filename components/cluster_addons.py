@@ -10,6 +10,9 @@ Three pinned Helm releases on the cluster's Kubernetes provider:
   only: it tolerates the GPU taint and selects the `nvidia.com/gpu.present` label that
   the GPU NodePool sets, and waits for the GPU node group.
 - KEDA: the ScaledObject CRD and the operator that turns the vLLM metrics into an HPA.
+- NVIDIA DCGM exporter: GPU telemetry (utilisation, memory, power, XID errors) from every
+  GPU node, scraped through its own ServiceMonitor; it waits for the Prometheus stack
+  (whose CRDs its ServiceMonitor needs) and for the GPU node group.
 - kube-prometheus-stack: Prometheus, the operator and its CRDs (ServiceMonitor). Prometheus
   selects every ServiceMonitor in the cluster (not only the chart's own), so the
   VllmService's ServiceMonitor is scraped; Grafana is off (it would create a Secret with an
@@ -59,6 +62,8 @@ class HelmChart:
     values: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""
     pool: PoolKind = "system"
+    after: tuple[str, ...] = ()
+    """Releases (by release name) this one waits for, e.g. the one installing its CRDs."""
 
 
 NVIDIA_DEVICE_PLUGIN = HelmChart(
@@ -99,6 +104,8 @@ KUBE_PROMETHEUS_STACK = HelmChart(
             "prometheusSpec": {
                 "serviceMonitorSelectorNilUsesHelmValues": False,
                 "podMonitorSelectorNilUsesHelmValues": False,
+                # every PrometheusRule (the fleet's alerts), not only the chart's own
+                "ruleSelectorNilUsesHelmValues": False,
                 "nodeSelector": SYSTEM,
             }
         },
@@ -111,7 +118,27 @@ KUBE_PROMETHEUS_STACK = HelmChart(
     },
     source="prometheus-community/helm-charts kube-prometheus-stack-69.5.1 (app v0.80.1)",
 )
-CHARTS: tuple[HelmChart, ...] = (NVIDIA_DEVICE_PLUGIN, KEDA, KUBE_PROMETHEUS_STACK)
+DCGM_EXPORTER = HelmChart(
+    release="dcgm-exporter",
+    chart="dcgm-exporter",
+    version="4.8.2",
+    repository="https://nvidia.github.io/dcgm-exporter/helm-charts",
+    namespace=workload.MONITORING_NAMESPACE,
+    values={
+        # GPU nodes only (the label the GPU NodePool sets), through their taint; its
+        # ServiceMonitor (on by default) is selected by the Prometheus above.
+        "nodeSelector": {"nvidia.com/gpu.present": "true"},
+        "tolerations": [
+            {"key": workload.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+        ],
+        "serviceMonitor": {"enabled": True},
+    },
+    source="NVIDIA/dcgm-exporter deployment/Chart.yaml at tag 4.5.3-4.8.2 (chart 4.8.2, "
+    "2026-05-06; image nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless)",
+    pool="gpu",
+    after=(KUBE_PROMETHEUS_STACK.release,),
+)
+CHARTS: tuple[HelmChart, ...] = (NVIDIA_DEVICE_PLUGIN, KEDA, KUBE_PROMETHEUS_STACK, DCGM_EXPORTER)
 
 
 def release_args(chart: HelmChart) -> dict[str, Any]:
@@ -153,16 +180,16 @@ class ClusterAddons(pulumi.ComponentResource):
         missing = sorted({c.pool for c in args.charts} - set(args.pool_nodes))
         if missing:
             raise ProgramError(f"{name}: ClusterAddonsArgs.pool_nodes has no {', '.join(missing)}")
-        self.releases = {
-            chart.release: k8s.helm.v3.Release(
+        self.releases = {}
+        for chart in args.charts:  # in order: a chart's `after` releases come before it
+            after = [self.releases[r] for r in chart.after if r in self.releases]
+            self.releases[chart.release] = k8s.helm.v3.Release(
                 f"{name}-{chart.release}",
                 **release_args(chart),
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=args.k8s_provider,
-                    depends_on=list(args.pool_nodes[chart.pool]),
+                    depends_on=[*args.pool_nodes[chart.pool], *after],
                 ),
             )
-            for chart in args.charts
-        }
         self.register_outputs({"releases": {r: rel.status for r, rel in self.releases.items()}})

@@ -43,6 +43,10 @@ class RegionResources:
     service: VllmService
 
 
+ENVIRONMENT_TAG = "llmfleet.io/environment"
+"""Tag on every region's resources that InferenceCluster tags: development or production."""
+
+
 def default_tags(fleet_name: str, extra: Mapping[str, str]) -> dict[str, str]:
     """Tags the region's AWS provider puts on every taggable resource."""
     return dict(sorted({**extra, "llmfleet.io/fleet": fleet_name, "managed-by": "pulumi"}.items()))
@@ -103,6 +107,8 @@ class Fleet(pulumi.ComponentResource):
                     fleet_name=plan.name,
                     access=plan.cluster,
                     aws_profile=args.aws_profile,
+                    # what the policy pack reads to apply production-only rules
+                    tags={ENVIRONMENT_TAG: plan.environment},
                 ),
                 opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
             )

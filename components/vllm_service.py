@@ -33,7 +33,11 @@ TYPED: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
 }
 """Core objects get their typed class; the CRDs below are `apiextensions.CustomResource`."""
-CUSTOM = {("keda.sh/v1alpha1", "ScaledObject"), ("monitoring.coreos.com/v1", "ServiceMonitor")}
+CUSTOM = {
+    ("keda.sh/v1alpha1", "ScaledObject"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+}
 TOP_LEVEL = {"apiVersion": "api_version", "kind": "kind", "metadata": "metadata"}
 
 
@@ -43,8 +47,13 @@ def resource_kwargs(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {TOP_LEVEL.get(key, key): value for key, value in doc.items()}
 
 
-def resource_suffix(doc: Mapping[str, Any]) -> str:
-    return str(doc["kind"]).lower()
+def resource_suffix(doc: Mapping[str, Any], workload_name: str = "", first: bool = True) -> str:
+    """`deployment`, `configmap`, ...: the kind; a second object of a kind (the dashboard's
+    ConfigMap) adds its name past the workload's (`configmap-dashboard`)."""
+    kind = str(doc["kind"]).lower()
+    if first:
+        return kind
+    return f"{kind}-{str(doc['metadata']['name']).removeprefix(workload_name + '-')}"
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ class VllmServiceArgs:
 
 class VllmService(pulumi.ComponentResource):
     """Children `{name}-{kind}` (lower-case kind), one per rendered document; `resources`
-    maps the kind to it."""
+    maps the kind to it (a second object of a kind: its suffix, e.g. `configmap-dashboard`)."""
 
     resources: dict[str, pulumi.CustomResource]
 
@@ -79,7 +88,9 @@ class VllmService(pulumi.ComponentResource):
                 provider=args.k8s_provider,
                 depends_on=[*args.depends_on, *namespace],
             )
-            child = f"{name}-{resource_suffix(doc)}"
+            first = str(doc["kind"]) not in self.resources
+            suffix = resource_suffix(doc, args.region_plan.workload.name, first)
+            child = f"{name}-{suffix}"
             resource: pulumi.CustomResource
             if key in TYPED:
                 resource = TYPED[key](child, **resource_kwargs(doc), opts=child_opts)
@@ -90,6 +101,6 @@ class VllmService(pulumi.ComponentResource):
                 raise ProgramError(f"{name}: cannot deploy {'/'.join(key)}; known kinds: {known}")
             if doc["kind"] == "Namespace":
                 namespace = [resource]
-            self.resources[str(doc["kind"])] = resource
+            self.resources[str(doc["kind"]) if first else suffix] = resource
         workload = args.region_plan.workload
         self.register_outputs({"namespace": workload.namespace, "kinds": sorted(self.resources)})

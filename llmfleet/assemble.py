@@ -17,6 +17,8 @@ from llmfleet.memory import kv_dtype_bytes
 from llmfleet.models import ResolvedModel, resolve_model
 from llmfleet.optimizer import Sizer, choose_region
 from llmfleet.plan import CapacityPlan
+from llmfleet.plan_checks import check_plan
+from llmfleet.quotas import quota_needs
 from llmfleet.region_plan import region_plan
 from llmfleet.stack import REPO_ROOT
 from llmfleet.units import GIB
@@ -56,6 +58,7 @@ def model_summary(
 def build_fleet_plan(
     plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = REPO_ROOT
 ) -> fleet.FleetPlan:
+    check_plan(plan)
     base = consts or load_constants()
     consts = sizing_constants(plan, base)
     pessimistic = sizing_constants(plan.model_copy(update={"confidence": "pessimistic"}), base)
@@ -83,4 +86,6 @@ def build_fleet_plan(
         gpus=gpus,
         rules_of_thumb=rules_of_thumb(model, plan),
         levers_report=lever_report(plan, model, [c for c, _ in searched], sizer, consts),
+        environment=plan.environment,
+        quotas=quota_needs(regions),
     )

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from llmfleet import catalog
 from llmfleet.architecture import PRECISIONS
 from llmfleet.assemble import build_fleet_plan
+from llmfleet.config_checks import check_config_heads
 from llmfleet.errors import ArgumentError, LlmfleetError, PlanError
 from llmfleet.gc_pause import gc_paused
 from llmfleet.measurements import MEASUREMENTS, load_measurements
@@ -43,6 +44,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     config = None
     if args.model.endswith(".json") or Path(args.model).is_file():
         config = catalog.load_config_json(Path(args.model), "--model")
+        check_config_heads(config, args.model, "--model")
     try:
         req = PredictRequest(
             model=args.model,
@@ -177,8 +179,9 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--gpu", required=True, help=" ".join(GPUS))
     s.add_argument("--tensor-parallel-size", type=int, default=1)
-    s.add_argument("--precision", default="bf16", help=" ".join(PRECISIONS))
-    s.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto")
+    # case-insensitive, as --gpu is: BF16 = bf16
+    s.add_argument("--precision", default="bf16", type=str.lower, help=" ".join(PRECISIONS))
+    s.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto", type=str.lower)
     s.add_argument("--input-tokens", type=int, required=True)
     s.add_argument("--output-tokens", type=int, required=True)
     load = s.add_mutually_exclusive_group()

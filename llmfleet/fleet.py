@@ -126,6 +126,9 @@ class VllmArgs(Data):
     speculative_config: dict[str, object] | None = Field(
         default=None, description="vLLM SpeculativeConfig keys; absent: no speculation."
     )
+    revision: str | None = Field(
+        default=None, description="The checkpoint's commit (plan model.revision); absent: main."
+    )
     custom_histogram_buckets: dict[str, list[float]] | None = Field(
         default=None,
         description="Bucket families whose default bounds cannot resolve a trigger's threshold.",
@@ -273,6 +276,38 @@ class Alternative(Data):
     )
 
 
+class AlertRule(Data):
+    """One Prometheus alerting rule (PrometheusRule); its threshold comes from the plan."""
+
+    name: str = Field(description="The alert's name (CamelCase, as Prometheus shows it).")
+    severity: str = Field(description="critical pages someone; warning opens a ticket.")
+    expr: str = Field(description="PromQL; the alert fires while it returns a series.")
+    for_duration: str = Field(description="How long expr must hold before the alert fires.")
+    summary: str
+    reason: str = Field(description="Why this threshold: the plan's number it comes from.")
+
+
+class Alerts(Data):
+    """Day-2 alerts of a region's vLLM fleet: SLO burn rates, KV pressure, preemptions,
+    the replica ceiling and a fleet with nothing ready."""
+
+    error_budget: float = Field(description="1 - slo.percentile / 100: the share of slow "
+                                "requests (TTFT) or token gaps (ITL) the SLO allows.")
+    rules: list[AlertRule]
+    notes: list[str] = Field(description="What is deliberately not alerted on here, and why.")
+
+
+class QuotaNeed(Data):
+    """EC2 On-Demand vCPU quota a region's GPU nodes need at their maximum (Service Quotas,
+    per region and account; new accounts start far below a GPU fleet's needs)."""
+
+    region: str
+    quota: str = Field(description="The Service Quotas name, e.g. Running On-Demand P instances.")
+    instance_type: str
+    nodes: int
+    vcpus: int
+
+
 class RegionPlan(Data):
     region: str
     traffic_share: float
@@ -314,6 +349,7 @@ class RegionPlan(Data):
     levers: ChosenLevers | None = Field(
         default=None, description="Precision, KV dtype, checkpoint and speculation chosen."
     )
+    alerts: Alerts
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -360,6 +396,8 @@ class FleetPlan(Data):
         default=None,
         description="Memory per precision, speculative speed-up against batch, cost per lever.",
     )
+    environment: str = Field(description="development or production (plan.environment).")
+    quotas: list[QuotaNeed] = Field(description="vCPU quota each region needs at max nodes.")
 
     def region(self, name: str) -> RegionPlan:
         return next(r for r in self.regions if r.region == name)

@@ -8,6 +8,7 @@ from pathlib import Path
 from llmfleet import catalog
 from llmfleet.architecture import Arch, from_config
 from llmfleet.checkpoints import published
+from llmfleet.config_checks import check_config_heads
 from llmfleet.errors import PlanError
 from llmfleet.plan import CapacityPlan
 from llmfleet.stack import REPO_ROOT
@@ -57,6 +58,7 @@ def resolve_model(plan: CapacityPlan, base_dir: Path = REPO_ROOT) -> ResolvedMod
             )
         path = (base_dir / spec.config_path).resolve()
         cfg = catalog.load_config_json(path)
+        check_config_heads(cfg, spec.config_path, "model.config_path")
         quant = cfg.get("quantization_config")
         native = str(quant.get("quant_method", "bf16")) if isinstance(quant, dict) else "bf16"
         model = ResolvedModel(

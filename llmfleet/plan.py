@@ -46,6 +46,18 @@ class ModelSpec(Strict):
     @property
     def pins_kv_cache_dtype(self) -> bool:
         return "kv_cache_dtype" in self.model_fields_set
+    revision: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{40}$",
+        description="The checkpoint's commit (40 hex digits) vLLM loads (`--revision`), so a "
+        "re-pushed branch cannot change what is served; absent: the repository's main branch.",
+    )
+
+    @field_validator("precision", "kv_cache_dtype", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        """BF16 and bf16 are the same precision, as H100 and h100 are the same GPU."""
+        return value.lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
@@ -261,6 +273,11 @@ class CapacityPlan(Strict):
     )
     cluster: ClusterAccess = Field(default_factory=ClusterAccess)
     kubernetes_version: str = Field(default="1.33", pattern=r"^1\.\d+$")
+    environment: Literal["development", "production"] = Field(
+        default="development",
+        description="production refuses an EKS API endpoint open to 0.0.0.0/0 and tags every "
+        "AWS resource `llmfleet.io/environment`, which the policy pack reads.",
+    )
 
     @model_validator(mode="after")
     def _regions(self) -> CapacityPlan:
@@ -287,4 +304,21 @@ class CapacityPlan(Strict):
                 f"max_model_len ({self.max_model_len}) is below a mean request (input "
                 f"{self.traffic.input_tokens.mean} + output {self.traffic.output_tokens.mean})"
             )
+        t = self.traffic
+        p95 = t.input_tokens.p95_or_mean + t.output_tokens.p95_or_mean
+        if p95 > self.max_model_len:
+            raise ValueError(
+                f"max_model_len ({self.max_model_len}) is below a p95 request (input p95 "
+                f"{t.input_tokens.p95_or_mean} + output p95 {t.output_tokens.p95_or_mean} = "
+                f"{p95}): vLLM would refuse about one request in 20; raise max_model_len to "
+                f"{p95} or more"
+            )
+        if self.environment == "production" and self.cluster.endpoint_public_access:
+            open_to_all = [c for c in self.cluster.public_access_cidrs if c.endswith("/0")]
+            if open_to_all:
+                raise ValueError(
+                    f"environment is production but cluster.public_access_cidrs has "
+                    f"{', '.join(open_to_all)}: the EKS API would be reachable from anywhere; "
+                    "give your CI and office CIDRs, or cluster.endpoint_public_access: false"
+                )
         return self

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from llmfleet import catalog, fleet
+from llmfleet.alerts import region_alerts
 from llmfleet.autoscaling import autoscaling
 from llmfleet.calibration import Constants
 from llmfleet.choice import Choice
@@ -183,4 +184,5 @@ def region_plan(
         reasons=reasons(choice),
         alternatives=alternatives,
         levers=chosen_levers(choice),
+        alerts=region_alerts(plan, choice.replicas, serve, work),
     )

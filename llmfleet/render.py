@@ -30,6 +30,7 @@ import yaml
 
 from llmfleet import charts, economics
 from llmfleet.catalog.vllm_release import quantile_problem, vllm_release
+from llmfleet.dashboard import dashboard
 from llmfleet.errors import RenderError
 from llmfleet.fleet import FleetPlan, RegionPlan
 from llmfleet.rendered_files import Drift as Drift  # re-exported: callers use render.drift
@@ -50,6 +51,8 @@ MANIFESTS = (
     "networkpolicy",
     "servicemonitor",
     "scaledobject",
+    "prometheusrule",
+    "dashboard",
 )
 """One template and one file per Kubernetes object, in the order they are applied."""
 METRIC_NAME = re.compile(r"\bvllm:[A-Za-z_][A-Za-z0-9_:]*")
@@ -105,6 +108,7 @@ def _md(value: Any) -> str:
 
 FILTERS: dict[str, Any] = {
     "json": _json,
+    "json_block": lambda value: json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False),
     "yaml": dump_yaml,
     "sha256": lambda text: hashlib.sha256(text.encode()).hexdigest(),
     "gib": lambda n: f"{n}Gi",
@@ -196,14 +200,32 @@ def resolution_problems(region: RegionPlan) -> list[str]:
 
 
 def prometheus_queries(docs: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Every Prometheus query in the ScaledObjects among `docs`."""
-    return [
+    """Every Prometheus query among `docs`: ScaledObject triggers, PrometheusRule rules and
+    the dashboard's panels."""
+    docs = list(docs)
+    triggers = [
         t["metadata"]["query"]
         for d in docs
         if d.get("kind") == "ScaledObject"
         for t in d["spec"]["triggers"]
         if t["type"] == "prometheus"
     ]
+    rules = [
+        r["expr"]
+        for d in docs
+        if d.get("kind") == "PrometheusRule"
+        for g in d["spec"]["groups"]
+        for r in g["rules"]
+    ]
+    panels = [
+        t["expr"]
+        for d in docs
+        if d.get("kind") == "ConfigMap" and "grafana_dashboard" in d["metadata"]["labels"]
+        for text in d["data"].values()
+        for p in json.loads(text)["panels"]
+        for t in p["targets"]
+    ]
+    return triggers + rules + panels
 
 
 # --- rendering ------------------------------------------------------------------------------
@@ -227,13 +249,14 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
         "workload": region.workload,
         "autoscaling": region.autoscaling,
         "vllm_config": vllm_config(region),
+        "dashboard": dashboard(fleet, region),
     }
     docs = [
         yaml.safe_load(_template(f"kubernetes/{kind}.yaml.j2", **context)) for kind in MANIFESTS
     ]
     problems = metric_problems(prometheus_queries(docs)) + resolution_problems(region)
     if problems:
-        raise RenderError(f"{region.region}/scaledobject.yaml:\n  " + "\n  ".join(problems))
+        raise RenderError(f"{region.region} queries:\n  " + "\n  ".join(problems))
     return docs
 
 

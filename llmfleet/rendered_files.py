@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmfleet.errors import RenderError
+
 RENDERED_SUFFIXES = (".yaml", ".md", ".svg")
 """Files of these kinds under an output directory are ours: `write` deletes stray ones."""
 
@@ -95,18 +97,28 @@ def drift(expected: Mapping[str, str], root: Path) -> Drift:
 
 def write(expected: Mapping[str, str], root: Path) -> Written:
     """Make `root` hold exactly `expected`: write changed or missing files, delete rendered
-    files (*.yaml, *.md) that are no longer rendered. Returns what was done."""
+    files (*.yaml, *.md, *.svg) that are no longer rendered. Returns what was done; a file
+    in the way or a folder it cannot write is a RenderError naming --out."""
+    for parent in (root, *root.parents):
+        if parent.exists() and not parent.is_dir():
+            raise RenderError(f"--out: {parent} is a file, not a directory; give a directory")
     before = drift(expected, root)
-    for rel in before.stale + before.missing:
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(expected[rel])
     removed = [rel for rel in before.extra if rel.endswith(RENDERED_SUFFIXES)]
-    for rel in removed:
-        (root / rel).unlink()
-    for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
-        if not any(d.iterdir()):
-            d.rmdir()
+    try:
+        for rel in before.stale + before.missing:
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(expected[rel])
+        for rel in removed:
+            (root / rel).unlink()
+        for d in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
+            if not any(d.iterdir()):
+                d.rmdir()
+    except OSError as e:
+        raise RenderError(
+            f"--out: cannot write {e.filename or root} ({e.strerror}); give a directory you "
+            "can write to"
+        ) from None
     return Written(
         total=len(expected),
         wrote=before.missing,

@@ -69,6 +69,11 @@ def fleet_text(fp: FleetPlan) -> str:
         f"${fp.monthly_cost_usd:,.0f}/month provisioned for the peak "
         f"(${fp.monthly_cost_usd_at_trough:,.0f} at trough)"
     )
+    for q in fp.quotas:
+        con.print(
+            f"Quota: {q.region} needs {q.vcpus:,} vCPUs of '{q.quota}' ({q.nodes} x "
+            f"{q.instance_type} at max nodes); request it in Service Quotas before `pulumi up`"
+        )
     for r in fp.regions:
         con.print(f"\n{r.region}: why {r.instance_type} TP {r.tensor_parallel_size}")
         rng = r.predicted.ranges
@@ -100,12 +105,22 @@ def fleet_text(fp: FleetPlan) -> str:
     return buf.getvalue()
 
 
+def _kv_pool(gib_per_gpu: float) -> str:
+    """The KV pool, or by how much the weights and activations overrun the usable memory."""
+    if gib_per_gpu >= 0:
+        return f"KV pool {gib_per_gpu:.2f} GiB/GPU"
+    return (
+        f"no KV pool: weights and activations exceed the usable memory by "
+        f"{-gib_per_gpu:.2f} GiB/GPU (more GPUs, a smaller precision or a larger GPU)"
+    )
+
+
 def predict_text(r: PredictResult) -> str:
     lines = [
         f"{r.model} on {r.tensor_parallel_size} x {r.gpu} ({r.precision}, KV {r.kv_cache_dtype}), "
         f"{r.mode} load",
         f"  weights {r.weights_gib_per_gpu:.2f} GiB/GPU, "
-        f"activation peak {r.activation_gib:.2f} GiB, KV pool {r.kv_cache_gib_per_gpu:.2f} GiB/GPU",
+        f"activation peak {r.activation_gib:.2f} GiB, " + _kv_pool(r.kv_cache_gib_per_gpu),
         f"  KV cache {r.kv_cache_tokens:,} tokens ({r.kv_bytes_per_token:,.0f} bytes/token); "
         f"max concurrency {r.max_concurrency:.2f}x at {r.max_model_len:,} tokens",
     ]

@@ -58,6 +58,7 @@ def vllm_args(choice: Choice) -> fleet.VllmArgs:
         # fp8 without a published FP8 checkpoint: dynamic FP8 of the 16-bit one at load time
         quantization=checkpoint.quantization,
         speculative_config=lv.spec.vllm_config(choice.tp) if lv.spec else None,
+        revision=plan.model.revision,
         custom_histogram_buckets=custom_buckets(choice),
         shutdown_timeout=math.ceil(longest_request_s(choice)) + 5,
     )

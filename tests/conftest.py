@@ -1,7 +1,14 @@
+import contextlib
+import io
+import json
+import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -16,3 +23,104 @@ STACKS = list_stacks()
 def stack_plans() -> dict[str, FleetPlan]:
     """The FleetPlan of every stack in stacks/, built once per test session."""
     return {env: build_fleet_plan(read_plan(env)) for env in STACKS}
+
+
+# --- secret hygiene: every stack run with sentinel secrets in its config and environment ---
+
+SENTINEL = "llmfleet-sentinel-5f1e0c9a"
+"""Stands in for a Hugging Face token, an API key, AWS keys and a decrypted Pulumi secret."""
+SENTINEL_CONFIG = {
+    "llmfleet:hfToken": SENTINEL,  # a secret config value, as the program sees it decrypted
+    "llmfleet:apiKey": {"secure": "v1:" + SENTINEL},  # as the stack file stores it
+    "aws:secretKey": SENTINEL,
+    "aws:accessKey": SENTINEL,
+}
+SENTINEL_ENV = {
+    "HF_TOKEN": SENTINEL,
+    "HUGGING_FACE_HUB_TOKEN": SENTINEL,
+    "AWS_SECRET_ACCESS_KEY": SENTINEL,
+    "PULUMI_CONFIG_PASSPHRASE": SENTINEL,
+    "OPENAI_API_KEY": SENTINEL,
+}
+COMMANDS = (
+    ("plan",),
+    ("plan", "--json"),
+    ("preview",),
+    ("preview", "--json"),
+)
+
+
+@dataclass
+class SentinelRun:
+    """What a stack's commands printed and logged, and what they wrote, with sentinels set."""
+
+    output: dict[str, str]
+    logs: str
+    rendered: dict[str, str]
+    fleet_json: str
+    preview_resources: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="session")
+def sentinel_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SentinelRun]:
+    """Each stack's plan, plan --json, preview, preview --json and render, run once through
+    the CLI with the sentinel in the stack's config and in the environment."""
+    import components.preview.run as preview_module
+    from llmfleet import cli
+    from llmfleet import stack as stack_module
+
+    root = tmp_path_factory.mktemp("sentinel")
+    stacks_dir = root / "stacks"
+    stacks_dir.mkdir()
+    for env in STACKS:
+        doc = yaml.safe_load(stack_module.stack_path(env).read_text())
+        doc["config"].update(SENTINEL_CONFIG)
+        stack_module.stack_path(env, stacks_dir).write_text(yaml.safe_dump(doc))
+    logs = io.StringIO()
+    handler = logging.StreamHandler(logs)
+    handler.setLevel(logging.DEBUG)
+    runs = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in SENTINEL_ENV.items():
+            mp.setenv(key, value)
+        mp.setattr(cli, "read_plan", lambda env: read_plan(env, stacks_dir))
+        mp.setattr(stack_module, "list_stacks", lambda: list_stacks(stacks_dir))
+        mp.setattr(
+            preview_module,
+            "read_stack_config",
+            lambda env: stack_module.read_stack_config(env, stacks_dir),
+        )
+        logging.getLogger().addHandler(handler)
+        previous = logging.getLogger().level
+        logging.getLogger().setLevel(logging.DEBUG)
+        try:
+            for env in STACKS:
+                output = {}
+                for command in COMMANDS:
+                    out, err = io.StringIO(), io.StringIO()
+                    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                        code = cli.main([*command, "--stack", env])
+                    assert code == 0, (env, command, err.getvalue())
+                    output[" ".join(command)] = out.getvalue() + err.getvalue()
+                out_dir = root / "rendered"
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    assert cli.main(["render", "--stack", env, "--out", str(out_dir)]) == 0
+                output["render"] = out.getvalue()
+                runs[env] = SentinelRun(
+                    output=output,
+                    logs="",
+                    rendered={
+                        str(p.relative_to(out_dir)): p.read_text()
+                        for p in sorted((out_dir / env).rglob("*"))
+                        if p.is_file()
+                    },
+                    fleet_json=output["plan --json"],
+                    preview_resources=json.loads(output["preview --json"]),
+                )
+        finally:
+            logging.getLogger().removeHandler(handler)
+            logging.getLogger().setLevel(previous)
+    for run in runs.values():
+        run.logs = logs.getvalue()
+    return runs

@@ -83,7 +83,9 @@ def test_doubling_the_peak_changes_only_the_replica_ceilings_in_the_manifests(pe
         assert r.after.replicas.max > r.before.replicas.max  # the ScaledObject's ceiling
         assert r.autoscaling == []  # per-replica thresholds: the same operating point
         assert r.engine_flags == []
-    assert all(p.endswith(("scaledobject.yaml", ".svg", "REPORT.md")) for p in d.files.changed)
+    # the ceiling is in the ScaledObject, the "replicas at the ceiling" alert and dashboard
+    ceiling_files = ("scaledobject.yaml", "prometheusrule.yaml", "dashboard.yaml")
+    assert all(p.endswith((*ceiling_files, ".svg", "REPORT.md")) for p in d.files.changed)
     assert "+  maxReplicaCount: " in d.rendered_diff
 
 

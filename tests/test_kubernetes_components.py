@@ -69,7 +69,18 @@ def test_each_release_waits_for_the_pool_its_pods_run_on() -> None:
         "nvidia-device-plugin": "gpu",
         "keda": "system",
         workload.PROMETHEUS_RELEASE: "system",
+        "dcgm-exporter": "gpu",
     }
+
+
+def test_the_dcgm_exporter_runs_on_gpu_nodes_after_the_prometheus_crds() -> None:
+    [dcgm] = [c for c in CHARTS if c.release == "dcgm-exporter"]
+    assert dcgm.version == "4.8.2"
+    assert dcgm.values["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert dcgm.values["tolerations"][0]["key"] == workload.GPU_TAINT_KEY
+    assert dcgm.after == (workload.PROMETHEUS_RELEASE,)
+    names = [c.release for c in CHARTS]
+    assert names.index(workload.PROMETHEUS_RELEASE) < names.index("dcgm-exporter")
 
 
 def node_labels_of_any_pool() -> dict[str, str]:

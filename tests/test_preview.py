@@ -576,12 +576,14 @@ def test_the_rendered_objects_are_typed_resources_on_the_regions_cluster(run: Ru
             [
                 "kubernetes:core/v1:Namespace",
                 "kubernetes:core/v1:ConfigMap",
+                "kubernetes:core/v1:ConfigMap",  # the Grafana dashboard
                 "kubernetes:core/v1:Service",
                 "kubernetes:apps/v1:Deployment",
                 "kubernetes:policy/v1:PodDisruptionBudget",
                 "kubernetes:networking.k8s.io/v1:NetworkPolicy",
                 "kubernetes:keda.sh/v1alpha1:ScaledObject",
                 "kubernetes:monitoring.coreos.com/v1:ServiceMonitor",
+                "kubernetes:monitoring.coreos.com/v1:PrometheusRule",
             ]
         )
         for r in objects:
@@ -614,7 +616,7 @@ def test_pods_select_the_labels_the_node_group_sets(run: Run) -> None:
 
 def test_every_cluster_gets_pinned_helm_releases_for_gpus_scaling_and_metrics(run: Run) -> None:
     releases = run.of_type(HELM_RELEASE)
-    assert len(releases) == 3 * len(run.plan.regions)
+    assert len(releases) == 4 * len(run.plan.regions)
     by_region: dict[str, set[str]] = {}
     for r in releases:
         inputs = r["inputs"]
@@ -622,7 +624,7 @@ def test_every_cluster_gets_pinned_helm_releases_for_gpus_scaling_and_metrics(ru
         assert inputs["repositoryOpts"]["repo"].startswith("https://"), r["name"]
         by_region.setdefault(_k8s_region(run, r), set()).add(inputs["chart"])
     assert by_region == {
-        rp.region: {"nvidia-device-plugin", "keda", "kube-prometheus-stack"}
+        rp.region: {"nvidia-device-plugin", "keda", "kube-prometheus-stack", "dcgm-exporter"}
         for rp in run.plan.regions
     }
 
@@ -637,7 +639,8 @@ def test_cluster_services_wait_for_the_system_pool_and_the_device_plugin_for_gpu
     }
     for r in run.of_type(HELM_RELEASE):
         region = _k8s_region(run, r)
-        pool = "gpu" if r["inputs"]["chart"] == "nvidia-device-plugin" else "system"
+        on_gpus = r["inputs"]["chart"] in ("nvidia-device-plugin", "dcgm-exporter")
+        pool = "gpu" if on_gpus else "system"
         assert pools[(region, pool)] in r["options"]["depends_on"], r["name"]
         if pool == "system":
             assert pools[(region, "gpu")] not in r["options"]["depends_on"], r["name"]

@@ -18,7 +18,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 from cloudcoil.models.keda.v1alpha1 import ScaledObject
-from cloudcoil.models.prometheus_operator.v1 import ServiceMonitor
+from cloudcoil.models.prometheus_operator.v1 import PrometheusRule, ServiceMonitor
 from pydantic import BaseModel, RootModel
 
 from components.cluster_addons import KEDA, KUBE_PROMETHEUS_STACK
@@ -28,6 +28,7 @@ from llmfleet.fleet import FleetPlan
 CRD_MODELS: dict[str, type[BaseModel]] = {
     "ScaledObject": ScaledObject,
     "ServiceMonitor": ServiceMonitor,
+    "PrometheusRule": PrometheusRule,
 }
 CRD_VERSIONS = {"keda": "2.16.1", "prometheus-operator": "0.80.1"}
 
@@ -146,6 +147,11 @@ def test_strict_kubernetes_validation_rejects_an_unknown_field(objects) -> None:
             ".spec.endpoints[0].paths",
         ),
         ("ServiceMonitor", lambda o: o.update(extra=1), ".extra"),
+        (
+            "PrometheusRule",
+            lambda o: o["spec"]["groups"][0]["rules"][0].update(severity="x"),
+            ".spec.groups[0].rules[0].severity",
+        ),
     ],
 )
 def test_the_strict_crd_check_names_an_undeclared_key(objects, kind, mutate, path) -> None:

@@ -1,0 +1,215 @@
+"""Clear errors for what a new user hits, and docs/errors.md kept true: every case below is
+an example there, with the message it prints (the test reads the doc)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plans import make_plan, plan_dict
+
+from llmfleet import cli, render
+from llmfleet.assemble import build_fleet_plan
+from llmfleet.errors import LlmfleetError, PlanError, RenderError, StackError
+from llmfleet.stack import parse_plan
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
+
+PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "max_model_len below a p95 request",
+        {"max_model_len": 3100, "traffic.output_tokens": {"mean": 250, "p95": 800}},
+        "max_model_len (3100) is below a p95 request (input p95 3000 + output p95 800 = 3800)",
+    ),
+    (
+        "a price override for an unknown instance type",
+        {"prices": [{"instance_type": "p9.48xlarge", "usd_per_hour": 10}]},
+        "prices[0].instance_type = 'p9.48xlarge': unknown instance type",
+    ),
+    (
+        "a price override for a region outside the plan",
+        {"prices": [{"instance_type": "p5.48xlarge", "usd_per_hour": 10, "region": "us-west-2"}]},
+        "prices[0].region = 'us-west-2': unknown region of this plan",
+    ),
+    (
+        "a price override the region does not offer",
+        {"prices": [{"instance_type": "p5.48xlarge", "usd_per_hour": 10, "region": "eu-west-1"}],
+         "regions": [{"name": "eu-west-1", "traffic_share": 1.0}]},
+        "prices[0].instance_type = 'p5.48xlarge': not offered in eu-west-1, so this price would "
+        "never apply",
+    ),
+    (
+        "a Kubernetes version EKS does not offer",
+        {"kubernetes_version": "1.27"},
+        "kubernetes_version = '1.27': EKS does not offer it; offered: 1.29, 1.30, 1.31, 1.32, "
+        "1.33, 1.34, 1.35",
+    ),
+    (
+        "a model alias that would load another checkpoint",
+        {"model.id": "Llama-3.1-8B"},
+        "model.id = 'Llama-3.1-8B': an alias of the catalog model Llama-3.1-8B-Instruct, which "
+        "would serve meta-llama/Llama-3.1-8B-Instruct",
+    ),
+    (
+        "a production API open to the world",
+        {"environment": "production"},
+        "environment is production but cluster.public_access_cidrs has 0.0.0.0/0",
+    ),
+    (
+        "a model revision that is not a commit",
+        {"model.revision": "main"},
+        "plan.model.revision = 'main': String should match pattern '^[0-9a-f]{40}$'",
+    ),
+    (
+        "traffic beyond what AWS sells in a region",
+        {"traffic.peak_requests_per_s": 1e9},
+        "traffic.peak_requests_per_s = 1000000000.0: sizes",
+    ),
+]
+
+
+def _error(changes: dict[str, Any]) -> str:
+    with pytest.raises(LlmfleetError) as e:
+        build_fleet_plan(parse_plan(plan_dict(**changes)))
+    return str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("title", "changes", "message"), PLAN_CASES, ids=[c[0] for c in PLAN_CASES]
+)
+def test_a_plan_that_cannot_work_is_refused_saying_why(title, changes, message) -> None:
+    assert message in _error(changes)
+
+
+def test_docs_errors_shows_every_case_with_its_message() -> None:
+    doc = DOC.read_text()
+    cli_cases = [(t, {}, m.format(out="out.txt")) for t, m in CLI_CASES]
+    for title, _, message in PLAN_CASES + cli_cases:
+        assert f"### {title}" in doc, title
+        assert message in doc, title
+
+
+def test_an_alias_with_its_own_checkpoint_is_served_as_named() -> None:
+    fp = build_fleet_plan(make_plan(**{"model.id": "Llama-3.1-8B",
+                                       "model.hf_repo": "meta-llama/Llama-3.1-8B"}))
+    assert fp.regions[0].serving.vllm.model == "meta-llama/Llama-3.1-8B"
+
+
+def test_the_catalog_repository_is_accepted_as_the_model_id() -> None:
+    fp = build_fleet_plan(make_plan(**{"model.id": "meta-llama/Llama-3.1-8B-Instruct"}))
+    assert fp.model.id == "Llama-3.1-8B-Instruct"
+
+
+def test_a_pinned_revision_reaches_the_vllm_config() -> None:
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    fp = build_fleet_plan(make_plan(**{"model.revision": commit}))
+    assert render.vllm_config(fp.regions[0]).count(f"revision: {commit}") == 1
+
+
+def test_precision_is_case_insensitive_in_a_plan_as_gpus_are() -> None:
+    assert make_plan(**{"model.precision": "BF16"}).model.precision == "bf16"
+
+
+def test_a_production_plan_with_narrowed_cidrs_sizes() -> None:
+    plan = make_plan(environment="production", cluster={"public_access_cidrs": ["203.0.113.0/24"]})
+    assert build_fleet_plan(plan).environment == "production"
+
+
+def test_every_region_names_the_vcpu_quota_it_needs() -> None:
+    fp = build_fleet_plan(make_plan())
+    [need] = fp.quotas
+    r = fp.regions[0]
+    assert (need.instance_type, need.nodes) == (r.instance_type, r.nodes.max)
+    # p5.4xlarge: 16 vCPUs, one node at most
+    assert (need.quota, need.vcpus) == ("Running On-Demand P instances", 16 * r.nodes.max)
+
+
+# --- the command line -------------------------------------------------------------------------
+
+BAD_CONFIG = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+              "num_key_value_heads": 5, "num_hidden_layers": 32, "intermediate_size": 14336,
+              "vocab_size": 128256, "max_position_embeddings": 8192}
+
+CLI_CASES: list[tuple[str, str]] = [
+    ("render --out onto a file", "--out: {out} is a file, not a directory; give a directory"),
+    ("render --out into a folder you cannot write", "--out: cannot write"),
+    (
+        "a config.json whose heads do not divide by its KV heads",
+        "num_attention_heads (32) is not a multiple of num_key_value_heads (5)",
+    ),
+]
+
+
+def test_render_onto_a_file_exits_2_naming_it(tmp_path, capsys) -> None:
+    target = tmp_path / "a-file"
+    target.write_text("")
+    assert cli.main(["render", "--stack", "dev", "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("llmfleet: error: ")
+    assert CLI_CASES[0][1].format(out=target) in err
+
+
+def test_render_into_a_folder_it_cannot_write_exits_2(tmp_path, capsys, monkeypatch) -> None:
+    def refuse(self: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    assert cli.main(["render", "--stack", "dev", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert CLI_CASES[1][1] in err and "Permission denied" in err
+
+
+def test_write_raises_a_render_error_not_an_os_error(tmp_path) -> None:
+    (tmp_path / "x").write_text("")
+    with pytest.raises(RenderError):
+        render.write({"a.yaml": "a"}, tmp_path / "x" / "dev")
+
+
+def test_uneven_kv_heads_are_refused_with_the_divisors(tmp_path, capsys) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(BAD_CONFIG))
+    argv = ["predict", "--model", str(path), "--gpu", "H100", "--input-tokens", "100",
+            "--output-tokens", "100"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert CLI_CASES[2][1] in err and "one of 1, 2, 4, 8, 16, 32" in err
+
+
+def test_uneven_kv_heads_in_a_plan_name_the_config_path(tmp_path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(BAD_CONFIG))
+    plan = make_plan(model={"config_path": str(path), "hf_repo": "org/m"})
+    with pytest.raises(PlanError, match=r"model.config_path .*not a multiple"):
+        build_fleet_plan(plan, base_dir=tmp_path)
+
+
+def test_predict_never_prints_a_negative_kv_pool(capsys) -> None:
+    argv = ["predict", "--model", "Llama-3.1-70B-Instruct", "--gpu", "L4", "--input-tokens",
+            "100", "--output-tokens", "100"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert not re.search(r"KV pool -", out)
+    # 70B in BF16 on one 22 GiB L4: the weights alone overrun it by 113 GiB
+    assert "no KV pool: weights and activations exceed the usable memory by 113.06 GiB/GPU" in out
+
+
+def test_precision_and_gpu_are_both_case_insensitive(capsys) -> None:
+    base = ["predict", "--model", "Qwen3-0.6B", "--input-tokens", "100", "--output-tokens",
+            "10", "--json"]
+    assert cli.main([*base, "--gpu", "h100", "--precision", "BF16"]) == 0
+    upper = capsys.readouterr().out
+    assert cli.main([*base, "--gpu", "H100", "--precision", "bf16"]) == 0
+    assert capsys.readouterr().out == upper
+
+
+def test_plan_text_names_the_quota_to_request(capsys) -> None:
+    assert cli.main(["plan", "--stack", "dev"]) == 0
+    out = capsys.readouterr().out
+    assert "Quota: us-east-1 needs" in out and "Running On-Demand G and VT instances" in out
+
+
+def test_a_stack_error_is_a_plan_error_family_member() -> None:
+    assert issubclass(StackError, LlmfleetError)

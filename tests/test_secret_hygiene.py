@@ -1,0 +1,49 @@
+"""No secret reaches anything llmfleet writes or prints: every stack is planned, previewed
+and rendered through the CLI with a sentinel standing in for a Hugging Face token, an API
+key, AWS keys and a decrypted Pulumi secret (in the stack's config and in the environment),
+and the sentinel appears nowhere (conftest.sentinel_runs)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SENTINEL, SENTINEL_CONFIG, STACKS
+
+pytestmark = pytest.mark.hardening
+
+
+def test_every_stack_ran_with_the_sentinel_in_its_config(sentinel_runs) -> None:
+    assert sorted(sentinel_runs) == STACKS
+    assert any(SENTINEL in str(v) for v in SENTINEL_CONFIG.values())
+
+
+def test_no_sentinel_in_cli_output(sentinel_runs) -> None:
+    for env, run in sentinel_runs.items():
+        assert set(run.output) == {"plan", "plan --json", "preview", "preview --json", "render"}
+        for command, text in run.output.items():
+            assert text, (env, command)
+            assert SENTINEL not in text, (env, command)
+
+
+def test_no_sentinel_in_rendered_files(sentinel_runs) -> None:
+    for env, run in sentinel_runs.items():
+        assert any(name.endswith("deployment.yaml") for name in run.rendered), env
+        for name, text in run.rendered.items():
+            assert SENTINEL not in text, (env, name)
+
+
+def test_no_sentinel_in_the_fleet_plan_or_logs(sentinel_runs) -> None:
+    for env, run in sentinel_runs.items():
+        assert '"regions"' in run.fleet_json
+        assert SENTINEL not in run.fleet_json, env
+        assert SENTINEL not in run.logs, env
+
+
+def test_the_token_reaches_pods_only_as_a_secret_reference(sentinel_runs) -> None:
+    for env, run in sentinel_runs.items():
+        for r in run.preview_resources:
+            if r["type"] != "kubernetes:apps/v1:Deployment":
+                continue
+            [container] = r["inputs"]["spec"]["template"]["spec"]["containers"]
+            [token] = [e for e in container["env"] if e["name"] == "HF_TOKEN"]
+            assert set(token) == {"name", "valueFrom"}, env
+            assert token["valueFrom"]["secretKeyRef"]["name"] == "hf-token"
