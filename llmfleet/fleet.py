@@ -8,7 +8,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from llmfleet import __version__
-from llmfleet.plan import ClusterAccess, Slo, Traffic
+from llmfleet.plan import ApiKey, ClusterAccess, Dns, Routing, Slo, Traffic
+from llmfleet.routing_plan import EntryPoint, Resilience
 
 
 class Data(BaseModel):
@@ -262,6 +263,9 @@ class RegionPlan(Data):
     vpc_cidr: str
     reasons: list[str]
     alternatives: list[Alternative]
+    entry_point: EntryPoint | None = Field(
+        default=None, description="The region's TLS entry point (None without plan.dns)."
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -304,6 +308,13 @@ class FleetPlan(Data):
     monthly_cost_usd_at_trough: float
     gpus: MinDesiredMax
     rules_of_thumb: list[RuleOfThumb]
+    routing: Routing
+    dns: Dns | None
+    api_key: ApiKey | None
+    resilience: Resilience = Field(
+        description="Loss scenarios, warm floors, recovery time; monthly_cost_usd includes "
+        "the floors, resilience.monthly_cost_usd_without_resilience does not."
+    )
 
     def region(self, name: str) -> RegionPlan:
         return next(r for r in self.regions if r.region == name)

@@ -113,12 +113,30 @@ MAX_VPC_PREFIX = 20
 class ExistingVpc(Strict):
     vpc_id: str = Field(description="Existing VPC to place the cluster in.")
     private_subnet_ids: list[str] = Field(min_length=2, description="Private subnets in 2+ AZs.")
+    load_balancer_cidrs: list[str] | None = Field(
+        default=None,
+        description="CIDRs of the public subnets (tagged kubernetes.io/role/elb) where the "
+        "load balancer's nodes live; the NetworkPolicy admits them. Required with `dns`.",
+    )
+
+    @field_validator("load_balancer_cidrs")
+    @classmethod
+    def _lb_cidrs(cls, cidrs: list[str] | None) -> list[str] | None:
+        for cidr in cidrs or []:
+            try:
+                ipaddress.IPv4Network(cidr, strict=True)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not an IPv4 CIDR block such as 10.0.48.0/20") from None
+        return cidrs
 
 
 class Region(Strict):
     name: str = Field(description="AWS region, e.g. us-east-1.")
     traffic_share: float = Field(
-        gt=0, le=1, description="Share of the fleet's traffic served here."
+        ge=0,
+        le=1,
+        description="Share of the fleet's traffic served here (0 only for a failover "
+        "secondary).",
     )
     network: ExistingVpc | None = Field(
         default=None, description="Existing VPC; a new one if absent."
@@ -180,6 +198,113 @@ class PriceOverride(Strict):
     region: str | None = Field(default=None, description="One region, or every region if absent.")
 
 
+HEALTH_CHECK_INTERVALS_S = (10, 30)
+"""Route53 offers these request intervals only, fixed at creation (RequestInterval)."""
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+DNS_NAME = rf"^{DNS_LABEL}(\.{DNS_LABEL})+$"
+
+
+class Dns(Strict):
+    """The global name and its Route53 health checks (`components.GlobalEndpoint`)."""
+
+    zone_name: str = Field(
+        pattern=DNS_NAME, description="Public Route53 hosted zone, e.g. example.com."
+    )
+    zone_id: str | None = Field(
+        default=None,
+        pattern=r"^Z[A-Z0-9]{1,31}$",
+        description="The zone's id; looked up by zone_name when absent.",
+    )
+    record_name: str = Field(
+        pattern=DNS_NAME, description="The global name clients use, inside the zone."
+    )
+    record_type: Literal["alias", "cname"] = Field(
+        default="alias",
+        description="alias: A records aliasing each region's load balancer (Route53 answers "
+        "them with the load balancer's own 60 s TTL); cname: CNAMEs with ttl_s.",
+    )
+    ttl_s: int | None = Field(
+        default=None, ge=1, le=86400, description="TTL of cname records (default 60)."
+    )
+    health_check_interval_s: int = Field(
+        default=30, description="Route53 health-check request interval: 10 or 30."
+    )
+    failure_threshold: int = Field(
+        default=3, description="Failed checks in a row before a region is unhealthy: 1-10."
+    )
+
+    @field_validator("health_check_interval_s")
+    @classmethod
+    def _interval(cls, seconds: int) -> int:
+        if seconds not in HEALTH_CHECK_INTERVALS_S:
+            raise ValueError(
+                f"Route53 health checks run every 10 or 30 s only, not {seconds}; use 10 "
+                "(fast, costs more) or 30"
+            )
+        return seconds
+
+    @field_validator("failure_threshold")
+    @classmethod
+    def _threshold(cls, n: int) -> int:
+        if not 1 <= n <= 10:
+            raise ValueError(f"Route53 takes a failure threshold of 1 to 10, not {n}; e.g. 3")
+        return n
+
+    @model_validator(mode="after")
+    def _inside_zone(self) -> Dns:
+        if not (self.record_name == self.zone_name or self.record_name.endswith("." + self.zone_name)):
+            raise ValueError(
+                f"record_name {self.record_name!r} is outside the zone {self.zone_name!r}; "
+                f"use a name ending in .{self.zone_name}, e.g. llm.{self.zone_name}"
+            )
+        if self.ttl_s is not None and self.record_type == "alias":
+            raise ValueError(
+                "ttl_s applies to cname records only: Route53 answers alias records with the "
+                "load balancer's TTL (60 s); drop ttl_s or set record_type: cname"
+            )
+        return self
+
+
+class ApiKey(Strict):
+    """vLLM API keys: the pods read VLLM_API_KEY from this Secret (vLLM's `--api-key` is
+    the same setting; the environment keeps the key out of the rendered ConfigMap)."""
+
+    secret_name: str = Field(
+        pattern=r"^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+        description="Secret in the fleet's namespace that the user creates.",
+    )
+    secret_key: str = Field(default="key", min_length=1, description="Key holding the API key.")
+
+
+class Routing(Strict):
+    """How the global name spreads users over regions, and how many region losses the
+    fleet is sized to survive (`llmfleet.resilience`)."""
+
+    policy: Literal["latency", "failover"] = Field(
+        default="latency",
+        description="latency: every region serves its users, a lost region's users go to "
+        "the next-nearest healthy region; failover: a primary serves everyone, a secondary "
+        "stands by (exactly two regions).",
+    )
+    primary: str | None = Field(
+        default=None, description="failover: the primary region (default: the first listed)."
+    )
+    warm_share: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Share of the load a region takes over after a loss that it keeps "
+        "running (the warm floor); the rest cold-starts. failover: the standby's size as a "
+        "share of the whole peak.",
+    )
+    survive_region_losses: int | None = Field(
+        default=None,
+        ge=0,
+        description="Region losses the survivors carry the whole peak through (default 1 "
+        "with two or more regions, 0 with one).",
+    )
+
+
 class CapacityPlan(Strict):
     name: str = Field(
         min_length=1,
@@ -207,6 +332,18 @@ class CapacityPlan(Strict):
     )
     cluster: ClusterAccess = Field(default_factory=ClusterAccess)
     kubernetes_version: str = Field(default="1.33", pattern=r"^1\.\d+$")
+    routing: Routing = Field(default_factory=Routing)
+    dns: Dns | None = Field(
+        default=None,
+        description="The global name; with it every region gets a TLS entry point, a "
+        "Route53 health check and a routed record.",
+    )
+    api_key: ApiKey | None = Field(default=None, description="Require an API key (vLLM).")
+
+    @property
+    def survive_region_losses(self) -> int:
+        given = self.routing.survive_region_losses
+        return given if given is not None else min(1, len(self.regions) - 1)
 
     @model_validator(mode="after")
     def _regions(self) -> CapacityPlan:
@@ -214,9 +351,16 @@ class CapacityPlan(Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"regions are listed twice: {', '.join(dupes)}")
+        idle = [r.name for r in self.regions if r.traffic_share == 0]
+        if idle and self.routing.policy != "failover":
+            raise ValueError(
+                f"regions {', '.join(idle)} have traffic_share 0; with policy latency every "
+                "region serves a share above 0 (only a failover secondary takes 0)"
+            )
         total = sum(r.traffic_share for r in self.regions)
         if abs(total - 1.0) > 1e-6:
             raise ValueError(f"regions[].traffic_share must sum to 1.0, not {total:g}")
+        _check_routing(self)
         needed = self.traffic.input_tokens.mean + self.traffic.output_tokens.mean
         if needed > self.max_model_len:
             raise ValueError(
@@ -224,3 +368,39 @@ class CapacityPlan(Strict):
                 f"{self.traffic.input_tokens.mean} + output {self.traffic.output_tokens.mean})"
             )
         return self
+
+
+def _check_routing(plan: CapacityPlan) -> None:
+    """Losses the region count allows; failover's two regions and their shares; an existing
+    VPC with an entry point names where its load balancers live."""
+    names = [r.name for r in plan.regions]
+    losses = plan.routing.survive_region_losses
+    if losses is not None and losses > len(names) - 1:
+        raise ValueError(
+            f"routing.survive_region_losses = {losses} with {len(names)} region(s) would leave "
+            f"none to serve; use at most {len(names) - 1} or add regions"
+        )
+    if plan.routing.policy == "failover":
+        if len(names) != 2:
+            raise ValueError(
+                f"routing.policy failover takes exactly two regions (a primary and a "
+                f"secondary), not {len(names)}; use policy: latency for {len(names)}"
+            )
+        primary = plan.routing.primary or names[0]
+        if primary not in names:
+            raise ValueError(f"routing.primary {primary!r} is not a listed region ({', '.join(names)})")
+        shares = {r.name: r.traffic_share for r in plan.regions}
+        if shares[primary] != 1.0:
+            raise ValueError(
+                f"routing.policy failover sends every user to the primary {primary}: give it "
+                f"traffic_share 1.0 (and the secondary 0), not {shares[primary]:g}"
+            )
+    elif plan.routing.primary is not None:
+        raise ValueError("routing.primary applies to policy: failover only; remove it")
+    if plan.dns is not None:
+        for r in plan.regions:
+            if r.network is not None and not r.network.load_balancer_cidrs:
+                raise ValueError(
+                    f"regions[{r.name}].network.load_balancer_cidrs is required with dns: the "
+                    "NetworkPolicy admits the load balancer from the public subnets' CIDRs"
+                )

@@ -47,6 +47,12 @@ MANIFESTS = (
     "scaledobject",
 )
 """One template and one file per Kubernetes object, in the order they are applied."""
+ENTRY_MANIFESTS = ("ingress",)
+"""Rendered after MANIFESTS in regions with an entry point (plan.dns)."""
+
+
+def manifest_kinds(region: RegionPlan) -> tuple[str, ...]:
+    return MANIFESTS + (ENTRY_MANIFESTS if region.entry_point is not None else ())
 METRIC_NAME = re.compile(r"\bvllm:[A-Za-z_][A-Za-z0-9_:]*")
 
 
@@ -224,7 +230,8 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
         "vllm_config": vllm_config(region),
     }
     docs = [
-        yaml.safe_load(_template(f"kubernetes/{kind}.yaml.j2", **context)) for kind in MANIFESTS
+        yaml.safe_load(_template(f"kubernetes/{kind}.yaml.j2", **context))
+        for kind in manifest_kinds(region)
     ]
     problems = metric_problems(prometheus_queries(docs)) + resolution_problems(region)
     if problems:
@@ -235,7 +242,7 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
 def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
     """`<region>/<file>` -> text for one region."""
     files = {f"{region.region}/{VLLM_CONFIG}": vllm_config(region)}
-    for kind, doc in zip(MANIFESTS, region_manifests(fleet, region), strict=True):
+    for kind, doc in zip(manifest_kinds(region), region_manifests(fleet, region), strict=True):
         files[f"{region.region}/{kind}.yaml"] = dump_yaml(doc)
     return files
 
