@@ -24,6 +24,9 @@ from llmfleet.errors import PlanError
 from llmfleet.region_plan import MAX_ZONES, MIN_CLUSTER_ZONES
 
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+ELB_TAG = "kubernetes.io/role/elb"
+"""Where the AWS Load Balancer Controller puts internet-facing load balancers (subnet
+auto-discovery); the public subnets carry it."""
 NatGateways = Literal["per_az", "single"]
 T = TypeVar("T")
 
@@ -113,7 +116,8 @@ def subnet_tags(spec: SubnetSpec, name: str) -> dict[str, str]:
     if not spec.public:
         tags[INTERNAL_ELB_TAG] = "1"
     else:
-        tags["llmfleet.io/purpose"] = "nat-gateway"
+        tags["llmfleet.io/purpose"] = "nat-gateway-and-load-balancers"
+        tags[ELB_TAG] = "1"
     return dict(sorted(tags.items()))
 
 

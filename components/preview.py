@@ -86,9 +86,30 @@ class FleetMocks(pulumi.runtime.Mocks):
             out["allocationId"] = f"eipalloc-{_short_hash(name)}"
         elif typ == "aws:kms/key:Key":
             out["keyId"] = rid
+        elif typ == "aws:acm/certificate:Certificate":
+            names = [inputs["domainName"], *inputs.get("subjectAlternativeNames", [])]
+            out["domainValidationOptions"] = [
+                {
+                    "domainName": d,
+                    "resourceRecordName": f"_{_short_hash(d)}.{d}.",
+                    "resourceRecordType": "CNAME",
+                    "resourceRecordValue": f"_{_short_hash(rid + d)}.mock.acm-validations.aws.",
+                }
+                for d in names
+            ]
+        elif typ == "aws:route53/record:Record":
+            out["fqdn"] = str(inputs.get("name", name)).rstrip(".")
+        elif typ == "kubernetes:networking.k8s.io/v1:Ingress":
+            host = f"k8s-{_short_hash(name)}.{_short_hash(rid)}.mock.elb.amazonaws.com"
+            out["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
         return rid, out
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+        if args.token == "aws:lb/getHostedZoneId:getHostedZoneId":
+            region = args.args.get("region", "")
+            return {"id": f"Z{_short_hash(region).upper()}MOCK"}, []
+        if args.token == "aws:route53/getZone:getZone":
+            return {"zoneId": f"Z{_short_hash(args.args['name']).upper()}", **args.args}, []
         raise NotImplementedError(f"the program made an unexpected invoke: {args.token}")
 
 
