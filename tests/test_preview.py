@@ -23,7 +23,7 @@ from components.preview import PreviewResult, format_preview, run_preview, run_p
 from llmfleet import render
 from llmfleet.assemble import build_fleet_plan
 from llmfleet.errors import StackError
-from llmfleet.fleet import FleetPlan
+from llmfleet.fleet import FleetPlan, RegionPlan
 from llmfleet.render import RENDERED_DIR
 from llmfleet.stack import parse_plan, read_stack_config
 
@@ -45,6 +45,7 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
 EXISTING = {
     "vpc_id": "vpc-0123456789abcdef0",
     "private_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"],
+    "load_balancer_cidrs": ["10.60.200.0/24", "10.60.201.0/24"],
 }
 
 
@@ -369,17 +370,25 @@ def test_one_cluster_per_region_each_in_its_region(run: Run) -> None:
     clusters = run.of_type(CLUSTER)
     assert len(clusters) == len(run.plan.regions)
     assert sorted(run.region_of(c) for c in clusters) == sorted(r.region for r in run.plan.regions)
-    assert sorted(p["inputs"]["region"] for p in run.of_type(AWS_PROVIDER)) == sorted(
+    regional = [p for p in run.of_type(AWS_PROVIDER) if p["name"] != _route53(run)]
+    assert sorted(p["inputs"]["region"] for p in regional) == sorted(
         r.region for r in run.plan.regions
     )
     assert {c["inputs"]["version"] for c in clusters} == {run.plan.kubernetes_version}
 
 
+def _route53(run: Run) -> str:
+    return f"{run.plan.name}-route53-aws"
+
+
 def test_every_aws_resource_uses_its_regions_explicit_provider(run: Run) -> None:
+    """Route53 is global: its records and health checks use the one us-east-1 provider."""
     for r in run.resources:
-        if r["type"].startswith("aws:"):
+        if r["type"].startswith("aws:") and r["provider"] != _route53(run):
             assert r["provider"] is not None, r["name"]
             assert r["name"].startswith(f"{run.plan.name}-{run.region_of(r)}"), r["name"]
+        elif r["type"].startswith("aws:route53/"):
+            assert r["provider"] == _route53(run), r["name"]
 
 
 def test_clusters_encrypt_secrets_with_a_rotating_key_in_their_region(run: Run) -> None:
@@ -414,7 +423,7 @@ def test_every_cluster_enforces_network_policy_with_the_vpc_cni_addon(run: Run) 
         assert json.loads(addon["inputs"]["configurationValues"]) == {"enableNetworkPolicy": "true"}
         assert addon["inputs"]["resolveConflictsOnCreate"] == "OVERWRITE"
         assert addon["inputs"]["resolveConflictsOnUpdate"] == "OVERWRITE"
-    assert len(addons) == len(run.plan.regions)
+    assert sum(name == "vpc-cni" for _, name in addons) == len(run.plan.regions)
 
 
 def test_everything_hangs_under_the_fleet(run: Run) -> None:
@@ -523,9 +532,10 @@ def test_a_bad_plan_fails_the_preview_with_the_plan_error() -> None:
 # --- Kubernetes: the rendered documents, the cluster add-ons ---------------------------------
 
 
-def _rendered(env: str, region: str) -> list[dict[str, Any]]:
-    root = RENDERED_DIR / env / region
-    return [yaml.safe_load((root / f"{kind}.yaml").read_text()) for kind in render.MANIFESTS]
+def _rendered(env: str, rp: RegionPlan) -> list[dict[str, Any]]:
+    root = RENDERED_DIR / env / rp.region
+    kinds = render.manifest_kinds(rp)
+    return [yaml.safe_load((root / f"{kind}.yaml").read_text()) for kind in kinds]
 
 
 def _objects_of(run: Run, region: str) -> list[dict[str, Any]]:
@@ -545,7 +555,7 @@ def test_the_program_deploys_exactly_the_documents_rendered_holds(runs, env: str
         deployed = sorted(
             (r["inputs"] for r in _objects_of(run, rp.region)), key=lambda d: d["kind"]
         )
-        assert deployed == sorted(_rendered(env, rp.region), key=lambda d: d["kind"])
+        assert deployed == sorted(_rendered(env, rp), key=lambda d: d["kind"])
 
 
 def test_the_rendered_objects_are_typed_resources_on_the_regions_cluster(run: Run) -> None:
@@ -561,6 +571,7 @@ def test_the_rendered_objects_are_typed_resources_on_the_regions_cluster(run: Ru
                 "kubernetes:networking.k8s.io/v1:NetworkPolicy",
                 "kubernetes:keda.sh/v1alpha1:ScaledObject",
                 "kubernetes:monitoring.coreos.com/v1:ServiceMonitor",
+                *(["kubernetes:networking.k8s.io/v1:Ingress"] if rp.entry_point else []),
             ]
         )
         for r in objects:
@@ -593,7 +604,8 @@ def test_pods_select_the_labels_the_node_group_sets(run: Run) -> None:
 
 def test_every_cluster_gets_pinned_helm_releases_for_gpus_scaling_and_metrics(run: Run) -> None:
     releases = run.of_type(HELM_RELEASE)
-    assert len(releases) == 3 * len(run.plan.regions)
+    entry = {"aws-load-balancer-controller"} if run.plan.dns else set()
+    assert len(releases) == (3 + len(entry)) * len(run.plan.regions)
     by_region: dict[str, set[str]] = {}
     for r in releases:
         inputs = r["inputs"]
@@ -601,7 +613,7 @@ def test_every_cluster_gets_pinned_helm_releases_for_gpus_scaling_and_metrics(ru
         assert inputs["repositoryOpts"]["repo"].startswith("https://"), r["name"]
         by_region.setdefault(_k8s_region(run, r), set()).add(inputs["chart"])
     assert by_region == {
-        rp.region: {"nvidia-device-plugin", "keda", "kube-prometheus-stack"}
+        rp.region: {"nvidia-device-plugin", "keda", "kube-prometheus-stack"} | entry
         for rp in run.plan.regions
     }
 
