@@ -668,3 +668,76 @@ def test_the_plan_narrows_who_reaches_the_public_api_endpoint(existing: Run) -> 
     for c in clusters:
         assert c["inputs"]["vpcConfig"]["publicAccessCidrs"] == [OFFICE_CIDR]
         assert c["inputs"]["vpcConfig"]["endpointPrivateAccess"] is True
+
+
+# --- Stage 4: a TLS entry point per region, health-checked routed records -------------------
+
+
+def _one(run: Run, typ: str, name: str) -> dict[str, Any]:
+    [hit] = [r for r in run.of_type(typ) if r["name"] == name]
+    return hit
+
+
+def test_every_region_has_a_cluster_nodes_serving_an_entry_point_and_a_routed_record(
+    run: Run,
+) -> None:
+    dns = run.plan.dns
+    assert dns is not None
+    for rp in run.plan.regions:
+        base, ep = f"{run.plan.name}-{rp.region}", rp.entry_point
+        assert ep is not None
+        _one(run, CLUSTER, base)
+        assert {ng["name"] for ng in run.of_type(NODE_GROUP)} >= {f"{base}-gpu", f"{base}-system"}
+        ingress = _one(run, "kubernetes:networking.k8s.io/v1:Ingress", f"{base}-vllm-ingress")
+        cert = _one(run, "aws:acm/certificate:Certificate", f"{base}-cert")
+        assert cert["inputs"]["domainName"] == dns.record_name
+        assert cert["inputs"]["subjectAlternativeNames"] == [ep.regional_hostname]
+        assert cert["inputs"]["validationMethod"] == "DNS"
+        assert run.region_of(cert) == rp.region
+        issued = f"{base}-cert-issued"
+        assert issued in ingress["options"]["depends_on"]
+        assert f"{base}-lbc" in ingress["options"]["depends_on"]
+        check = _one(run, "aws:route53/healthCheck:HealthCheck", f"{run.plan.name}-dns-{rp.region}-health")
+        assert check["inputs"]["fqdn"] == ep.regional_hostname
+        assert check["inputs"]["requestInterval"] == dns.health_check_interval_s
+        assert check["inputs"]["failureThreshold"] == dns.failure_threshold
+        record = _one(run, "aws:route53/record:Record", f"{run.plan.name}-dns-{rp.region}")
+        assert record["inputs"]["name"] == dns.record_name
+        assert record["inputs"]["setIdentifier"] == rp.region
+        assert record["inputs"]["healthCheckId"] == check["id"]
+        assert record["inputs"]["latencyRoutingPolicies"] == [{"region": rp.region}]
+        [alias] = record["inputs"]["aliases"]
+        assert alias["evaluateTargetHealth"] is True
+        assert alias["name"].endswith(".mock.elb.amazonaws.com")
+
+
+def test_the_load_balancer_controller_gets_its_official_policy_through_pod_identity(
+    run: Run,
+) -> None:
+    from components.load_balancer_controller import CHART_VERSION, POLICY_PATH
+
+    official = json.loads(POLICY_PATH.read_text())
+    for rp in run.plan.regions:
+        base = f"{run.plan.name}-{rp.region}-lbc"
+        policy = _one(run, "aws:iam/policy:Policy", f"{base}-policy")
+        assert json.loads(policy["inputs"]["policy"]) == official
+        role = _one(run, "aws:iam/role:Role", f"{base}-role")
+        [statement] = json.loads(role["inputs"]["assumeRolePolicy"])["Statement"]
+        assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        association = _one(run, "aws:eks/podIdentityAssociation:PodIdentityAssociation", f"{base}-association")
+        assert (association["inputs"]["namespace"], association["inputs"]["serviceAccount"]) == (
+            "kube-system",
+            "aws-load-balancer-controller",
+        )
+        release = _one(run, HELM_RELEASE, base)
+        assert release["inputs"]["version"] == CHART_VERSION
+        assert release["inputs"]["values"]["serviceAccount"]["name"] == "aws-load-balancer-controller"
+
+
+def test_the_stack_exports_the_global_name_and_each_regions_endpoint(run: Run) -> None:
+    out = run.result.outputs
+    assert run.plan.dns is not None
+    assert out["hostname"] == run.plan.dns.record_name
+    assert out["endpoints"] == {
+        rp.region: f"{rp.region}.{run.plan.dns.record_name}" for rp in run.plan.regions
+    }
