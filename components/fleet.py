@@ -20,6 +20,7 @@ from components.global_endpoint import (
     GlobalEndpointArgs,
     RegionCertificate,
     RegionCertificateArgs,
+    lb_hostname,
     zone_id,
 )
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
@@ -191,7 +192,7 @@ class Fleet(pulumi.ComponentResource):
                     fleet_plan=plan,
                     zone_id=zone,
                     lb_hostnames={
-                        r: res.service.resources["Ingress"].status.load_balancer.ingress[0].hostname
+                        r: lb_hostname(res.service.resources["Ingress"])
                         for r, res in self.regions.items()
                     },
                     route53_provider=route53,

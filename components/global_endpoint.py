@@ -15,12 +15,14 @@ plan's TTL). Route53 is global: its records and checks use the us-east-1 provide
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 
 from llmfleet.errors import ProgramError
 from llmfleet.fleet import FleetPlan, RegionPlan
@@ -95,6 +97,23 @@ def routed_record_args(
     return args
 
 
+def validation_option(
+    options: Sequence[aws.acm.outputs.CertificateDomainValidationOption], domain: str
+) -> aws.acm.outputs.CertificateDomainValidationOption:
+    """The DNS record ACM asks for to validate `domain`."""
+    for option in options:
+        if option.domain_name == domain:
+            return option
+    raise ProgramError(f"ACM gave no validation record for {domain}")
+
+
+def lb_hostname(ingress: pulumi.CustomResource) -> pulumi.Output[str]:
+    """The ALB's DNS name the controller writes into the Ingress status."""
+    if not isinstance(ingress, k8s.networking.v1.Ingress):
+        raise ProgramError(f"{ingress} is not an Ingress")
+    return ingress.status.load_balancer.ingress[0].hostname
+
+
 @dataclass(frozen=True)
 class RegionCertificateArgs:
     """entry_point: the region's (RegionPlan.entry_point). zone_id: the plan's zone.
@@ -123,14 +142,11 @@ class RegionCertificate(pulumi.ComponentResource):
             domain_name=ep.hostname,
             subject_alternative_names=[ep.regional_hostname],
             validation_method="DNS",
-            key_algorithm="EC_prime256v1",
             opts=regional,
         )
         fqdns = []
         for k, domain in enumerate([ep.hostname, ep.regional_hostname]):
-            option = cert.domain_validation_options.apply(
-                lambda opts, d=domain: next(o for o in opts if o.domain_name == d)
-            )
+            option = cert.domain_validation_options.apply(partial(validation_option, domain=domain))
             record = aws.route53.Record(
                 f"{name}-validation-{k}",
                 zone_id=args.zone_id,
@@ -216,4 +232,3 @@ class GlobalEndpoint(pulumi.ComponentResource):
                 "primary": fleet.resilience.primary,
             }
         )
-

@@ -88,7 +88,10 @@ class LoadBalancerController(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
 
     def __init__(
-        self, name: str, args: LoadBalancerControllerArgs, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        args: LoadBalancerControllerArgs,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("llmfleet:index:LoadBalancerController", name, None, opts)
         aws_opts = pulumi.ResourceOptions(parent=self, provider=args.aws_provider)

@@ -104,9 +104,7 @@ def drill(plan: CapacityPlan, lost: Sequence[str]) -> DrillReport:
                 slo_holds=holds,
             )
         )
-    scenario = next(
-        (s for s in fp.resilience.scenarios if s.lost == list(lost)), None
-    )
+    scenario = next((s for s in fp.resilience.scenarios if s.lost == list(lost)), None)
     recovery = scenario.recovery_s if scenario else None
     if recovery is None and fp.resilience.recovery is not None:
         rec = fp.resilience.recovery

@@ -57,9 +57,7 @@ class TokenLength(Strict):
     @model_validator(mode="after")
     def _percentiles_ordered(self) -> TokenLength:
         if self.p95 is not None and self.p95 < self.mean:
-            raise ValueError(
-                f"p95 ({self.p95}) is below the mean ({self.mean}); give p95 >= mean"
-            )
+            raise ValueError(f"p95 ({self.p95}) is below the mean ({self.mean}); give p95 >= mean")
         if self.p99 is not None and self.p99 < max(self.mean, self.p95 or 0):
             raise ValueError(
                 f"p99 ({self.p99}) is below the mean or p95 ({self.mean}, {self.p95}); "
@@ -126,7 +124,9 @@ class ExistingVpc(Strict):
             try:
                 ipaddress.IPv4Network(cidr, strict=True)
             except ValueError:
-                raise ValueError(f"{cidr!r} is not an IPv4 CIDR block such as 10.0.48.0/20") from None
+                raise ValueError(
+                    f"{cidr!r} is not an IPv4 CIDR block such as 10.0.48.0/20"
+                ) from None
         return cidrs
 
 
@@ -135,8 +135,7 @@ class Region(Strict):
     traffic_share: float = Field(
         ge=0,
         le=1,
-        description="Share of the fleet's traffic served here (0 only for a failover "
-        "secondary).",
+        description="Share of the fleet's traffic served here (0 only for a failover secondary).",
     )
     network: ExistingVpc | None = Field(
         default=None, description="Existing VPC; a new one if absent."
@@ -252,7 +251,9 @@ class Dns(Strict):
 
     @model_validator(mode="after")
     def _inside_zone(self) -> Dns:
-        if not (self.record_name == self.zone_name or self.record_name.endswith("." + self.zone_name)):
+        if not (
+            self.record_name == self.zone_name or self.record_name.endswith("." + self.zone_name)
+        ):
             raise ValueError(
                 f"record_name {self.record_name!r} is outside the zone {self.zone_name!r}; "
                 f"use a name ending in .{self.zone_name}, e.g. llm.{self.zone_name}"
@@ -388,7 +389,9 @@ def _check_routing(plan: CapacityPlan) -> None:
             )
         primary = plan.routing.primary or names[0]
         if primary not in names:
-            raise ValueError(f"routing.primary {primary!r} is not a listed region ({', '.join(names)})")
+            raise ValueError(
+                f"routing.primary {primary!r} is not a listed region ({', '.join(names)})"
+            )
         shares = {r.name: r.traffic_share for r in plan.regions}
         if shares[primary] != 1.0:
             raise ValueError(

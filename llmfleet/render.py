@@ -53,6 +53,8 @@ ENTRY_MANIFESTS = ("ingress",)
 
 def manifest_kinds(region: RegionPlan) -> tuple[str, ...]:
     return MANIFESTS + (ENTRY_MANIFESTS if region.entry_point is not None else ())
+
+
 METRIC_NAME = re.compile(r"\bvllm:[A-Za-z_][A-Za-z0-9_:]*")
 
 

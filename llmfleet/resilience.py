@@ -42,9 +42,7 @@ def primary(plan: CapacityPlan) -> str | None:
     return plan.routing.primary or plan.regions[0].name
 
 
-def reroute(
-    plan: CapacityPlan, lost: Sequence[str]
-) -> tuple[dict[str, float], list[Absorption]]:
+def reroute(plan: CapacityPlan, lost: Sequence[str]) -> tuple[dict[str, float], list[Absorption]]:
     """Peak requests/s per surviving region after `lost` drop out, and who absorbed whom."""
     peak = plan.traffic.peak_requests_per_s
     share = {r.name: r.traffic_share for r in plan.regions}
@@ -61,7 +59,14 @@ def reroute(
             to = geo.nearest(gone, survivors)
             km = round(geo.distance_km(gone, to), 0)
         load[to] += peak * share[gone]
-        moved.append(Absorption(lost=gone, absorbed_by=to, requests_per_s=round(peak * share[gone], 4), distance_km=km))
+        moved.append(
+            Absorption(
+                lost=gone,
+                absorbed_by=to,
+                requests_per_s=round(peak * share[gone], 4),
+                distance_km=km,
+            )
+        )
     return load, moved
 
 
@@ -86,7 +91,9 @@ def cold_start_s(region: fleet.RegionPlan) -> int:
     return region.serving.startup_budget_s
 
 
-def raise_floors(plan: CapacityPlan, choices: Sequence[Choice]) -> tuple[list[Choice], list[RegionFloor]]:
+def raise_floors(
+    plan: CapacityPlan, choices: Sequence[Choice]
+) -> tuple[list[Choice], list[RegionFloor]]:
     """Each choice with its replicas and nodes raised for the worst loss it survives."""
     raised: list[Choice] = []
     floors: list[RegionFloor] = []
@@ -94,7 +101,8 @@ def raise_floors(plan: CapacityPlan, choices: Sequence[Choice]) -> tuple[list[Ch
     for c in choices:
         name, cap = c.region.name, c.sizing.capacity_rps
         own = c.peak_requests_per_s
-        worst, worst_lost, warm_load = own, (), own
+        worst, warm_load = own, own
+        worst_lost: tuple[str, ...] = ()
         for load, _, lost in scenarios:
             if name in load and load[name] > worst + 1e-9:
                 worst, worst_lost = load[name], lost
@@ -105,7 +113,11 @@ def raise_floors(plan: CapacityPlan, choices: Sequence[Choice]) -> tuple[list[Ch
         replicas = fleet.MinDesiredMax(
             min=max(r.min, warm), desired=max(r.desired, warm), max=max(r.max, needed, warm)
         )
-        raised.append(dataclasses.replace(c, replicas=replicas, nodes=nodes_for(replicas, c.replicas_per_node)))
+        raised.append(
+            dataclasses.replace(
+                c, replicas=replicas, nodes=nodes_for(replicas, c.replicas_per_node)
+            )
+        )
         floors.append(
             RegionFloor(
                 region=name,
@@ -144,7 +156,10 @@ def recovery(plan: CapacityPlan, regions: Sequence[fleet.RegionPlan]) -> Recover
 
 
 def scenario(
-    plan: CapacityPlan, lost: Sequence[str], regions: Sequence[fleet.RegionPlan], rec: Recovery | None
+    plan: CapacityPlan,
+    lost: Sequence[str],
+    regions: Sequence[fleet.RegionPlan],
+    rec: Recovery | None,
 ) -> LossScenario:
     """One loss: the survivors' loads, and whether a warm floor falls short of one."""
     load, moved = reroute(plan, lost)
@@ -213,8 +228,13 @@ def _reasons(plan: CapacityPlan, floors: Sequence[RegionFloor]) -> list[str]:
         return ["no region loss is planned for: every region is sized for its own share"]
     out = [
         f"every set of up to {plan.survive_region_losses} lost region(s) is re-routed "
-        + ("to the nearest surviving region (latency routing)" if primary(plan) is None else f"to the secondary when the primary {primary(plan)} is lost (failover)")
-        + "; survivors carry the whole peak at the SLO-limit rate per replica (the headroom is spent during a loss)"
+        + (
+            "to the nearest surviving region (latency routing)"
+            if primary(plan) is None
+            else f"to the secondary when the primary {primary(plan)} is lost (failover)"
+        )
+        + "; survivors carry the whole peak at the SLO-limit rate per replica (the headroom "
+        "is spent during a loss)"
     ]
     for f in floors:
         if f.worst_case_lost:

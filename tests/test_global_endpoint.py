@@ -90,7 +90,9 @@ def test_an_existing_vpc_admits_its_load_balancer_cidrs_only() -> None:
         "private_subnet_ids": ["subnet-1", "subnet-2"],
         "load_balancer_cidrs": ["10.9.0.0/24"],
     }
-    plan = make_plan(dns=DNS, regions=[{"name": "us-east-1", "traffic_share": 1.0, "network": network}])
+    plan = make_plan(
+        dns=DNS, regions=[{"name": "us-east-1", "traffic_share": 1.0, "network": network}]
+    )
     assert build_fleet_plan(plan).regions[0].entry_point.source_cidrs == ["10.9.0.0/24"]  # type: ignore[union-attr]
 
 
@@ -102,5 +104,9 @@ def test_a_new_vpc_admits_the_quarter_its_public_subnets_are_cut_from() -> None:
     import ipaddress
 
     block = ipaddress.IPv4Network(ep.source_cidrs[0])
-    public = [s for s in subnet_layout("10.40.0.0/16", "us-east-1", ["us-east-1a", "us-east-1b"]) if s.public]
+    public = [
+        s
+        for s in subnet_layout("10.40.0.0/16", "us-east-1", ["us-east-1a", "us-east-1b"])
+        if s.public
+    ]
     assert all(ipaddress.IPv4Network(s.cidr_block).subnet_of(block) for s in public)

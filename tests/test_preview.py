@@ -697,7 +697,9 @@ def test_every_region_has_a_cluster_nodes_serving_an_entry_point_and_a_routed_re
         issued = f"{base}-cert-issued"
         assert issued in ingress["options"]["depends_on"]
         assert f"{base}-lbc" in ingress["options"]["depends_on"]
-        check = _one(run, "aws:route53/healthCheck:HealthCheck", f"{run.plan.name}-dns-{rp.region}-health")
+        check = _one(
+            run, "aws:route53/healthCheck:HealthCheck", f"{run.plan.name}-dns-{rp.region}-health"
+        )
         assert check["inputs"]["fqdn"] == ep.regional_hostname
         assert check["inputs"]["requestInterval"] == dns.health_check_interval_s
         assert check["inputs"]["failureThreshold"] == dns.failure_threshold
@@ -724,14 +726,18 @@ def test_the_load_balancer_controller_gets_its_official_policy_through_pod_ident
         role = _one(run, "aws:iam/role:Role", f"{base}-role")
         [statement] = json.loads(role["inputs"]["assumeRolePolicy"])["Statement"]
         assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
-        association = _one(run, "aws:eks/podIdentityAssociation:PodIdentityAssociation", f"{base}-association")
+        association = _one(
+            run, "aws:eks/podIdentityAssociation:PodIdentityAssociation", f"{base}-association"
+        )
         assert (association["inputs"]["namespace"], association["inputs"]["serviceAccount"]) == (
             "kube-system",
             "aws-load-balancer-controller",
         )
         release = _one(run, HELM_RELEASE, base)
         assert release["inputs"]["version"] == CHART_VERSION
-        assert release["inputs"]["values"]["serviceAccount"]["name"] == "aws-load-balancer-controller"
+        assert (
+            release["inputs"]["values"]["serviceAccount"]["name"] == "aws-load-balancer-controller"
+        )
 
 
 def test_the_stack_exports_the_global_name_and_each_regions_endpoint(run: Run) -> None:

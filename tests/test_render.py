@@ -307,7 +307,11 @@ def test_only_the_load_balancer_subnets_and_prometheus_reach_the_model_port(regi
         lb, prometheus = spec["ingress"]
         assert lb["from"] == [{"ipBlock": {"cidr": c}} for c in rp.entry_point.source_cidrs]
         assert prometheus["from"] == [
-            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": w.monitoring_namespace}}}
+            {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": w.monitoring_namespace}
+                }
+            }
         ]
         for rule in (lb, prometheus):
             assert rule["ports"] == [{"port": PORT, "protocol": "TCP"}]

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from plans import make_plan, plan_dict
+from plans import make_plan
 
 from llmfleet import geo
 from llmfleet.assemble import build_fleet_plan
@@ -46,16 +46,25 @@ def prod_with(**routing: Any) -> CapacityPlan:
             "survive_region_losses = 2 with 2 region(s) would leave none to serve; use at most 1",
         ),
         (
-            {"regions": [*TWO[:1], {"name": "us-west-2", "traffic_share": 0.2},
-                         {"name": "eu-north-1", "traffic_share": 0.2}],
-             "routing": {"policy": "failover"}},
+            {
+                "regions": [
+                    *TWO[:1],
+                    {"name": "us-west-2", "traffic_share": 0.2},
+                    {"name": "eu-north-1", "traffic_share": 0.2},
+                ],
+                "routing": {"policy": "failover"},
+            },
             "failover takes exactly two regions",
         ),
         ({"regions": TWO, "routing": {"policy": "failover"}}, "give it traffic_share 1.0"),
         ({"regions": TWO, "routing": {"primary": "us-east-1"}}, "applies to policy: failover"),
         (
-            {"regions": [{"name": "us-east-1", "traffic_share": 1.0},
-                         {"name": "us-west-2", "traffic_share": 0.0}]},
+            {
+                "regions": [
+                    {"name": "us-east-1", "traffic_share": 1.0},
+                    {"name": "us-west-2", "traffic_share": 0.0},
+                ]
+            },
             "traffic_share 0; with policy latency",
         ),
     ],
@@ -69,7 +78,12 @@ def test_bad_routing_names_the_field_the_value_and_what_works(changes, expected)
 def test_an_existing_vpc_with_dns_must_say_where_its_load_balancers_live() -> None:
     network = {"vpc_id": "vpc-1", "private_subnet_ids": ["subnet-1", "subnet-2"]}
     with pytest.raises(StackError, match="load_balancer_cidrs is required with dns"):
-        make_plan(**{"dns": DNS, "regions": [{"name": "us-east-1", "traffic_share": 1.0, "network": network}]})
+        make_plan(
+            **{
+                "dns": DNS,
+                "regions": [{"name": "us-east-1", "traffic_share": 1.0, "network": network}],
+            }
+        )
 
 
 def test_one_region_survives_no_loss_and_two_survive_one_by_default() -> None:
@@ -97,8 +111,10 @@ def test_a_lost_regions_users_go_to_the_nearest_survivor() -> None:
 
 def test_failover_sends_everyone_to_the_secondary_only_when_the_primary_is_lost() -> None:
     plan = make_plan(
-        regions=[{"name": "us-east-1", "traffic_share": 1.0},
-                 {"name": "us-west-2", "traffic_share": 0.0, "vpc_cidr": "10.41.0.0/16"}],
+        regions=[
+            {"name": "us-east-1", "traffic_share": 1.0},
+            {"name": "us-west-2", "traffic_share": 0.0, "vpc_cidr": "10.41.0.0/16"},
+        ],
         routing={"policy": "failover"},
     )
     assert reroute(plan, ["us-east-1"])[0] == {"us-west-2": 10.0}
@@ -150,7 +166,9 @@ def test_a_region_whose_gpus_sit_in_one_zone_is_flagged() -> None:
     fp = build_fleet_plan(read_plan("prod"))
     single = [f.region for f in fp.resilience.regions if f.single_zone]
     assert single == ["us-east-1"]
-    assert any(f.startswith("us-east-1: every GPU node sits in one zone") for f in fp.resilience.flags)
+    assert any(
+        f.startswith("us-east-1: every GPU node sits in one zone") for f in fp.resilience.flags
+    )
 
 
 # --- the drill ------------------------------------------------------------------------------
