@@ -26,9 +26,9 @@ import pulumi_kubernetes as k8s
 
 from llmfleet.errors import ProgramError
 from llmfleet.fleet import FleetPlan, RegionPlan
-from llmfleet.plan import Dns
 from llmfleet.resilience import CNAME_TTL_S
 from llmfleet.routing_plan import EntryPoint, HealthCheck
+from llmfleet.routing_policy import Dns
 
 
 def zone_id(dns: Dns, provider: aws.Provider) -> pulumi.Output[str]:

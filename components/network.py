@@ -7,8 +7,8 @@ quarters; the k-th zone of the plan gets the k-th quarter as its private subnet 
 pods and the EKS control-plane ENIs; the VPC CNI gives every pod a VPC address, hence the
 large blocks); the last quarter holds small public subnets, one per zone, that carry only
 the NAT gateways and internet-facing load balancers (tagged kubernetes.io/role/elb for the
-AWS Load Balancer Controller). No subnet assigns public IPs on launch: the NAT gateways get theirs from
-Elastic IPs. Resource names end in the zone's letter (`...-private-c` for us-east-1c).
+AWS Load Balancer Controller). No subnet assigns public IPs on launch: the NAT gateways get
+theirs from Elastic IPs. Resource names end in the zone's letter (`...-private-c` for us-east-1c).
 """
 
 from __future__ import annotations

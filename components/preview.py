@@ -35,6 +35,7 @@ from pulumi.output import Unknown
 from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime.stack import run_in_stack
 
+from components.preview_routing import InvokeMocks, routing_outputs
 from llmfleet.fleet import FleetPlan
 from llmfleet.stack import REPO_ROOT, read_stack_config
 
@@ -53,7 +54,7 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-class FleetMocks(pulumi.runtime.Mocks):
+class FleetMocks(InvokeMocks, pulumi.runtime.Mocks):
     """Returns each resource's inputs plus plausible, deterministic computed outputs.
 
     An auto-named resource's physical name is its logical name; ids are `{name}-{hash}`.
@@ -86,31 +87,7 @@ class FleetMocks(pulumi.runtime.Mocks):
             out["allocationId"] = f"eipalloc-{_short_hash(name)}"
         elif typ == "aws:kms/key:Key":
             out["keyId"] = rid
-        elif typ == "aws:acm/certificate:Certificate":
-            names = [inputs["domainName"], *inputs.get("subjectAlternativeNames", [])]
-            out["domainValidationOptions"] = [
-                {
-                    "domainName": d,
-                    "resourceRecordName": f"_{_short_hash(d)}.{d}.",
-                    "resourceRecordType": "CNAME",
-                    "resourceRecordValue": f"_{_short_hash(rid + d)}.mock.acm-validations.aws.",
-                }
-                for d in names
-            ]
-        elif typ == "aws:route53/record:Record":
-            out["fqdn"] = str(inputs.get("name", name)).rstrip(".")
-        elif typ == "kubernetes:networking.k8s.io/v1:Ingress":
-            host = f"k8s-{_short_hash(name)}.{_short_hash(rid)}.mock.elb.amazonaws.com"
-            out["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
-        return rid, out
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
-        if args.token == "aws:lb/getHostedZoneId:getHostedZoneId":
-            region = args.args.get("region", "")
-            return {"id": f"Z{_short_hash(region).upper()}MOCK"}, []
-        if args.token == "aws:route53/getZone:getZone":
-            return {"zoneId": f"Z{_short_hash(args.args['name']).upper()}", **args.args}, []
-        raise NotImplementedError(f"the program made an unexpected invoke: {args.token}")
+        return rid, {**out, **routing_outputs(typ, name, rid, inputs)}
 
 
 class RecordingMonitor(mocks.MockMonitor):

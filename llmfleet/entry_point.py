@@ -23,8 +23,9 @@ import json
 import math
 
 from llmfleet.fleet import RegionPlan
-from llmfleet.plan import CapacityPlan, Dns, Region
+from llmfleet.plan import CapacityPlan, Region
 from llmfleet.routing_plan import EntryPoint, HealthCheck
+from llmfleet.routing_policy import Dns
 
 HTTPS_PORT = 443
 SSL_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"

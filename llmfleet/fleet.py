@@ -8,8 +8,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from llmfleet import __version__
-from llmfleet.plan import ApiKey, ClusterAccess, Dns, Routing, Slo, Traffic
+from llmfleet.plan import ClusterAccess, Slo, Traffic
 from llmfleet.routing_plan import EntryPoint, Resilience
+from llmfleet.routing_policy import ApiKey, Dns, Routing
 
 
 class Data(BaseModel):
