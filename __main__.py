@@ -30,3 +30,6 @@ pulumi.export(
     "kubeconfigs",
     pulumi.Output.secret({r: res.cluster.kubeconfig for r, res in fleet.regions.items()}),
 )
+if fleet.global_endpoint is not None:
+    pulumi.export("hostname", fleet.global_endpoint.hostname)
+    pulumi.export("endpoints", fleet.global_endpoint.endpoints)

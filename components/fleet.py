@@ -15,6 +15,15 @@ import pulumi_aws as aws
 
 from components.cluster import InferenceCluster, InferenceClusterArgs
 from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
+from components.global_endpoint import (
+    GlobalEndpoint,
+    GlobalEndpointArgs,
+    RegionCertificate,
+    RegionCertificateArgs,
+    lb_hostname,
+    zone_id,
+)
+from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, system_pool
 from components.vllm_service import VllmService, VllmServiceArgs
 from llmfleet.fleet import FleetPlan
@@ -41,6 +50,8 @@ class RegionResources:
     gpu_pool: NodePool
     addons: ClusterAddons
     service: VllmService
+    load_balancer_controller: LoadBalancerController | None = None
+    certificate: RegionCertificate | None = None
 
 
 ENVIRONMENT_TAG = "llmfleet.io/environment"
@@ -83,6 +94,7 @@ class Fleet(pulumi.ComponentResource):
     """
 
     regions: dict[str, RegionResources]
+    global_endpoint: GlobalEndpoint | None
 
     def __init__(
         self, name: str, args: FleetArgs, opts: pulumi.ResourceOptions | None = None
@@ -90,6 +102,16 @@ class Fleet(pulumi.ComponentResource):
         super().__init__("llmfleet:index:Fleet", name, None, opts)
         plan = args.fleet_plan
         self.regions = {}
+        # Stage 4 (plan.dns): Route53 is global, so its records and checks use us-east-1.
+        route53 = zone = None
+        if plan.dns is not None:
+            route53 = aws.Provider(
+                f"{name}-route53-aws",
+                region="us-east-1",
+                default_tags={"tags": default_tags(plan.name, args.tags)},
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            zone = zone_id(plan.dns, route53)
         for rp in plan.regions:
             base = f"{name}-{rp.region}"
             provider = aws.Provider(
@@ -133,6 +155,26 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            # Stage 4: the regional entry point (controller + certificate) before the Ingress.
+            lbc = cert = None
+            if rp.entry_point is not None and route53 is not None and zone is not None:
+                lbc = LoadBalancerController(
+                    f"{base}-lbc",
+                    LoadBalancerControllerArgs(
+                        cluster_name=cluster.cluster.name,
+                        vpc_id=cluster.vpc_id,
+                        region=rp.region,
+                        aws_provider=provider,
+                        k8s_provider=cluster.k8s_provider,
+                        depends_on=[system.node_group],
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                cert = RegionCertificate(
+                    f"{base}-cert",
+                    RegionCertificateArgs(rp.entry_point, zone, provider, route53),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
             service = VllmService(
                 f"{base}-vllm",
                 VllmServiceArgs(
@@ -140,11 +182,28 @@ class Fleet(pulumi.ComponentResource):
                     region_plan=rp,
                     k8s_provider=cluster.k8s_provider,
                     depends_on=[gpu.node_group, *addons.releases.values()],
+                    ingress_depends_on=[lbc.release, cert.issued] if lbc and cert else (),
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.regions[rp.region] = RegionResources(
-                provider, cluster, system, gpu, addons, service
+                provider, cluster, system, gpu, addons, service, lbc, cert
+            )
+
+        self.global_endpoint = None
+        if route53 is not None and zone is not None:
+            self.global_endpoint = GlobalEndpoint(
+                f"{name}-dns",
+                GlobalEndpointArgs(
+                    fleet_plan=plan,
+                    zone_id=zone,
+                    lb_hostnames={
+                        r: lb_hostname(res.service.resources["Ingress"])
+                        for r, res in self.regions.items()
+                    },
+                    route53_provider=route53,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
             )
 
         self.register_outputs(

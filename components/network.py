@@ -6,8 +6,9 @@ where the instance is offered. Layout (pure: `subnet_layout`): the VPC CIDR is c
 quarters; the k-th zone of the plan gets the k-th quarter as its private subnet (nodes,
 pods and the EKS control-plane ENIs; the VPC CNI gives every pod a VPC address, hence the
 large blocks); the last quarter holds small public subnets, one per zone, that carry only
-the NAT gateways. No subnet assigns public IPs on launch: the NAT gateways get theirs from
-Elastic IPs. Resource names end in the zone's letter (`...-private-c` for us-east-1c).
+the NAT gateways and internet-facing load balancers (tagged kubernetes.io/role/elb for the
+AWS Load Balancer Controller). No subnet assigns public IPs on launch: the NAT gateways get
+theirs from Elastic IPs. Resource names end in the zone's letter (`...-private-c` for us-east-1c).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from llmfleet.errors import PlanError
 from llmfleet.region_plan import MAX_ZONES, MIN_CLUSTER_ZONES
 
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+ELB_TAG = "kubernetes.io/role/elb"
+"""Where the AWS Load Balancer Controller puts internet-facing load balancers (subnet
+auto-discovery); the public subnets carry it."""
 NatGateways = Literal["per_az", "single"]
 T = TypeVar("T")
 
@@ -113,7 +117,8 @@ def subnet_tags(spec: SubnetSpec, name: str) -> dict[str, str]:
     if not spec.public:
         tags[INTERNAL_ELB_TAG] = "1"
     else:
-        tags["llmfleet.io/purpose"] = "nat-gateway"
+        tags["llmfleet.io/purpose"] = "nat-gateway-and-load-balancers"
+        tags[ELB_TAG] = "1"
     return dict(sorted(tags.items()))
 
 

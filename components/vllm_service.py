@@ -31,6 +31,7 @@ TYPED: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
+    ("networking.k8s.io/v1", "Ingress"): k8s.networking.v1.Ingress,
 }
 """Core objects get their typed class; the CRDs below are `apiextensions.CustomResource`."""
 CUSTOM = {
@@ -67,6 +68,9 @@ class VllmServiceArgs:
     region_plan: RegionPlan
     k8s_provider: k8s.Provider
     depends_on: Sequence[pulumi.Resource] = ()
+    ingress_depends_on: Sequence[pulumi.Resource] = ()
+    """What the Ingress also waits for: the load balancer controller and the issued
+    certificate it discovers."""
 
 
 class VllmService(pulumi.ComponentResource):
@@ -86,7 +90,11 @@ class VllmService(pulumi.ComponentResource):
             child_opts = pulumi.ResourceOptions(
                 parent=self,
                 provider=args.k8s_provider,
-                depends_on=[*args.depends_on, *namespace],
+                depends_on=[
+                    *args.depends_on,
+                    *namespace,
+                    *(args.ingress_depends_on if doc["kind"] == "Ingress" else ()),
+                ],
             )
             first = str(doc["kind"]) not in self.resources
             suffix = resource_suffix(doc, args.region_plan.workload.name, first)

@@ -12,6 +12,7 @@ from llmfleet import fleet
 from llmfleet.advice import rules_of_thumb
 from llmfleet.calibration import Constants
 from llmfleet.calibration import load as load_constants
+from llmfleet.entry_point import entry_point
 from llmfleet.lever_report import lever_report
 from llmfleet.memory import kv_dtype_bytes
 from llmfleet.models import ResolvedModel, resolve_model
@@ -20,6 +21,8 @@ from llmfleet.plan import CapacityPlan
 from llmfleet.plan_checks import check_plan
 from llmfleet.quotas import quota_needs
 from llmfleet.region_plan import region_plan
+from llmfleet.resilience import raise_floors, resilience
+from llmfleet.routing_plan import RegionFloor
 from llmfleet.stack import REPO_ROOT
 from llmfleet.units import GIB
 
@@ -65,7 +68,12 @@ def build_fleet_plan(
     model = resolve_model(plan, base_dir)
     sizer = Sizer(plan, model, consts)
     searched = [choose_region(plan, model, region, consts, sizer) for region in plan.regions]
-    regions = [region_plan(c, alts, consts, pessimistic) for c, alts in searched]
+    # Stage 4: floors that survive a lost region, then each region's entry point.
+    choices, floors = raise_floors(plan, [choice for choice, _ in searched])
+    regions = [
+        _with_routing(plan, region_plan(choice, alts, consts, pessimistic), floor)
+        for choice, (_, alts), floor in zip(choices, searched, floors, strict=True)
+    ]
     gpus = fleet.MinDesiredMax(
         min=sum(r.nodes.min * r.gpus_per_node for r in regions),
         desired=sum(r.nodes.desired * r.gpus_per_node for r in regions),
@@ -88,4 +96,21 @@ def build_fleet_plan(
         levers_report=lever_report(plan, model, [c for c, _ in searched], sizer, consts),
         environment=plan.environment,
         quotas=quota_needs(regions),
+        routing=plan.routing,
+        dns=plan.dns,
+        api_key=plan.api_key,
+        resilience=resilience(plan, regions, floors),
     )
+
+
+def _with_routing(plan: CapacityPlan, rp: fleet.RegionPlan, floor: RegionFloor) -> fleet.RegionPlan:
+    """The region with its entry point, and why its floor rose (when it did)."""
+    reasons = list(rp.reasons)
+    if floor.worst_case_lost:
+        reasons.append(
+            f"warm floor {floor.warm_replicas} replicas: carries "
+            f"{floor.worst_load_requests_per_s:g} req/s when {', '.join(floor.worst_case_lost)} "
+            f"is lost (min/desired/max without resilience "
+            f"{'/'.join(str(v) for v in floor.replicas_without_resilience.values())})"
+        )
+    return rp.model_copy(update={"entry_point": entry_point(plan, rp), "reasons": reasons})

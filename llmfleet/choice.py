@@ -38,10 +38,12 @@ class Choice:
         return self.levers or pinned(self.plan)
 
     @property
-    def usd_per_million_output_tokens(self) -> float:
+    def usd_per_million_output_tokens(self) -> float | None:
         """Monthly cost over the output tokens of the region's peak rate held all month (a
-        floor: traffic averages lower than its peak)."""
+        floor: traffic averages lower than its peak); None without traffic (a standby)."""
         tokens = self.peak_requests_per_s * self.plan.traffic.output_tokens.mean
+        if tokens <= 0:
+            return None
         return self.monthly_cost_usd / (tokens * 3600 * HOURS_PER_MONTH) * 1e6
 
     @property

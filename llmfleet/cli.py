@@ -40,6 +40,15 @@ def as_flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def cmd_drill(args: argparse.Namespace) -> int:
+    from llmfleet.drill import drill, drill_text, parse_lost
+
+    plan = read_plan(args.stack)
+    report = drill(plan, parse_lost(plan, args.lose))
+    sys.stdout.write(_dump(report.model_dump(mode="json")) if args.json else drill_text(report))
+    return 0 if report.passed else 1
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     config = None
     if args.model.endswith(".json") or Path(args.model).is_file():
@@ -244,6 +253,14 @@ def parser() -> argparse.ArgumentParser:
         )
     s.add_argument("--json", action="store_true", help="print the comparison as JSON")
     s.set_defaults(func=cmd_diff)
+
+    s = sub.add_parser(
+        "drill", help="lose regions, re-route their users, check the survivors against the SLO"
+    )
+    s.add_argument("--stack", required=True)
+    s.add_argument("--lose", required=True, help="REGION[,REGION]: the regions lost")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_drill)
 
     s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
     s.add_argument("--stack", required=True)

@@ -16,6 +16,7 @@ from pydantic import Field
 from llmfleet import economics
 from llmfleet.fleet import Data, FleetPlan, MinDesiredMax, RegionPlan
 from llmfleet.render import REPORT, render_stack
+from llmfleet.units import round_or_none
 
 MAX_DIFF_LINES = 400
 """Lines of unified diff kept; a PR comment is limited to 65,536 characters."""
@@ -43,8 +44,10 @@ class RegionSide(Data):
     replicas: MinDesiredMax
     monthly_cost_usd: float
     monthly_cost_usd_at_trough: float
-    usd_per_million_output_tokens: float = Field(description="At the peak (economics.py).")
-    usd_per_million_output_tokens_at_trough: float
+    usd_per_million_output_tokens: float | None = Field(
+        description="At the peak (economics.py); None for a region without traffic."
+    )
+    usd_per_million_output_tokens_at_trough: float | None
     ttft_ms: float
     slo_ttft_ms: float
     ttft_margin: float = Field(description="(SLO - predicted) / SLO; negative: over the SLO.")
@@ -84,8 +87,8 @@ class FleetSide(Data):
     gpus: MinDesiredMax
     monthly_cost_usd: float
     monthly_cost_usd_at_trough: float
-    usd_per_million_output_tokens: float
-    usd_per_million_output_tokens_at_trough: float
+    usd_per_million_output_tokens: float | None
+    usd_per_million_output_tokens_at_trough: float | None
     inputs: dict[str, Any] = Field(description="The plan's SLO, traffic, headroom, confidence.")
 
 
@@ -135,8 +138,8 @@ def region_side(fp: FleetPlan, rp: RegionPlan) -> RegionSide:
         replicas=rp.replicas,
         monthly_cost_usd=rp.monthly_cost_usd,
         monthly_cost_usd_at_trough=rp.monthly_cost_usd_at_trough,
-        usd_per_million_output_tokens=round(per_mtok(fp, rp, "peak"), 4),
-        usd_per_million_output_tokens_at_trough=round(per_mtok(fp, rp, "trough"), 4),
+        usd_per_million_output_tokens=round_or_none(per_mtok(fp, rp, "peak"), 4),
+        usd_per_million_output_tokens_at_trough=round_or_none(per_mtok(fp, rp, "trough"), 4),
         ttft_ms=rp.predicted.ttft_ms,
         slo_ttft_ms=fp.slo.ttft_ms,
         ttft_margin=round(margin(rp.predicted.ttft_ms, fp.slo.ttft_ms), 4),
@@ -162,8 +165,8 @@ def fleet_side(fp: FleetPlan) -> FleetSide:
         gpus=fp.gpus,
         monthly_cost_usd=fp.monthly_cost_usd,
         monthly_cost_usd_at_trough=fp.monthly_cost_usd_at_trough,
-        usd_per_million_output_tokens=round(per_mtok(fp, None, "peak"), 4),
-        usd_per_million_output_tokens_at_trough=round(per_mtok(fp, None, "trough"), 4),
+        usd_per_million_output_tokens=round_or_none(per_mtok(fp, None, "peak"), 4),
+        usd_per_million_output_tokens_at_trough=round_or_none(per_mtok(fp, None, "trough"), 4),
         inputs={
             **{f"slo.{k}": v for k, v in sorted(fp.slo.model_dump().items())},
             **{

@@ -30,13 +30,16 @@ def output_tokens_per_hour(fp: FleetPlan, rp: RegionPlan, load: Load) -> float:
     return rate * fp.traffic.output_tokens.mean * 3600
 
 
-def usd_per_million_output_tokens(fp: FleetPlan, rp: RegionPlan | None, load: Load) -> float:
+def usd_per_million_output_tokens(
+    fp: FleetPlan, rp: RegionPlan | None, load: Load
+) -> float | None:
     """The fleet's (rp None) or one region's hourly GPU cost over the output tokens it serves
-    in that hour at that load, per million tokens."""
+    in that hour at that load, per million tokens; None for a region that serves no traffic
+    (a failover standby)."""
     regions = fp.regions if rp is None else [rp]
     usd = sum(region_usd_per_hour(r, load) for r in regions)
     tokens = sum(output_tokens_per_hour(fp, r, load) for r in regions)
-    return usd / tokens * 1e6
+    return usd / tokens * 1e6 if tokens > 0 else None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 from llmfleet import __version__
 from llmfleet.lever_data import LeverReport
 from llmfleet.plan import ClusterAccess, Slo, Traffic
+from llmfleet.routing_plan import EntryPoint, Resilience
+from llmfleet.routing_policy import ApiKey, Dns, Routing
 
 
 class Data(BaseModel):
@@ -350,6 +352,9 @@ class RegionPlan(Data):
         default=None, description="Precision, KV dtype, checkpoint and speculation chosen."
     )
     alerts: Alerts
+    entry_point: EntryPoint | None = Field(
+        default=None, description="The region's TLS entry point (None without plan.dns)."
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -398,6 +403,13 @@ class FleetPlan(Data):
     )
     environment: str = Field(description="development or production (plan.environment).")
     quotas: list[QuotaNeed] = Field(description="vCPU quota each region needs at max nodes.")
+    routing: Routing
+    dns: Dns | None
+    api_key: ApiKey | None
+    resilience: Resilience = Field(
+        description="Loss scenarios, warm floors, recovery time; monthly_cost_usd includes "
+        "the floors, resilience.monthly_cost_usd_without_resilience does not."
+    )
 
     def region(self, name: str) -> RegionPlan:
         return next(r for r in self.regions if r.region == name)

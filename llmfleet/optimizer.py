@@ -22,7 +22,7 @@ from llmfleet.levers import Levers, lever_space
 from llmfleet.models import ResolvedModel
 from llmfleet.plan import CapacityPlan, Region
 from llmfleet.sizing import Rejection, ReplicaSizing, capacity_upper_bound, size_replica
-from llmfleet.units import HOURS_PER_MONTH
+from llmfleet.units import HOURS_PER_MONTH, round_or_none
 
 Candidate = tuple[Instance, int, Levers]
 
@@ -207,7 +207,7 @@ def _alternatives(
                 precision=o.lever.precision,
                 kv_cache_dtype=o.lever.kv_cache_dtype,
                 speculative=o.lever.speculative,
-                usd_per_million_output_tokens=round(o.usd_per_million_output_tokens, 4),
+                usd_per_million_output_tokens=round_or_none(o.usd_per_million_output_tokens, 4),
             )
             for k, o in enumerate(options)
         ]

@@ -8,13 +8,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from llmfleet.architecture import KvCacheDtype, Precision
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from llmfleet.routing_policy import ApiKey, Dns, Routing, Strict
 
 
 class ModelSpec(Strict):
@@ -137,12 +134,31 @@ MAX_VPC_PREFIX = 20
 class ExistingVpc(Strict):
     vpc_id: str = Field(description="Existing VPC to place the cluster in.")
     private_subnet_ids: list[str] = Field(min_length=2, description="Private subnets in 2+ AZs.")
+    load_balancer_cidrs: list[str] | None = Field(
+        default=None,
+        description="CIDRs of the public subnets (tagged kubernetes.io/role/elb) where the "
+        "load balancer's nodes live; the NetworkPolicy admits them. Required with `dns`.",
+    )
+
+    @field_validator("load_balancer_cidrs")
+    @classmethod
+    def _lb_cidrs(cls, cidrs: list[str] | None) -> list[str] | None:
+        for cidr in cidrs or []:
+            try:
+                ipaddress.IPv4Network(cidr, strict=True)
+            except ValueError:
+                raise ValueError(
+                    f"{cidr!r} is not an IPv4 CIDR block such as 10.0.48.0/20"
+                ) from None
+        return cidrs
 
 
 class Region(Strict):
     name: str = Field(description="AWS region, e.g. us-east-1.")
     traffic_share: float = Field(
-        gt=0, le=1, description="Share of the fleet's traffic served here."
+        ge=0,
+        le=1,
+        description="Share of the fleet's traffic served here (0 only for a failover secondary).",
     )
     network: ExistingVpc | None = Field(
         default=None, description="Existing VPC; a new one if absent."
@@ -278,6 +294,18 @@ class CapacityPlan(Strict):
         description="production refuses an EKS API endpoint open to 0.0.0.0/0 and tags every "
         "AWS resource `llmfleet.io/environment`, which the policy pack reads.",
     )
+    routing: Routing = Field(default_factory=Routing)
+    dns: Dns | None = Field(
+        default=None,
+        description="The global name; with it every region gets a TLS entry point, a "
+        "Route53 health check and a routed record.",
+    )
+    api_key: ApiKey | None = Field(default=None, description="Require an API key (vLLM).")
+
+    @property
+    def survive_region_losses(self) -> int:
+        given = self.routing.survive_region_losses
+        return given if given is not None else min(1, len(self.regions) - 1)
 
     @model_validator(mode="after")
     def _regions(self) -> CapacityPlan:
@@ -285,6 +313,12 @@ class CapacityPlan(Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"regions are listed twice: {', '.join(dupes)}")
+        idle = [r.name for r in self.regions if r.traffic_share == 0]
+        if idle and self.routing.policy != "failover":
+            raise ValueError(
+                f"regions {', '.join(idle)} have traffic_share 0; with policy latency every "
+                "region serves a share above 0 (only a failover secondary takes 0)"
+            )
         total = sum(r.traffic_share for r in self.regions)
         if abs(total - 1.0) > 1e-6:
             raise ValueError(f"regions[].traffic_share must sum to 1.0, not {total:g}")
@@ -298,6 +332,7 @@ class CapacityPlan(Strict):
                 "model.kv_cache_dtype pins one KV dtype and allowed.kv_cache_dtypes lists those "
                 "the search tries: give one of them"
             )
+        _check_routing(self)
         needed = self.traffic.input_tokens.mean + self.traffic.output_tokens.mean
         if needed > self.max_model_len:
             raise ValueError(
@@ -322,3 +357,41 @@ class CapacityPlan(Strict):
                     "give your CI and office CIDRs, or cluster.endpoint_public_access: false"
                 )
         return self
+
+
+def _check_routing(plan: CapacityPlan) -> None:
+    """Losses the region count allows; failover's two regions and their shares; an existing
+    VPC with an entry point names where its load balancers live."""
+    names = [r.name for r in plan.regions]
+    losses = plan.routing.survive_region_losses
+    if losses is not None and losses > len(names) - 1:
+        raise ValueError(
+            f"routing.survive_region_losses = {losses} with {len(names)} region(s) would leave "
+            f"none to serve; use at most {len(names) - 1} or add regions"
+        )
+    if plan.routing.policy == "failover":
+        if len(names) != 2:
+            raise ValueError(
+                f"routing.policy failover takes exactly two regions (a primary and a "
+                f"secondary), not {len(names)}; use policy: latency for {len(names)}"
+            )
+        primary = plan.routing.primary or names[0]
+        if primary not in names:
+            raise ValueError(
+                f"routing.primary {primary!r} is not a listed region ({', '.join(names)})"
+            )
+        shares = {r.name: r.traffic_share for r in plan.regions}
+        if shares[primary] != 1.0:
+            raise ValueError(
+                f"routing.policy failover sends every user to the primary {primary}: give it "
+                f"traffic_share 1.0 (and the secondary 0), not {shares[primary]:g}"
+            )
+    elif plan.routing.primary is not None:
+        raise ValueError("routing.primary applies to policy: failover only; remove it")
+    if plan.dns is not None:
+        for r in plan.regions:
+            if r.network is not None and not r.network.load_balancer_cidrs:
+                raise ValueError(
+                    f"regions[{r.name}].network.load_balancer_cidrs is required with dns: the "
+                    "NetworkPolicy admits the load balancer from the public subnets' CIDRs"
+                )

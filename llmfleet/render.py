@@ -55,6 +55,14 @@ MANIFESTS = (
     "dashboard",
 )
 """One template and one file per Kubernetes object, in the order they are applied."""
+ENTRY_MANIFESTS = ("ingress",)
+"""Rendered after MANIFESTS in regions with an entry point (plan.dns)."""
+
+
+def manifest_kinds(region: RegionPlan) -> tuple[str, ...]:
+    return MANIFESTS + (ENTRY_MANIFESTS if region.entry_point is not None else ())
+
+
 METRIC_NAME = re.compile(r"\bvllm:[A-Za-z_][A-Za-z0-9_:]*")
 
 
@@ -94,8 +102,8 @@ def _num(value: float, digits: int | None = None) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _usd(value: float, digits: int = 2) -> str:
-    return f"${value:,.{digits}f}"
+def _usd(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"${value:,.{digits}f}"
 
 
 def _pct(value: float, digits: int = 0) -> str:
@@ -252,7 +260,8 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
         "dashboard": dashboard(fleet, region),
     }
     docs = [
-        yaml.safe_load(_template(f"kubernetes/{kind}.yaml.j2", **context)) for kind in MANIFESTS
+        yaml.safe_load(_template(f"kubernetes/{kind}.yaml.j2", **context))
+        for kind in manifest_kinds(region)
     ]
     problems = metric_problems(prometheus_queries(docs)) + resolution_problems(region)
     if problems:
@@ -263,7 +272,7 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
 def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
     """`<region>/<file>` -> text for one region."""
     files = {f"{region.region}/{VLLM_CONFIG}": vllm_config(region)}
-    for kind, doc in zip(MANIFESTS, region_manifests(fleet, region), strict=True):
+    for kind, doc in zip(manifest_kinds(region), region_manifests(fleet, region), strict=True):
         files[f"{region.region}/{kind}.yaml"] = dump_yaml(doc)
     return files
 

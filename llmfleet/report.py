@@ -74,6 +74,15 @@ def fleet_text(fp: FleetPlan) -> str:
             f"Quota: {q.region} needs {q.vcpus:,} vCPUs of '{q.quota}' ({q.nodes} x "
             f"{q.instance_type} at max nodes); request it in Service Quotas before `pulumi up`"
         )
+    res = fp.resilience
+    con.print(
+        f"Routing {res.policy}, survives {res.survive_region_losses} region loss(es): "
+        f"${fp.monthly_cost_usd:,.0f}/month with resilience, "
+        f"${res.monthly_cost_usd_without_resilience:,.0f} without"
+        + (f"; recovery {res.recovery.worst_s} s at worst" if res.recovery else "")
+    )
+    for line in [*res.reasons, *(f"flag: {f}" for f in res.flags)]:
+        con.print(f"  - {line}")
     for r in fp.regions:
         con.print(f"\n{r.region}: why {r.instance_type} TP {r.tensor_parallel_size}")
         rng = r.predicted.ranges

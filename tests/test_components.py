@@ -289,11 +289,11 @@ def test_zones_are_two_or_three_distinct_zones_of_the_region(zones: list[str], w
     assert e.value.field == "regions[us-east-1].zones"
 
 
-def test_only_private_subnets_take_internal_load_balancers() -> None:
+def test_private_subnets_take_internal_and_public_subnets_internet_facing_load_balancers() -> None:
     for spec in subnet_layout("10.40.0.0/16", "us-east-1", ["us-east-1a", "us-east-1b"]):
         tags = subnet_tags(spec, "n")
         assert (INTERNAL_ELB_TAG in tags) == (not spec.public)
-        assert "kubernetes.io/role/elb" not in tags, "public subnets carry only NAT gateways"
+        assert ("kubernetes.io/role/elb" in tags) == spec.public
         assert tags["Name"] == f"n-{spec.tier}-{spec.zone_suffix}"
 
 

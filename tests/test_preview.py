@@ -24,7 +24,7 @@ from llmfleet import render
 from llmfleet.assemble import build_fleet_plan
 from llmfleet.cli import main
 from llmfleet.errors import StackError
-from llmfleet.fleet import FleetPlan
+from llmfleet.fleet import FleetPlan, RegionPlan
 from llmfleet.render import RENDERED_DIR
 from llmfleet.stack import parse_plan, read_stack_config
 
@@ -46,6 +46,7 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
 EXISTING = {
     "vpc_id": "vpc-0123456789abcdef0",
     "private_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"],
+    "load_balancer_cidrs": ["10.60.200.0/24", "10.60.201.0/24"],
 }
 
 
@@ -373,17 +374,25 @@ def test_one_cluster_per_region_each_in_its_region(run: Run) -> None:
     clusters = run.of_type(CLUSTER)
     assert len(clusters) == len(run.plan.regions)
     assert sorted(run.region_of(c) for c in clusters) == sorted(r.region for r in run.plan.regions)
-    assert sorted(p["inputs"]["region"] for p in run.of_type(AWS_PROVIDER)) == sorted(
+    regional = [p for p in run.of_type(AWS_PROVIDER) if p["name"] != _route53(run)]
+    assert sorted(p["inputs"]["region"] for p in regional) == sorted(
         r.region for r in run.plan.regions
     )
     assert {c["inputs"]["version"] for c in clusters} == {run.plan.kubernetes_version}
 
 
+def _route53(run: Run) -> str:
+    return f"{run.plan.name}-route53-aws"
+
+
 def test_every_aws_resource_uses_its_regions_explicit_provider(run: Run) -> None:
+    """Route53 is global: its records and health checks use the one us-east-1 provider."""
     for r in run.resources:
-        if r["type"].startswith("aws:"):
+        if r["type"].startswith("aws:") and r["provider"] != _route53(run):
             assert r["provider"] is not None, r["name"]
             assert r["name"].startswith(f"{run.plan.name}-{run.region_of(r)}"), r["name"]
+        elif r["type"].startswith("aws:route53/"):
+            assert r["provider"] == _route53(run), r["name"]
 
 
 def test_clusters_encrypt_secrets_with_a_rotating_key_in_their_region(run: Run) -> None:
@@ -418,7 +427,7 @@ def test_every_cluster_enforces_network_policy_with_the_vpc_cni_addon(run: Run) 
         assert json.loads(addon["inputs"]["configurationValues"]) == {"enableNetworkPolicy": "true"}
         assert addon["inputs"]["resolveConflictsOnCreate"] == "OVERWRITE"
         assert addon["inputs"]["resolveConflictsOnUpdate"] == "OVERWRITE"
-    assert len(addons) == len(run.plan.regions)
+    assert sum(name == "vpc-cni" for _, name in addons) == len(run.plan.regions)
 
 
 def test_everything_hangs_under_the_fleet(run: Run) -> None:
@@ -544,9 +553,10 @@ def test_a_bad_plan_fails_the_preview_with_the_plan_error() -> None:
 # --- Kubernetes: the rendered documents, the cluster add-ons ---------------------------------
 
 
-def _rendered(env: str, region: str) -> list[dict[str, Any]]:
-    root = RENDERED_DIR / env / region
-    return [yaml.safe_load((root / f"{kind}.yaml").read_text()) for kind in render.MANIFESTS]
+def _rendered(env: str, rp: RegionPlan) -> list[dict[str, Any]]:
+    root = RENDERED_DIR / env / rp.region
+    kinds = render.manifest_kinds(rp)
+    return [yaml.safe_load((root / f"{kind}.yaml").read_text()) for kind in kinds]
 
 
 def _objects_of(run: Run, region: str) -> list[dict[str, Any]]:
@@ -566,7 +576,7 @@ def test_the_program_deploys_exactly_the_documents_rendered_holds(runs, env: str
         deployed = sorted(
             (r["inputs"] for r in _objects_of(run, rp.region)), key=lambda d: d["kind"]
         )
-        assert deployed == sorted(_rendered(env, rp.region), key=lambda d: d["kind"])
+        assert deployed == sorted(_rendered(env, rp), key=lambda d: d["kind"])
 
 
 def test_the_rendered_objects_are_typed_resources_on_the_regions_cluster(run: Run) -> None:
@@ -584,6 +594,7 @@ def test_the_rendered_objects_are_typed_resources_on_the_regions_cluster(run: Ru
                 "kubernetes:keda.sh/v1alpha1:ScaledObject",
                 "kubernetes:monitoring.coreos.com/v1:ServiceMonitor",
                 "kubernetes:monitoring.coreos.com/v1:PrometheusRule",
+                *(["kubernetes:networking.k8s.io/v1:Ingress"] if rp.entry_point else []),
             ]
         )
         for r in objects:
@@ -616,7 +627,8 @@ def test_pods_select_the_labels_the_node_group_sets(run: Run) -> None:
 
 def test_every_cluster_gets_pinned_helm_releases_for_gpus_scaling_and_metrics(run: Run) -> None:
     releases = run.of_type(HELM_RELEASE)
-    assert len(releases) == 4 * len(run.plan.regions)
+    entry = {"aws-load-balancer-controller"} if run.plan.dns else set()
+    assert len(releases) == (4 + len(entry)) * len(run.plan.regions)
     by_region: dict[str, set[str]] = {}
     for r in releases:
         inputs = r["inputs"]
@@ -625,6 +637,7 @@ def test_every_cluster_gets_pinned_helm_releases_for_gpus_scaling_and_metrics(ru
         by_region.setdefault(_k8s_region(run, r), set()).add(inputs["chart"])
     assert by_region == {
         rp.region: {"nvidia-device-plugin", "keda", "kube-prometheus-stack", "dcgm-exporter"}
+        | entry
         for rp in run.plan.regions
     }
 
@@ -680,3 +693,82 @@ def test_the_plan_narrows_who_reaches_the_public_api_endpoint(existing: Run) -> 
     for c in clusters:
         assert c["inputs"]["vpcConfig"]["publicAccessCidrs"] == [OFFICE_CIDR]
         assert c["inputs"]["vpcConfig"]["endpointPrivateAccess"] is True
+
+
+# --- Stage 4: a TLS entry point per region, health-checked routed records -------------------
+
+
+def _one(run: Run, typ: str, name: str) -> dict[str, Any]:
+    [hit] = [r for r in run.of_type(typ) if r["name"] == name]
+    return hit
+
+
+def test_every_region_has_a_cluster_nodes_serving_an_entry_point_and_a_routed_record(
+    run: Run,
+) -> None:
+    dns = run.plan.dns
+    assert dns is not None
+    for rp in run.plan.regions:
+        base, ep = f"{run.plan.name}-{rp.region}", rp.entry_point
+        assert ep is not None
+        _one(run, CLUSTER, base)
+        assert {ng["name"] for ng in run.of_type(NODE_GROUP)} >= {f"{base}-gpu", f"{base}-system"}
+        ingress = _one(run, "kubernetes:networking.k8s.io/v1:Ingress", f"{base}-vllm-ingress")
+        cert = _one(run, "aws:acm/certificate:Certificate", f"{base}-cert")
+        assert cert["inputs"]["domainName"] == dns.record_name
+        assert cert["inputs"]["subjectAlternativeNames"] == [ep.regional_hostname]
+        assert cert["inputs"]["validationMethod"] == "DNS"
+        assert run.region_of(cert) == rp.region
+        issued = f"{base}-cert-issued"
+        assert issued in ingress["options"]["depends_on"]
+        assert f"{base}-lbc" in ingress["options"]["depends_on"]
+        check = _one(
+            run, "aws:route53/healthCheck:HealthCheck", f"{run.plan.name}-dns-{rp.region}-health"
+        )
+        assert check["inputs"]["fqdn"] == ep.regional_hostname
+        assert check["inputs"]["requestInterval"] == dns.health_check_interval_s
+        assert check["inputs"]["failureThreshold"] == dns.failure_threshold
+        record = _one(run, "aws:route53/record:Record", f"{run.plan.name}-dns-{rp.region}")
+        assert record["inputs"]["name"] == dns.record_name
+        assert record["inputs"]["setIdentifier"] == rp.region
+        assert record["inputs"]["healthCheckId"] == check["id"]
+        assert record["inputs"]["latencyRoutingPolicies"] == [{"region": rp.region}]
+        [alias] = record["inputs"]["aliases"]
+        assert alias["evaluateTargetHealth"] is True
+        assert alias["name"].endswith(".mock.elb.amazonaws.com")
+
+
+def test_the_load_balancer_controller_gets_its_official_policy_through_pod_identity(
+    run: Run,
+) -> None:
+    from components.load_balancer_controller import CHART_VERSION, POLICY_PATH
+
+    official = json.loads(POLICY_PATH.read_text())
+    for rp in run.plan.regions:
+        base = f"{run.plan.name}-{rp.region}-lbc"
+        policy = _one(run, "aws:iam/policy:Policy", f"{base}-policy")
+        assert json.loads(policy["inputs"]["policy"]) == official
+        role = _one(run, "aws:iam/role:Role", f"{base}-role")
+        [statement] = json.loads(role["inputs"]["assumeRolePolicy"])["Statement"]
+        assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        association = _one(
+            run, "aws:eks/podIdentityAssociation:PodIdentityAssociation", f"{base}-association"
+        )
+        assert (association["inputs"]["namespace"], association["inputs"]["serviceAccount"]) == (
+            "kube-system",
+            "aws-load-balancer-controller",
+        )
+        release = _one(run, HELM_RELEASE, base)
+        assert release["inputs"]["version"] == CHART_VERSION
+        assert (
+            release["inputs"]["values"]["serviceAccount"]["name"] == "aws-load-balancer-controller"
+        )
+
+
+def test_the_stack_exports_the_global_name_and_each_regions_endpoint(run: Run) -> None:
+    out = run.result.outputs
+    assert run.plan.dns is not None
+    assert out["hostname"] == run.plan.dns.record_name
+    assert out["endpoints"] == {
+        rp.region: f"{rp.region}.{run.plan.dns.record_name}" for rp in run.plan.regions
+    }

@@ -42,7 +42,9 @@ def _regions(plans: dict[str, FleetPlan]) -> list[tuple[FleetPlan, RegionPlan, D
             rp,
             {
                 ("Dashboard" if name == "dashboard" else d["kind"]): d
-                for name, d in zip(render.MANIFESTS, render.region_manifests(fp, rp), strict=True)
+                for name, d in zip(
+                    render.manifest_kinds(rp), render.region_manifests(fp, rp), strict=True
+                )
             },
         )
         for fp in plans.values()
@@ -306,26 +308,45 @@ def test_a_disruption_takes_at_most_the_plans_share(regions) -> None:
         assert strategy == {"maxSurge": 0, "maxUnavailable": share}
 
 
-def test_only_the_gateway_and_prometheus_reach_the_model_port(regions) -> None:
+def test_only_the_load_balancer_subnets_and_prometheus_reach_the_model_port(regions) -> None:
+    """With an entry point the ALB's nodes connect to pod IPs from the public subnets."""
     for _, rp, docs in regions:
         w, spec = rp.workload, docs["NetworkPolicy"]["spec"]
         assert spec["policyTypes"] == ["Ingress", "Egress"]
-        [rule] = spec["ingress"]
-        assert rule["ports"] == [{"port": PORT, "protocol": "TCP"}]
-        [peer] = rule["from"]
-        assert peer == {
+        lb, prometheus = spec["ingress"]
+        assert lb["from"] == [{"ipBlock": {"cidr": c}} for c in rp.entry_point.source_cidrs]
+        assert prometheus["from"] == [
+            {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": w.monitoring_namespace}
+                }
+            }
+        ]
+        for rule in (lb, prometheus):
+            assert rule["ports"] == [{"port": PORT, "protocol": "TCP"}]
+        egress_ports = {p["port"] for r in spec["egress"] for p in r["ports"]}
+        assert egress_ports == {53, 443}
+
+
+def test_without_dns_only_the_gateway_and_prometheus_namespaces_reach_the_model_port() -> None:
+    fp = build_fleet_plan(make_plan())
+    rp = fp.regions[0]
+    docs = {d["kind"]: d for d in render.region_manifests(fp, rp)}
+    assert "Ingress" not in docs
+    [rule] = docs["NetworkPolicy"]["spec"]["ingress"]
+    assert rule["from"] == [
+        {
             "namespaceSelector": {
                 "matchExpressions": [
                     {
                         "key": "kubernetes.io/metadata.name",
                         "operator": "In",
-                        "values": [w.gateway_namespace, w.monitoring_namespace],
+                        "values": [rp.workload.gateway_namespace, rp.workload.monitoring_namespace],
                     }
                 ]
             }
         }
-        egress_ports = {p["port"] for r in spec["egress"] for p in r["ports"]}
-        assert egress_ports == {53, 443}
+    ]
 
 
 # --- KEDA ---------------------------------------------------------------------------------------
@@ -479,13 +500,13 @@ def test_a_render_in_a_fresh_process_is_byte_identical_to_the_committed_files() 
     assert "up to date for dev, prod" in proc.stdout
 
 
-def test_a_stack_renders_a_config_nine_files_per_region_and_a_report(stack_plans) -> None:
+def test_a_stack_renders_a_config_a_file_per_object_per_region_and_a_report(stack_plans) -> None:
     for fp in stack_plans.values():
         files = render.render_stack(fp)
         expected = {render.REPORT} | {c.path for c in charts.chart_index(fp)} | {
             f"{rp.region}/{name}"
             for rp in fp.regions
-            for name in [render.VLLM_CONFIG, *(f"{k}.yaml" for k in render.MANIFESTS)]
+            for name in [render.VLLM_CONFIG, *(f"{k}.yaml" for k in render.manifest_kinds(rp))]
         }
         assert set(files) == expected
         assert all(text.endswith("\n") for text in files.values())

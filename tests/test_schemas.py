@@ -87,6 +87,7 @@ def test_every_core_object_validates_strictly_for_the_plans_kubernetes(objects) 
         "Service",
         "PodDisruptionBudget",
         "NetworkPolicy",
+        "Ingress",
     }
     for version, obj in core:
         kubernetes_validate.validate(obj, version, strict=True)

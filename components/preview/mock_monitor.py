@@ -65,10 +65,15 @@ class FleetMocks(pulumi.runtime.Mocks):
             out["allocationId"] = f"eipalloc-{short_hash(name)}"
         elif typ == "aws:kms/key:Key":
             out["keyId"] = rid
-        return rid, out
+        from components.preview.routing import routing_outputs  # it imports short_hash
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
-        raise NotImplementedError(f"the program made an unexpected invoke: {args.token}")
+        return rid, {**out, **routing_outputs(typ, name, rid, inputs)}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+        """The invokes the program makes (stage 4's zone and ELB lookups); others fail."""
+        from components.preview.routing import routing_call
+
+        return routing_call(args.token, dict(args.args)), []
 
 
 class RecordingMonitor(mocks.MockMonitor):

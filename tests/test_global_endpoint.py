@@ -1,0 +1,112 @@
+"""GlobalEndpoint's argument builders: what each health check and routed record says."""
+
+from __future__ import annotations
+
+from plans import make_plan
+
+from components.global_endpoint import health_check_args, routed_record_args
+from llmfleet.assemble import build_fleet_plan
+
+DNS = {"zone_name": "example.com", "record_name": "llm.example.com"}
+FAILOVER = [
+    {"name": "us-east-1", "traffic_share": 1.0},
+    {"name": "us-west-2", "traffic_share": 0.0, "vpc_cidr": "10.41.0.0/16"},
+]
+
+
+def test_the_health_check_asks_the_model_list_for_the_served_model_through_the_lb() -> None:
+    rp = build_fleet_plan(make_plan(dns=DNS)).regions[0]
+    assert rp.entry_point is not None
+    args = health_check_args(rp.entry_point.health_check, "t-us-east-1")
+    assert args == {
+        "type": "HTTPS_STR_MATCH",
+        "fqdn": "us-east-1.llm.example.com",
+        "port": 443,
+        "resource_path": "/v1/models",
+        "search_string": "t",
+        "request_interval": 30,
+        "failure_threshold": 3,
+        "enable_sni": True,
+        "tags": {"Name": "t-us-east-1"},
+    }
+
+
+def test_with_api_keys_the_health_check_reads_health_which_needs_no_key() -> None:
+    plan = make_plan(dns=DNS, api_key={"secret_name": "vllm-api-key"})
+    check = build_fleet_plan(plan).regions[0].entry_point.health_check  # type: ignore[union-attr]
+    assert (check.type, check.resource_path, check.search_string) == ("HTTPS", "/health", None)
+
+
+def test_failover_records_are_a_primary_and_a_secondary() -> None:
+    fp = build_fleet_plan(make_plan(dns=DNS, regions=FAILOVER, routing={"policy": "failover"}))
+    roles = {
+        rp.region: routed_record_args(fp, rp, "Z1", "lb", "Z2", "hc")["failover_routing_policies"]
+        for rp in fp.regions
+    }
+    assert roles == {"us-east-1": [{"type": "PRIMARY"}], "us-west-2": [{"type": "SECONDARY"}]}
+
+
+def test_a_cname_record_carries_the_plans_ttl_and_no_alias() -> None:
+    fp = build_fleet_plan(make_plan(dns={**DNS, "record_type": "cname", "ttl_s": 20}))
+    args = routed_record_args(fp, fp.regions[0], "Z1", "lb.example", "Z2", "hc")
+    assert (args["type"], args["records"], args["ttl"]) == ("CNAME", ["lb.example"], 20)
+    assert "aliases" not in args
+    assert fp.resilience.recovery is None or fp.resilience.recovery.ttl_s == 20
+
+
+def test_the_failover_standby_keeps_its_stated_warm_share_of_the_peak() -> None:
+    plan = make_plan(dns=DNS, regions=FAILOVER, routing={"policy": "failover", "warm_share": 0.5})
+    fp = build_fleet_plan(plan)
+    [floor] = [f for f in fp.resilience.regions if f.region == "us-west-2"]
+    # The secondary takes the whole 10 req/s peak at 2.259 req/s per replica: 5 replicas at
+    # most; half the peak warm is 5 / 2.259 = 2.2 -> 3 replicas.
+    assert (floor.worst_load_requests_per_s, floor.replicas_needed, floor.warm_replicas) == (
+        10.0,
+        5,
+        3,
+    )
+    assert fp.region("us-west-2").replicas.model_dump() == {"min": 3, "desired": 3, "max": 5}
+    [lose_primary, _] = fp.resilience.scenarios
+    rec = fp.resilience.recovery
+    assert rec is not None and lose_primary.cold_start
+    # 3 checks 30 s apart + 60 s TTL + the cold start the short floor pays.
+    assert lose_primary.recovery_s == 90 + 60 + rec.cold_start_s
+
+
+def test_api_keys_reach_vllm_from_the_secret_and_never_the_rendered_files() -> None:
+    from llmfleet import render
+
+    fp = build_fleet_plan(make_plan(dns=DNS, api_key={"secret_name": "vllm-api-key"}))
+    docs = {d["kind"]: d for d in render.region_manifests(fp, fp.regions[0])}
+    [container] = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
+    [env] = [e for e in container["env"] if e["name"] == "VLLM_API_KEY"]
+    assert env["valueFrom"] == {"secretKeyRef": {"name": "vllm-api-key", "key": "key"}}
+    assert "api-key" not in render.vllm_config(fp.regions[0])
+
+
+def test_an_existing_vpc_admits_its_load_balancer_cidrs_only() -> None:
+    network = {
+        "vpc_id": "vpc-1",
+        "private_subnet_ids": ["subnet-1", "subnet-2"],
+        "load_balancer_cidrs": ["10.9.0.0/24"],
+    }
+    plan = make_plan(
+        dns=DNS, regions=[{"name": "us-east-1", "traffic_share": 1.0, "network": network}]
+    )
+    assert build_fleet_plan(plan).regions[0].entry_point.source_cidrs == ["10.9.0.0/24"]  # type: ignore[union-attr]
+
+
+def test_a_new_vpc_admits_the_quarter_its_public_subnets_are_cut_from() -> None:
+    from components.network import subnet_layout
+
+    ep = build_fleet_plan(make_plan(dns=DNS)).regions[0].entry_point
+    assert ep is not None and ep.source_cidrs == ["10.40.192.0/18"]
+    import ipaddress
+
+    block = ipaddress.IPv4Network(ep.source_cidrs[0])
+    public = [
+        s
+        for s in subnet_layout("10.40.0.0/16", "us-east-1", ["us-east-1a", "us-east-1b"])
+        if s.public
+    ]
+    assert all(ipaddress.IPv4Network(s.cidr_block).subnet_of(block) for s in public)

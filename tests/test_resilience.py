@@ -1,0 +1,212 @@
+"""Stage 4: routing policy in the plan, sizing that survives a lost region, the drill."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from plans import make_plan
+
+from llmfleet import geo
+from llmfleet.assemble import build_fleet_plan
+from llmfleet.cli import main
+from llmfleet.drill import drill, parse_lost
+from llmfleet.errors import PlanError, StackError
+from llmfleet.plan import CapacityPlan
+from llmfleet.resilience import loss_sets, reroute
+from llmfleet.stack import parse_plan, read_plan, read_stack_config
+
+DNS = {"zone_name": "example.com", "record_name": "llm.example.com"}
+TWO = [
+    {"name": "us-east-1", "traffic_share": 0.6},
+    {"name": "us-west-2", "traffic_share": 0.4, "vpc_cidr": "10.41.0.0/16"},
+]
+
+
+def prod_with(**routing: Any) -> CapacityPlan:
+    data = copy.deepcopy(read_stack_config("prod")["llmfleet:plan"])
+    data["routing"] = routing
+    return parse_plan(data)
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"dns": {**DNS, "record_name": "llm.example.org"}}, "outside the zone 'example.com'"),
+        ({"dns": {**DNS, "health_check_interval_s": 15}}, "every 10 or 30 s only, not 15"),
+        ({"dns": {**DNS, "failure_threshold": 0}}, "failure threshold of 1 to 10, not 0"),
+        ({"dns": {**DNS, "failure_threshold": 11}}, "failure threshold of 1 to 10, not 11"),
+        ({"dns": {**DNS, "ttl_s": 30}}, "ttl_s applies to cname records only"),
+        (
+            {"regions": TWO, "routing": {"survive_region_losses": 2}},
+            "survive_region_losses = 2 with 2 region(s) would leave none to serve; use at most 1",
+        ),
+        (
+            {
+                "regions": [
+                    *TWO[:1],
+                    {"name": "us-west-2", "traffic_share": 0.2},
+                    {"name": "eu-north-1", "traffic_share": 0.2},
+                ],
+                "routing": {"policy": "failover"},
+            },
+            "failover takes exactly two regions",
+        ),
+        ({"regions": TWO, "routing": {"policy": "failover"}}, "give it traffic_share 1.0"),
+        ({"regions": TWO, "routing": {"primary": "us-east-1"}}, "applies to policy: failover"),
+        (
+            {
+                "regions": [
+                    {"name": "us-east-1", "traffic_share": 1.0},
+                    {"name": "us-west-2", "traffic_share": 0.0},
+                ]
+            },
+            "traffic_share 0; with policy latency",
+        ),
+    ],
+)
+def test_bad_routing_names_the_field_the_value_and_what_works(changes, expected) -> None:
+    with pytest.raises(StackError) as e:
+        make_plan(**changes)
+    assert expected in str(e.value)
+
+
+def test_an_existing_vpc_with_dns_must_say_where_its_load_balancers_live() -> None:
+    network = {"vpc_id": "vpc-1", "private_subnet_ids": ["subnet-1", "subnet-2"]}
+    with pytest.raises(StackError, match="load_balancer_cidrs is required with dns"):
+        make_plan(
+            **{
+                "dns": DNS,
+                "regions": [{"name": "us-east-1", "traffic_share": 1.0, "network": network}],
+            }
+        )
+
+
+def test_one_region_survives_no_loss_and_two_survive_one_by_default() -> None:
+    assert make_plan().survive_region_losses == 0
+    assert make_plan(regions=TWO).survive_region_losses == 1
+
+
+# --- where users go -------------------------------------------------------------------------
+
+
+def test_us_east_1_and_us_west_2_are_3503_km_apart() -> None:
+    # Ashburn (39.04, -77.49) to Boardman (45.84, -119.70), haversine on a 6,371 km sphere.
+    assert geo.distance_km("us-east-1", "us-west-2") == pytest.approx(3503, abs=1)
+
+
+def test_a_lost_regions_users_go_to_the_nearest_survivor() -> None:
+    plan = read_plan("prod")
+    load, moved = reroute(plan, ["us-east-1"])
+    # us-east-1's 45 % of 300 req/s go to us-west-2 (3,503 km), not eu-north-1 (6,647 km).
+    assert [(m.lost, m.absorbed_by, m.requests_per_s) for m in moved] == [
+        ("us-east-1", "us-west-2", 135.0)
+    ]
+    assert load == {"us-west-2": 240.0, "eu-north-1": 60.0}
+
+
+def test_failover_sends_everyone_to_the_secondary_only_when_the_primary_is_lost() -> None:
+    plan = make_plan(
+        regions=[
+            {"name": "us-east-1", "traffic_share": 1.0},
+            {"name": "us-west-2", "traffic_share": 0.0, "vpc_cidr": "10.41.0.0/16"},
+        ],
+        routing={"policy": "failover"},
+    )
+    assert reroute(plan, ["us-east-1"])[0] == {"us-west-2": 10.0}
+    assert reroute(plan, ["us-west-2"])[0] == {"us-east-1": 10.0}
+
+
+def test_two_losses_of_three_regions_are_every_single_and_pair() -> None:
+    plan = prod_with(survive_region_losses=2)
+    assert len(loss_sets(plan)) == 3 + 3
+
+
+# --- floors and cost ------------------------------------------------------------------------
+
+
+def test_prod_keeps_a_warm_floor_for_the_worst_loss_it_absorbs() -> None:
+    fp = build_fleet_plan(read_plan("prod"))
+    floors = {f.region: f for f in fp.resilience.regions}
+    # us-east-1 takes us-west-2's 105 req/s: 240 req/s at 24.419 per replica (B200 TP 4, FP8)
+    # = 9.8 -> 10 replicas, two per 8-GPU node -> 5 nodes.
+    east = floors["us-east-1"]
+    assert fp.region("us-east-1").predicted.requests_per_s == 24.419
+    assert (east.worst_load_requests_per_s, east.worst_case_lost) == (240.0, ["us-west-2"])
+    assert east.replicas_without_resilience == {"min": 2, "desired": 7, "max": 7}
+    assert fp.region("us-east-1").replicas.model_dump() == {"min": 10, "desired": 10, "max": 10}
+    assert fp.region("us-east-1").nodes.min == 5
+    # eu-north-1 is nobody's nearest survivor: unchanged.
+    assert fp.region("eu-north-1").replicas.model_dump() == {"min": 2, "desired": 6, "max": 6}
+
+
+def test_the_report_shows_the_cost_with_and_without_resilience() -> None:
+    fp = build_fleet_plan(read_plan("prod"))
+    assert fp.resilience.monthly_cost_usd_without_resilience < fp.monthly_cost_usd
+    without = build_fleet_plan(prod_with(survive_region_losses=0))
+    assert without.monthly_cost_usd == fp.resilience.monthly_cost_usd_without_resilience
+
+
+def test_recovery_is_detection_plus_ttl_when_the_floors_hold() -> None:
+    rec = build_fleet_plan(read_plan("prod")).resilience.recovery
+    assert rec is not None
+    # 3 checks 10 s apart + the 60 s TTL Route53 gives an alias to a load balancer.
+    assert (rec.detection_s, rec.ttl_s, rec.worst_s) == (30, 60, 90)
+
+
+def test_a_short_warm_floor_adds_the_cold_start_to_the_recovery() -> None:
+    fp = build_fleet_plan(prod_with(warm_share=0.5))
+    rec = fp.resilience.recovery
+    assert rec is not None and rec.worst_s == 30 + 60 + rec.cold_start_s
+
+
+def test_a_region_whose_gpus_sit_in_one_zone_is_flagged() -> None:
+    fp = build_fleet_plan(read_plan("prod"))
+    single = [f.region for f in fp.resilience.regions if f.single_zone]
+    assert single == ["us-east-1"]
+    assert any(
+        f.startswith("us-east-1: every GPU node sits in one zone") for f in fp.resilience.flags
+    )
+
+
+# --- the drill ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "us-west-2", "eu-north-1"])
+def test_prod_passes_the_drill_for_every_single_region_loss(region) -> None:
+    report = drill(read_plan("prod"), [region])
+    assert report.passed, report
+
+
+def test_a_plan_sized_without_resilience_fails_the_drill_and_passes_with_it() -> None:
+    bare = drill(prod_with(survive_region_losses=0), ["us-east-1"])
+    [west] = [s for s in bare.survivors if s.region == "us-west-2"]
+    # 240 req/s on 6 replicas of 24.419 req/s: overloaded, and 6 warm < 10 needed.
+    assert (west.replicas_max, west.replicas_must_reach, west.ttft_ms) == (6, 10, None)
+    assert not bare.passed
+    assert drill(prod_with(), ["us-east-1"]).passed
+
+
+def test_the_drill_exits_1_when_the_slo_breaks_and_0_when_it_holds(capsys) -> None:
+    assert main(["drill", "--stack", "prod", "--lose", "us-west-2"]) == 0
+    assert main(["drill", "--stack", "prod", "--lose", "us-east-1,us-west-2", "--json"]) == 1
+    assert '"passed": false' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("lose", "hint"),
+    [
+        ("mars-1", "name regions of the plan"),
+        ("us-east-1,us-east-1", "name each region once"),
+        ("us-east-1,us-west-2,eu-north-1", "leave at least one"),
+    ],
+)
+def test_bad_lose_names_the_flag_and_exits_2(lose, hint, capsys) -> None:
+    with pytest.raises(PlanError, match=hint):
+        parse_lost(read_plan("prod"), lose)
+    assert main(["drill", "--stack", "prod", "--lose", lose]) == 2
+    assert "Traceback" not in capsys.readouterr().err
