@@ -1,5 +1,6 @@
-"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, system and
-GPU nodes, the cluster add-ons (device plugin, KEDA, Prometheus) and the vLLM service.
+"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, system
+nodes, the always-on GPU floor and Karpenter above it, the weight bucket (and the image
+cache), the cluster add-ons (device plugin, KEDA, Prometheus) and the vLLM service.
 
 It translates and never computes: every number (instance type, node counts, volume size,
 Kubernetes version, CIDR) is read from the FleetPlan.
@@ -15,8 +16,10 @@ import pulumi_aws as aws
 
 from components.cluster import InferenceCluster, InferenceClusterArgs
 from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
+from components.karpenter import Karpenter, KarpenterArgs
 from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, system_pool
 from components.vllm_service import VllmService, VllmServiceArgs
+from components.weights import ModelStore, ModelStoreArgs
 from llmfleet.fleet import FleetPlan
 
 
@@ -38,7 +41,9 @@ class RegionResources:
     provider: aws.Provider
     cluster: InferenceCluster
     system_pool: NodePool
-    gpu_pool: NodePool
+    gpu_pool: NodePool | None
+    karpenter: Karpenter
+    model_store: ModelStore
     addons: ClusterAddons
     service: VllmService
 
@@ -69,11 +74,13 @@ def node_pool_args(
 
 class Fleet(pulumi.ComponentResource):
     """Children per region r: `{name}-{r}-aws` (provider), `{name}-{r}` (InferenceCluster),
-    `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools), `{name}-{r}-addons`
-    (ClusterAddons) and `{name}-{r}-vllm` (VllmService: the rendered manifests). `regions`
-    maps region name to those.
+    `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools; no GPU floor group when a
+    reservation holds the floor), `{name}-{r}-karpenter` (Karpenter: the GPU NodePool up to
+    the ceiling), `{name}-{r}-model` (ModelStore: weights bucket, Pod Identity, image
+    cache), `{name}-{r}-addons` (ClusterAddons) and `{name}-{r}-vllm` (VllmService: the
+    rendered manifests). `regions` maps region name to those.
 
-    The system pool runs in all of the cluster's private subnets, the GPU pool only in the
+    The system pool runs in all of the cluster's private subnets, the GPU floor only in the
     zones that offer its instance type (InferenceCluster.gpu_subnet_ids). Both wait for the
     node role's policies and the VPC CNI add-on.
     """
@@ -114,16 +121,41 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pool_opts,
             )
-            gpu = NodePool(
-                f"{base}-gpu",
-                node_pool_args(gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name),
-                opts=pool_opts,
+            gpu = None
+            if rp.capacity.floor_nodes > 0:
+                gpu = NodePool(
+                    f"{base}-gpu",
+                    node_pool_args(gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name),
+                    opts=pool_opts,
+                )
+            karpenter = Karpenter(
+                f"{base}-karpenter",
+                KarpenterArgs(
+                    fleet_plan=plan,
+                    region_plan=rp,
+                    cluster=cluster.cluster,
+                    k8s_provider=cluster.k8s_provider,
+                    depends_on=[system.node_group, cluster.pod_identity_agent, cluster.vpc_cni],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
             )
+            store = ModelStore(
+                f"{base}-model",
+                ModelStoreArgs(
+                    fleet_plan=plan,
+                    region_plan=rp,
+                    cluster_name=cluster.cluster.name,
+                    node_roles=[cluster.node_role, karpenter.node_role],
+                    depends_on=[cluster.pod_identity_agent],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+            )
+            gpu_nodes = [gpu.node_group] if gpu else [karpenter.node_pool]
             addons = ClusterAddons(
                 f"{base}-addons",
                 ClusterAddonsArgs(
                     k8s_provider=cluster.k8s_provider,
-                    pool_nodes={"system": [system.node_group], "gpu": [gpu.node_group]},
+                    pool_nodes={"system": [system.node_group], "gpu": gpu_nodes},
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -133,12 +165,13 @@ class Fleet(pulumi.ComponentResource):
                     fleet_plan=plan,
                     region_plan=rp,
                     k8s_provider=cluster.k8s_provider,
-                    depends_on=[gpu.node_group, *addons.releases.values()],
+                    depends_on=[*gpu_nodes[:1 if gpu else 0], karpenter.node_pool, store]
+                    + list(addons.releases.values()),
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.regions[rp.region] = RegionResources(
-                provider, cluster, system, gpu, addons, service
+                provider, cluster, system, gpu, karpenter, store, addons, service
             )
 
         self.register_outputs(
@@ -147,7 +180,11 @@ class Fleet(pulumi.ComponentResource):
                 "node_groups": {
                     r: {
                         "system": res.system_pool.node_group.node_group_name,
-                        "gpu": res.gpu_pool.node_group.node_group_name,
+                        **(
+                            {"gpu": res.gpu_pool.node_group.node_group_name}
+                            if res.gpu_pool
+                            else {}
+                        ),
                     }
                     for r, res in self.regions.items()
                 },

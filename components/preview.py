@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import hashlib
 import json
 import runpy
 from collections.abc import Mapping
@@ -35,61 +34,18 @@ from pulumi.output import Unknown
 from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime.stack import run_in_stack
 
+from components.mocks import FleetMocks
 from llmfleet.fleet import FleetPlan
 from llmfleet.stack import REPO_ROOT, read_stack_config
 
 PROGRAM = REPO_ROOT / "__main__.py"
 STACK_TYPE = "pulumi:pulumi:Stack"
-MOCK_ACCOUNT = "123456789012"
 SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 
 
 def project_name(root: Path = REPO_ROOT) -> str:
     return str(yaml.safe_load((root / "Pulumi.yaml").read_text())["name"])
-
-
-def _short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
-class FleetMocks(pulumi.runtime.Mocks):
-    """Returns each resource's inputs plus plausible, deterministic computed outputs.
-
-    An auto-named resource's physical name is its logical name; ids are `{name}-{hash}`.
-    """
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        typ, name, inputs = args.typ, args.name, dict(args.inputs)
-        rid = f"{name}-{_short_hash(typ + name)}"
-        out = dict(inputs)
-        if typ.startswith("aws:"):
-            service = typ.split(":")[1].split("/")[0]
-            out.setdefault("arn", f"arn:aws:{service}:mock:{MOCK_ACCOUNT}:{rid}")
-            out.setdefault("name", name)
-        if typ == "aws:iam/role:Role":
-            # As in AWS: a role's id is its name and its ARN ends in role/<name>.
-            rid = out["name"]
-            out["arn"] = f"arn:aws:iam::{MOCK_ACCOUNT}:role/{rid}"
-        elif typ == "aws:eks/cluster:Cluster":
-            out["endpoint"] = f"https://{_short_hash(name).upper()}.gr7.mock.eks.amazonaws.com"
-            out["certificateAuthority"] = {"data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="}
-            out["vpcConfig"] = {
-                **inputs.get("vpcConfig", {}),
-                "clusterSecurityGroupId": f"sg-{_short_hash(name)}",
-            }
-        elif typ == "aws:eks/nodeGroup:NodeGroup":
-            out.setdefault("nodeGroupName", name)
-        elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
-            out["latestVersion"] = 1
-        elif typ == "aws:ec2/eip:Eip":
-            out["allocationId"] = f"eipalloc-{_short_hash(name)}"
-        elif typ == "aws:kms/key:Key":
-            out["keyId"] = rid
-        return rid, out
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
-        raise NotImplementedError(f"the program made an unexpected invoke: {args.token}")
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -289,7 +245,7 @@ def _collect(monitor: RecordingMonitor) -> list[dict[str, Any]]:
 KEY_INPUTS: dict[str, tuple[str, ...]] = {
     "pulumi:providers:aws": ("region",),
     "aws:ec2/vpc:Vpc": ("cidrBlock",),
-    "aws:ec2/subnet:Subnet": ("availabilityZone", "cidrBlock", "mapPublicIpOnLaunch"),
+    "aws:ec2/subnet:Subnet": ("availabilityZoneId", "cidrBlock", "mapPublicIpOnLaunch"),
     "aws:ec2/natGateway:NatGateway": ("connectivityType",),
     "aws:ec2/routeTable:RouteTable": ("routes",),
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": ("policyArn",),
@@ -312,6 +268,7 @@ KEY_INPUTS: dict[str, tuple[str, ...]] = {
     "kubernetes:helm.sh/v3:Release": ("chart", "version", "namespace"),
     "kubernetes:apps/v1:Deployment": ("metadata.namespace", "metadata.name"),
     "kubernetes:keda.sh/v1alpha1:ScaledObject": ("spec.minReplicaCount", "spec.maxReplicaCount"),
+    "kubernetes:karpenter.sh/v1:NodePool": ("spec.limits", "spec.disruption.consolidateAfter"),
     "aws:eks/nodeGroup:NodeGroup": (
         "instanceTypes",
         "amiType",
@@ -358,10 +315,12 @@ def _fleet_summary(fleet_plan: FleetPlan) -> list[str]:
             f"replicas {r.replicas.min}/{r.replicas.desired}/{r.replicas.max} (min/desired/max), "
             f"${r.monthly_cost_usd:,.2f}/month"
         )
-        sp = r.system_pool
+        sp, cap = r.system_pool, r.capacity
         lines.append(
-            f"    GPU nodes in {', '.join(r.node_zones)} of the cluster's zones "
-            f"{', '.join(r.availability_zones)}; system pool {sp.instance_type}, "
+            f"    GPU nodes in zone IDs {', '.join(r.node_zone_ids)} of the cluster's "
+            f"{', '.join(r.cluster_zone_ids)}: floor {cap.floor_nodes} node(s) "
+            f"({cap.purchase}), Karpenter up to {cap.ceiling_nodes} (nvidia.com/gpu <= "
+            f"{cap.karpenter_gpu_limit}); system pool {sp.instance_type}, "
             f"nodes {sp.nodes.min}/{sp.nodes.desired}/{sp.nodes.max}"
             + ("" if sp.priced else " (not priced)")
         )

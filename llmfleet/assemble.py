@@ -76,4 +76,6 @@ def build_fleet_plan(
         monthly_cost_usd_at_trough=round(sum(r.monthly_cost_usd_at_trough for r in regions), 2),
         gpus=gpus,
         rules_of_thumb=rules_of_thumb(model, plan),
+        startup=plan.startup,
+        monthly_cost_usd_day_profile=round(sum(r.costs.total_day_profile for r in regions), 2),
     )

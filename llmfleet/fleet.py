@@ -8,7 +8,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from llmfleet import __version__
+from llmfleet.fleet_capacity import ColdStart, Costs, NodeCapacity
 from llmfleet.plan import ClusterAccess, Slo, Traffic
+from llmfleet.plan_capacity import Startup
 
 
 class Data(BaseModel):
@@ -91,7 +93,7 @@ class VllmArgs(Data):
         extra="forbid", frozen=True, alias_generator=_kebab, populate_by_name=True
     )
 
-    model: str = Field(description="The checkpoint served (Hugging Face repo id).")
+    model: str = Field(description="The checkpoint served: the region's S3 copy of it.")
     served_model_name: str
     host: str
     port: int
@@ -110,6 +112,12 @@ class VllmArgs(Data):
         description="Bucket families whose default bounds cannot resolve a trigger's threshold.",
     )
     shutdown_timeout: int = Field(description="Seconds to finish in-flight requests on SIGTERM.")
+    load_format: str | None = Field(
+        default=None, description="runai_streamer: stream safetensors from S3 to the GPUs."
+    )
+    model_loader_extra_config: dict[str, object] | None = Field(
+        default=None, description="The Run:ai streamer's options (distributed with TP > 1)."
+    )
 
     def config(self) -> dict[str, object]:
         """The config file's keys (flag names), sorted; unset options are left out."""
@@ -252,9 +260,12 @@ class RegionPlan(Data):
     autoscaling: Autoscaling
     workload: Workload
     system_pool: SystemPool
-    node_zones: list[str] = Field(description="Zones that offer the instance: GPU node subnets.")
+    node_zones: list[str] = Field(
+        description="node_zone_ids as zone names of the catalog's (moto's) account; another "
+        "account's names differ, so deploys use node_zone_ids."
+    )
     availability_zones: list[str] = Field(
-        description="Zones of the cluster's subnets: the node zones, topped up to 2-3 zones."
+        description="cluster_zone_ids as the catalog account's zone names (informational)."
     )
     node_volume_gib: int = Field(description="Root volume per node: images and weights.")
     vpc_id: str | None
@@ -262,6 +273,13 @@ class RegionPlan(Data):
     vpc_cidr: str
     reasons: list[str]
     alternatives: list[Alternative]
+    node_zone_ids: list[str] = Field(description="Zone IDs of the GPU nodes (2+ where offered).")
+    cluster_zone_ids: list[str] = Field(
+        description="Zone IDs of the cluster's private subnets: the GPU zones topped up to 2-3."
+    )
+    capacity: NodeCapacity
+    cold_start: ColdStart
+    costs: Costs
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -304,6 +322,14 @@ class FleetPlan(Data):
     monthly_cost_usd_at_trough: float
     gpus: MinDesiredMax
     rules_of_thumb: list[RuleOfThumb]
+    startup: Startup = Field(
+        default_factory=Startup, description="The plan's image digest, registry and growth."
+    )
+    monthly_cost_usd_day_profile: float = Field(
+        default=0.0,
+        description="Every region's costs.total_day_profile: GPUs over the day's profile, "
+        "EBS, EKS control planes, NAT gateways and their data.",
+    )
 
     def region(self, name: str) -> RegionPlan:
         return next(r for r in self.regions if r.region == name)

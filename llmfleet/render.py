@@ -30,6 +30,7 @@ import yaml
 from llmfleet.catalog.vllm_release import quantile_problem, vllm_release
 from llmfleet.errors import RenderError
 from llmfleet.fleet import FleetPlan, RegionPlan
+from llmfleet.karpenter import karpenter_manifests
 from llmfleet.stack import REPO_ROOT
 
 TEMPLATES_DIR = REPO_ROOT / "templates"
@@ -38,6 +39,7 @@ VLLM_CONFIG = "vllm-config.yaml"
 REPORT = "REPORT.md"
 MANIFESTS = (
     "namespace",
+    "serviceaccount",
     "configmap",
     "deployment",
     "service",
@@ -237,6 +239,8 @@ def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
     files = {f"{region.region}/{VLLM_CONFIG}": vllm_config(region)}
     for kind, doc in zip(MANIFESTS, region_manifests(fleet, region), strict=True):
         files[f"{region.region}/{kind}.yaml"] = dump_yaml(doc)
+    for stem, doc in karpenter_manifests(fleet, region).items():
+        files[f"{region.region}/{stem}.yaml"] = dump_yaml(doc)
     return files
 
 
