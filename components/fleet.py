@@ -150,7 +150,9 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
             )
-            gpu_nodes = [gpu.node_group] if gpu else [karpenter.node_pool]
+            floor_group: list[pulumi.Resource] = [gpu.node_group] if gpu else []
+            # The device plugin runs on GPU nodes: the floor's, or Karpenter's first one.
+            gpu_nodes = floor_group or [karpenter.node_pool]
             addons = ClusterAddons(
                 f"{base}-addons",
                 ClusterAddonsArgs(
@@ -165,7 +167,7 @@ class Fleet(pulumi.ComponentResource):
                     fleet_plan=plan,
                     region_plan=rp,
                     k8s_provider=cluster.k8s_provider,
-                    depends_on=[*gpu_nodes[:1 if gpu else 0], karpenter.node_pool, store]
+                    depends_on=[*floor_group, karpenter.node_pool, store]
                     + list(addons.releases.values()),
                 ),
                 opts=pulumi.ResourceOptions(parent=self),

@@ -75,7 +75,9 @@ class FleetMocks(pulumi.runtime.Mocks):
             out["arn"] = f"arn:aws:s3:::{out.get('bucket', name)}"
         return rid, out
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    def call(
+        self, args: pulumi.runtime.MockCallArgs
+    ) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token == AVAILABILITY_ZONES:
-            return availability_zones(_region_filter(dict(args.args)))
+            return availability_zones(_region_filter(dict(args.args))), []
         raise NotImplementedError(f"the program made an unexpected invoke: {args.token}")

@@ -44,7 +44,9 @@ class SubnetSpec:
         return "public" if self.public else "private"
 
 
-def check_zones(zone_ids: Sequence[str], known: Sequence[str], region: str, field_path: str) -> None:
+def check_zones(
+    zone_ids: Sequence[str], known: Sequence[str], region: str, field_path: str
+) -> None:
     """2 or 3 distinct zone IDs among `known` (the region's); PlanError naming `field_path`."""
     listed = list(zone_ids)
     if not MIN_CLUSTER_ZONES <= len(listed) <= MAX_ZONES:

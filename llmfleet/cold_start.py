@@ -27,9 +27,9 @@ IMAGE_GB = 10.0
 """vLLM-class CUDA images: ~10 GB (karpenter-provider-aws#7414, consolidation during 10 GB
 image pulls; deploy-landscape: 10-20 GB). vllm/vllm-openai's own size was not measured here."""
 BOOTSTRAP_S = 74 + 21
-"""Container start to the start of weight loading: framework bootstrap and engine pre-load [KAITO]."""
+"""Container start to weight loading: framework bootstrap and engine pre-load [KAITO]."""
 ENGINE_START_S = 195
-"""Weights loaded to HTTP server up: engine init, torch.compile, CUDA-graph capture, warm-up [KAITO]."""
+"""Weights loaded to HTTP server up: engine init, compile, CUDA graphs, warm-up [KAITO]."""
 S3_STREAM_GIB_PER_S = 3.51
 """Run:ai Model Streamer from S3 on a g5.12xlarge (40 Gbps): 3.51 GiB/s
 (run-ai/runai-model-streamer docs/src/benchmarks.md)."""
@@ -77,7 +77,7 @@ def cold_start(choice: Choice, weights_gib: float) -> ColdStart:
         ColdStartTerm(
             name=f"weights {weights_gib:.1f} GiB from S3 at {rate:.2f} GiB/s (runai_streamer)",
             seconds=round(weights_s, 1),
-            source="run-ai/runai-model-streamer docs/src/benchmarks.md (S3: 3.51 GiB/s on 40 Gbps)",
+            source="run-ai/runai-model-streamer docs/src/benchmarks.md (S3: 3.51 GiB/s, 40 Gbps)",
         ),
         ColdStartTerm(
             name="engine start: compile, CUDA-graph capture, warm-up",

@@ -31,9 +31,10 @@ def gpu_usd_per_hour(choice: Choice, capacity: NodeCapacity, nodes: float) -> fl
     if cap.type == "reservation":  # the reservation is billed used or not
         return max(nodes, cap.reserved_nodes) * od
     if cap.type == "capacity_block":  # the block is paid whole; above it on-demand
-        return cap.reserved_nodes * capacity.price_usd_per_hour + max(
-            0.0, nodes - cap.reserved_nodes
-        ) * od
+        return (
+            cap.reserved_nodes * capacity.price_usd_per_hour
+            + max(0.0, nodes - cap.reserved_nodes) * od
+        )
     if cap.type == "spot":  # the floor stays on-demand
         floor = capacity.floor_nodes
         return min(nodes, floor) * od + max(0.0, nodes - floor) * capacity.price_usd_per_hour

@@ -234,6 +234,11 @@ class Alternative(Data):
     feasible: bool
     monthly_cost_usd: float | None
     reason: str
+    no_price: bool = Field(
+        default=False,
+        description="Not sized only because no price is known in the region (add a "
+        "plan.prices override): unpriced, not infeasible.",
+    )
 
 
 class RegionPlan(Data):

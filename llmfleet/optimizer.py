@@ -134,6 +134,7 @@ def _alternatives(
             feasible=False,
             monthly_cost_usd=None,
             reason=r.reason,
+            no_price=r.kind == "price",
         )
         for i, tp, r in rejected
     ]

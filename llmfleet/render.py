@@ -30,7 +30,8 @@ import yaml
 from llmfleet.catalog.vllm_release import quantile_problem, vllm_release
 from llmfleet.errors import RenderError
 from llmfleet.fleet import FleetPlan, RegionPlan
-from llmfleet.karpenter import karpenter_manifests
+from llmfleet.images import image_notes
+from llmfleet.karpenter import KARPENTER_VERSION, karpenter_manifests
 from llmfleet.stack import REPO_ROOT
 
 TEMPLATES_DIR = REPO_ROOT / "templates"
@@ -252,7 +253,13 @@ def render_stack(fleet: FleetPlan) -> dict[str, str]:
         produced = region_files(fleet, region)
         files.update(produced)
         per_region[region.region] = sorted(produced)
-    files[REPORT] = _template("REPORT.md.j2", fleet=fleet, files=per_region)
+    files[REPORT] = _template(
+        "REPORT.md.j2",
+        fleet=fleet,
+        files=per_region,
+        fleet_karpenter_version=KARPENTER_VERSION,
+        image_notes=image_notes(fleet.startup),
+    )
     return dict(sorted(files.items()))
 
 

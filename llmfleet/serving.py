@@ -9,9 +9,9 @@ from llmfleet import fleet
 from llmfleet.autoscaling import custom_buckets
 from llmfleet.catalog.vllm_release import VLLM_VERSION
 from llmfleet.choice import Choice
-from llmfleet.images import image_ref
 from llmfleet.cold_start import STARTUP_PERIOD_S
 from llmfleet.fleet_capacity import ColdStart
+from llmfleet.images import image_ref
 from llmfleet.workload import PORT
 
 PRESTOP_SLEEP_S = 10
@@ -113,9 +113,9 @@ def serving(choice: Choice, weights_gib: float, cold: ColdStart) -> fleet.Servin
         termination_grace_s=shutdown + PRESTOP_SLEEP_S + 5,
         paging=paging(choice, args.block_size),
         reasons=[
-            f"startup budget {cold.startup_budget_s} s: 1.5x the predicted {cold.container_s:.0f} s "
-            f"from container start to ready (weights streamed from {cold.weights_uri}; "
-            "cold_start.terms)",
+            f"startup budget {cold.startup_budget_s} s: 1.5x the predicted "
+            f"{cold.container_s:.0f} s from container start to ready (weights streamed "
+            f"from {cold.weights_uri}; cold_start.terms)",
             f"drain: a p95 request lasts up to {longest_request_s(choice):.0f} s (TTFT + {o_p95} "
             f"tokens at the ITL target); --shutdown-timeout {shutdown} s after a "
             f"{PRESTOP_SLEEP_S} s preStop that lets endpoints drop the pod",

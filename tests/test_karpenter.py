@@ -37,9 +37,11 @@ def undeclared(schema_node: dict[str, Any], data: Any, path: str = "") -> list[s
         props = schema_node.get("properties")
         extra = schema_node.get("additionalProperties")
         if props is None:
-            return [] if extra is None or extra is True else [
-                p for k, v in data.items() for p in undeclared(extra, v, f"{path}.{k}")
-            ]
+            return (
+                []
+                if extra is None or extra is True
+                else [p for k, v in data.items() for p in undeclared(extra, v, f"{path}.{k}")]
+            )
         bad = [f"{path}.{k}" for k in data if k not in props]
         return bad + [
             p for k, v in data.items() if k in props for p in undeclared(props[k], v, f"{path}.{k}")
