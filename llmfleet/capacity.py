@@ -19,7 +19,7 @@ from llmfleet.catalog import DATA_DIR
 from llmfleet.choice import Choice
 from llmfleet.errors import PlanError
 from llmfleet.fleet import MinDesiredMax
-from llmfleet.fleet_capacity import NodeCapacity, Quota
+from llmfleet.fleet_capacity import ColdStart, NodeCapacity, Quota
 from llmfleet.floors import Floors
 from llmfleet.plan_capacity import CapacityPurchase
 
@@ -122,8 +122,26 @@ def quotas(choice: Choice, floor_nodes: int) -> tuple[list[Quota], list[str]]:
     return [q for q in wanted if q is not None and q.vcpus_needed > 0], notes
 
 
+def disruption_note(choice: Choice, cold: ColdStart, max_unavailable: int) -> str:
+    """Does the PodDisruptionBudget fit a node replacement: with `max_unavailable` replicas
+    down for one cold start, do the rest still carry the peak inside the SLO?"""
+    left = choice.replicas.desired - max_unavailable
+    share = left * choice.sizing.capacity_rps / choice.peak_requests_per_s
+    fits = "fits" if share >= 1 else "does NOT fit at the peak (schedule disruptions off-peak)"
+    return (
+        f"PodDisruptionBudget (maxUnavailable {max_unavailable}) {fits}: during a node "
+        f"replacement ({cold.total_s:.0f} s, one cold start) {left} replica(s) carry "
+        f"{share:.0%} of the peak inside the SLO"
+    )
+
+
 def node_capacity(
-    choice: Choice, floor: Floors, node_zone_ids: list[str], field: str
+    choice: Choice,
+    floor: Floors,
+    node_zone_ids: list[str],
+    field: str,
+    cold: ColdStart,
+    pdb_max_unavailable: int,
 ) -> NodeCapacity:
     check_purchase(choice, field)
     cap, inst = choice.region.capacity, choice.instance
@@ -134,6 +152,7 @@ def node_capacity(
     usd, source = price(choice)
     quota_list, notes = quotas(choice, floor_nodes)
     notes.append(f"floor: {floor.reason}")
+    notes.append(disruption_note(choice, cold, pdb_max_unavailable))
     if reserved:
         notes.append(
             f"the reservation ({cap.reserved_nodes} node(s)) holds the floor: no floor node group"

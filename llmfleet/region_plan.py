@@ -152,8 +152,11 @@ def region_plan(
     gpu_zone_ids = node_zone_ids(region, field, inst.instance_type)
     zone_ids = cluster_zone_ids(region.name, gpu_zone_ids)
     floor = floors(choice)
-    capacity = node_capacity(choice, floor, gpu_zone_ids, field)
     cold = cold_start(choice, weights_gib)
+    work = workload(plan, inst)
+    capacity = node_capacity(
+        choice, floor, gpu_zone_ids, field, cold, work.pdb_max_unavailable
+    )
     if not cold.headroom_carries_growth:
         raise PlanError(
             "headroom",
@@ -164,7 +167,6 @@ def region_plan(
             f"raise headroom to {cold.growth_during_cold_start:.2f} or more",
         )
     replicas = replicas_filling_slots(choice, floor)
-    work = workload(plan, inst)
     serve = serving(choice, weights_gib, cold)
     expected = predicted(choice, consts)
     volume = node_volume_gib(weights_gib, choice.replicas_per_node)
