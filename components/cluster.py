@@ -2,13 +2,17 @@
 
 Network: the RegionPlan's existing VPC (`vpc_id` + `private_subnet_ids`) when it names one,
 else a new `Network` from `vpc_cidr` with one private subnet in each of
-`RegionPlan.availability_zones`. The control plane's ENIs and every node live in the
-private subnets only. `gpu_subnet_ids` are the private subnets where GPU nodes may run: in a
-new VPC those in `RegionPlan.node_zones` (the zones that offer the instance type; a node
-group in a zone without it would fail to launch there); in an existing VPC all the given
-subnets, because their zones are unknown without an AWS call: give subnets only in zones
-that offer the instance (`llmfleet plan --json` lists them as `node_zones`), or the GPU node
-group may try to launch in a zone without the instance type.
+`RegionPlan.cluster_zone_ids` (zone IDs). The control plane's ENIs and every node live in the
+private subnets only. `gpu_subnet_ids` are the private subnets of the GPU floor node group:
+in a new VPC those in `RegionPlan.node_zone_ids` (the zones that offer the instance type);
+in an existing VPC all the given subnets, because their zones are unknown without an AWS
+call: give subnets only in zones that offer the instance (`llmfleet plan --json` lists
+`node_zone_ids`). Karpenter's nodes need no such care: its NodePool requires the zone IDs.
+
+Karpenter discovery: the private subnets (new, or the given ones through `aws.ec2.Tag`) and
+the cluster security group EKS creates carry `karpenter.sh/discovery: <cluster name>`, which
+the EC2NodeClass selects. The `eks-pod-identity-agent` add-on serves the Pod Identity
+associations of Karpenter and of the vLLM pods.
 
 VPC CNI: the managed `vpc-cni` add-on with its network-policy agent on
 (`enableNetworkPolicy`), so the rendered NetworkPolicy is enforced rather than merely
@@ -40,10 +44,12 @@ from components import iam
 from components.network import Network, NetworkArgs, subnets_in_zones
 from llmfleet.errors import PlanError, ProgramError
 from llmfleet.fleet import RegionPlan
+from llmfleet.karpenter import DISCOVERY_TAG
 from llmfleet.plan import ClusterAccess
 
 LOG_TYPES = ("api", "audit", "authenticator")
 VPC_CNI_ADDON = "vpc-cni"
+POD_IDENTITY_ADDON = "eks-pod-identity-agent"
 VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 """The managed add-on's configuration key that starts the network-policy agent in aws-node
 (EKS user guide, cni-network-policy-configure; the value is a string)."""
@@ -178,7 +184,8 @@ class InferenceCluster(pulumi.ComponentResource):
 
     Attributes: `cluster`, `cluster_security_group_id` (the one EKS creates), `node_role`
     (for every node group; its policy attachments are `node_role_attachments`), `vpc_cni`
-    (the add-on node groups wait for), `private_subnet_ids` (all: the control plane and the
+    (the add-on node groups wait for), `pod_identity_agent` (the add-on Pod Identity
+    associations need), `private_subnet_ids` (all: the control plane and the
     system nodes), `gpu_subnet_ids` (see the module docstring), `vpc_id`, `network` (None
     when the plan names an existing VPC), `kms_key`, `kubeconfig` (secret), `k8s_provider`.
     """
@@ -190,6 +197,7 @@ class InferenceCluster(pulumi.ComponentResource):
     private_subnet_ids: pulumi.Output[list[str]]
     gpu_subnet_ids: pulumi.Output[list[str]]
     vpc_cni: aws.eks.Addon
+    pod_identity_agent: aws.eks.Addon
     vpc_id: pulumi.Output[str]
     kms_key: aws.kms.Key
     cluster_security_group_id: pulumi.Output[str]
@@ -223,20 +231,30 @@ class InferenceCluster(pulumi.ComponentResource):
                 {"vpc_id": plan.vpc_id, "private_subnet_ids": plan.private_subnet_ids},
                 "give both vpc_id and private_subnet_ids, or neither for a new VPC",
             )
+        discovery = {DISCOVERY_TAG: name}
         if plan.vpc_id is not None and plan.private_subnet_ids:
             self.network = None
             self.vpc_id = pulumi.Output.from_input(plan.vpc_id)
             self.private_subnet_ids = pulumi.Output.from_input(list(plan.private_subnet_ids))
             self.gpu_subnet_ids = self.private_subnet_ids
+            for subnet_id in plan.private_subnet_ids:
+                aws.ec2.Tag(
+                    f"{name}-{subnet_id}-discovery",
+                    resource_id=subnet_id,
+                    key=DISCOVERY_TAG,
+                    value=name,
+                    opts=aws_opts(),
+                )
         else:
             self.network = Network(
                 f"{name}-vpc",
                 NetworkArgs(
                     vpc_cidr=plan.vpc_cidr,
                     region=region,
-                    availability_zones=plan.availability_zones,
+                    zone_ids=plan.cluster_zone_ids,
                     nat_gateways=args.access.nat_gateways,
-                    zones_field_path=f"regions[{region}].availability_zones",
+                    zones_field_path=f"regions[{region}].cluster_zone_ids",
+                    discovery_tags=discovery,
                     tags=tags,
                 ),
                 opts=pulumi.ResourceOptions(parent=self, providers=[args.aws_provider]),
@@ -245,7 +263,7 @@ class InferenceCluster(pulumi.ComponentResource):
             self.vpc_id = self.network.vpc.id
             self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private.values()])
             gpu_subnets = subnets_in_zones(
-                private, plan.node_zones, f"regions[{region}].node_zones"
+                private, plan.node_zone_ids, f"regions[{region}].node_zone_ids"
             )
             self.gpu_subnet_ids = pulumi.Output.all(*[s.id for s in gpu_subnets])
 
@@ -304,6 +322,19 @@ class InferenceCluster(pulumi.ComponentResource):
         self.cluster_security_group_id = self.cluster.vpc_config.apply(_cluster_security_group)
         self.vpc_cni = aws.eks.Addon(
             f"{name}-vpc-cni", **vpc_cni_addon_args(self.cluster.name), opts=aws_opts()
+        )
+        aws.ec2.Tag(
+            f"{name}-cluster-sg-discovery",
+            resource_id=self.cluster_security_group_id,
+            key=DISCOVERY_TAG,
+            value=name,
+            opts=aws_opts(),
+        )
+        self.pod_identity_agent = aws.eks.Addon(
+            f"{name}-pod-identity",
+            cluster_name=self.cluster.name,
+            addon_name=POD_IDENTITY_ADDON,
+            opts=aws_opts(),
         )
 
         profile = args.aws_profile

@@ -1,5 +1,6 @@
-"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, system and
-GPU nodes, the cluster add-ons (device plugin, KEDA, Prometheus) and the vLLM service.
+"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, system
+nodes, the always-on GPU floor and Karpenter above it, the weight bucket (and the image
+cache), the cluster add-ons (device plugin, KEDA, Prometheus) and the vLLM service.
 
 It translates and never computes: every number (instance type, node counts, volume size,
 Kubernetes version, CIDR) is read from the FleetPlan.
@@ -23,9 +24,11 @@ from components.global_endpoint import (
     lb_hostname,
     zone_id,
 )
+from components.karpenter import Karpenter, KarpenterArgs
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, system_pool
 from components.vllm_service import VllmService, VllmServiceArgs
+from components.weights import ModelStore, ModelStoreArgs
 from llmfleet.fleet import FleetPlan
 
 
@@ -47,7 +50,9 @@ class RegionResources:
     provider: aws.Provider
     cluster: InferenceCluster
     system_pool: NodePool
-    gpu_pool: NodePool
+    gpu_pool: NodePool | None
+    karpenter: Karpenter
+    model_store: ModelStore
     addons: ClusterAddons
     service: VllmService
     load_balancer_controller: LoadBalancerController | None = None
@@ -84,11 +89,13 @@ def node_pool_args(
 
 class Fleet(pulumi.ComponentResource):
     """Children per region r: `{name}-{r}-aws` (provider), `{name}-{r}` (InferenceCluster),
-    `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools), `{name}-{r}-addons`
-    (ClusterAddons) and `{name}-{r}-vllm` (VllmService: the rendered manifests). `regions`
-    maps region name to those.
+    `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools; no GPU floor group when a
+    reservation holds the floor), `{name}-{r}-karpenter` (Karpenter: the GPU NodePool up to
+    the ceiling), `{name}-{r}-model` (ModelStore: weights bucket, Pod Identity, image
+    cache), `{name}-{r}-addons` (ClusterAddons) and `{name}-{r}-vllm` (VllmService: the
+    rendered manifests). `regions` maps region name to those.
 
-    The system pool runs in all of the cluster's private subnets, the GPU pool only in the
+    The system pool runs in all of the cluster's private subnets, the GPU floor only in the
     zones that offer its instance type (InferenceCluster.gpu_subnet_ids). Both wait for the
     node role's policies and the VPC CNI add-on.
     """
@@ -142,16 +149,43 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pool_opts,
             )
-            gpu = NodePool(
-                f"{base}-gpu",
-                node_pool_args(gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name),
-                opts=pool_opts,
+            gpu = None
+            if rp.capacity.floor_nodes > 0:
+                gpu = NodePool(
+                    f"{base}-gpu",
+                    node_pool_args(gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name),
+                    opts=pool_opts,
+                )
+            karpenter = Karpenter(
+                f"{base}-karpenter",
+                KarpenterArgs(
+                    fleet_plan=plan,
+                    region_plan=rp,
+                    cluster=cluster.cluster,
+                    k8s_provider=cluster.k8s_provider,
+                    depends_on=[system.node_group, cluster.pod_identity_agent, cluster.vpc_cni],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
             )
+            store = ModelStore(
+                f"{base}-model",
+                ModelStoreArgs(
+                    fleet_plan=plan,
+                    region_plan=rp,
+                    cluster_name=cluster.cluster.name,
+                    node_roles=[cluster.node_role, karpenter.node_role],
+                    depends_on=[cluster.pod_identity_agent],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+            )
+            floor_group: list[pulumi.Resource] = [gpu.node_group] if gpu else []
+            # The device plugin runs on GPU nodes: the floor's, or Karpenter's first one.
+            gpu_nodes = floor_group or [karpenter.node_pool]
             addons = ClusterAddons(
                 f"{base}-addons",
                 ClusterAddonsArgs(
                     k8s_provider=cluster.k8s_provider,
-                    pool_nodes={"system": [system.node_group], "gpu": [gpu.node_group]},
+                    pool_nodes={"system": [system.node_group], "gpu": gpu_nodes},
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -181,13 +215,14 @@ class Fleet(pulumi.ComponentResource):
                     fleet_plan=plan,
                     region_plan=rp,
                     k8s_provider=cluster.k8s_provider,
-                    depends_on=[gpu.node_group, *addons.releases.values()],
+                    depends_on=[*floor_group, karpenter.node_pool, store]
+                    + list(addons.releases.values()),
                     ingress_depends_on=[lbc.release, cert.issued] if lbc and cert else (),
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.regions[rp.region] = RegionResources(
-                provider, cluster, system, gpu, addons, service, lbc, cert
+                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert
             )
 
         self.global_endpoint = None
@@ -212,7 +247,11 @@ class Fleet(pulumi.ComponentResource):
                 "node_groups": {
                     r: {
                         "system": res.system_pool.node_group.node_group_name,
-                        "gpu": res.gpu_pool.node_group.node_group_name,
+                        **(
+                            {"gpu": res.gpu_pool.node_group.node_group_name}
+                            if res.gpu_pool
+                            else {}
+                        ),
                     }
                     for r, res in self.regions.items()
                 },

@@ -1,14 +1,19 @@
 """Network: a new VPC for a region's cluster when the plan names no existing one.
 
-Zones come from the plan: `RegionPlan.availability_zones` (2 or 3 zone names, the zones
-that offer the GPU instance first), so a preview needs no AWS call and the node subnets are
-where the instance is offered. Layout (pure: `subnet_layout`): the VPC CIDR is cut in
-quarters; the k-th zone of the plan gets the k-th quarter as its private subnet (nodes,
-pods and the EKS control-plane ENIs; the VPC CNI gives every pod a VPC address, hence the
-large blocks); the last quarter holds small public subnets, one per zone, that carry only
-the NAT gateways and internet-facing load balancers (tagged kubernetes.io/role/elb for the
-AWS Load Balancer Controller). No subnet assigns public IPs on launch: the NAT gateways get
-theirs from Elastic IPs. Resource names end in the zone's letter (`...-private-c` for us-east-1c).
+Zones come from the plan by zone ID: `RegionPlan.cluster_zone_ids` (2 or 3 IDs, the GPU
+zones first), so every subnet lands in the same physical zone in any account (a zone *name*
+maps to another zone in each account). Subnets are placed with `availability_zone_id`; the
+account's zone names are read at deploy time (`aws.get_availability_zones`) to check that
+every planned ID is available to the account and to show the names (`zone_names`).
+Layout (pure: `subnet_layout`): the VPC CIDR is cut in quarters; the k-th zone gets the
+k-th quarter as its private subnet (nodes, pods and the EKS control-plane ENIs; the VPC CNI
+gives every pod a VPC address, hence the large blocks); the last quarter holds small public
+subnets, one per zone, that carry the NAT gateways and internet-facing load balancers
+(tagged kubernetes.io/role/elb for the AWS Load Balancer Controller). No subnet assigns
+public IPs on launch. Private subnets carry the cluster's Karpenter discovery tag
+(`discovery_tags`), and an S3 gateway endpoint on their route tables carries weight
+streaming and ECR image layers without NAT charges. Resource names end in the zone ID
+(`...-private-use1-az4`).
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from typing import Literal, TypeVar
 import pulumi
 import pulumi_aws as aws
 
-from llmfleet.errors import PlanError
-from llmfleet.region_plan import MAX_ZONES, MIN_CLUSTER_ZONES
+from llmfleet import catalog
+from llmfleet.errors import PlanError, ProgramError
+from llmfleet.zones import MAX_ZONES, MIN_CLUSTER_ZONES
 
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 ELB_TAG = "kubernetes.io/role/elb"
@@ -34,9 +40,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class SubnetSpec:
-    availability_zone: str
-    zone_suffix: str
-    """What the zone name adds to the region's ("c" for us-east-1c); resource names use it."""
+    zone_id: str
     cidr_block: str
     public: bool
 
@@ -45,13 +49,11 @@ class SubnetSpec:
         return "public" if self.public else "private"
 
 
-def zone_suffix(zone: str, region: str) -> str:
-    return zone.removeprefix(region)
-
-
-def check_zones(zones: Sequence[str], region: str, field_path: str) -> None:
-    """2 or 3 distinct zone names of `region`; PlanError naming `field_path` otherwise."""
-    listed = list(zones)
+def check_zones(
+    zone_ids: Sequence[str], known: Sequence[str], region: str, field_path: str
+) -> None:
+    """2 or 3 distinct zone IDs among `known` (the region's); PlanError naming `field_path`."""
+    listed = list(zone_ids)
     if not MIN_CLUSTER_ZONES <= len(listed) <= MAX_ZONES:
         raise PlanError(
             field_path,
@@ -61,42 +63,51 @@ def check_zones(zones: Sequence[str], region: str, field_path: str) -> None:
         )
     if len(set(listed)) != len(listed):
         raise PlanError(field_path, listed, "name each availability zone once")
-    foreign = [z for z in listed if not (z.startswith(region) and zone_suffix(z, region))]
+    foreign = [z for z in listed if z not in known]
     if foreign:
         raise PlanError(
-            field_path, listed, f"{', '.join(foreign)} is not a zone of {region}, e.g. {region}a"
+            field_path,
+            listed,
+            f"{', '.join(foreign)} is not a zone ID of {region}; its zone IDs: {', '.join(known)}",
         )
 
 
 def subnet_layout(
     vpc_cidr: str,
     region: str,
-    zones: Sequence[str],
-    zones_field_path: str = "availability_zones",
+    zone_ids: Sequence[str],
+    zones_field_path: str = "cluster_zone_ids",
 ) -> list[SubnetSpec]:
-    """Private and NAT-only public subnets, one of each per zone in `zones` order, private
-    first.
+    """Private and NAT-only public subnets, one of each per zone in `zone_ids` order,
+    private first.
 
     The plan validated the CIDR (`plan.Region`, /16 to /20); raises PlanError naming
-    `zones_field_path` when `zones` are not 2-3 distinct zones of `region`.
+    `zones_field_path` when `zone_ids` are not 2-3 distinct zone IDs of `region`.
     """
-    check_zones(zones, region, zones_field_path)
+    check_zones(zone_ids, catalog.zone_ids(region), region, zones_field_path)
     net = ipaddress.IPv4Network(vpc_cidr, strict=True)
     quarters = list(net.subnets(prefixlen_diff=2))
     public_blocks = list(quarters[-1].subnets(prefixlen_diff=4))
-    private = [
-        SubnetSpec(z, zone_suffix(z, region), str(quarters[k]), public=False)
-        for k, z in enumerate(zones)
-    ]
-    public = [
-        SubnetSpec(z, zone_suffix(z, region), str(public_blocks[k]), public=True)
-        for k, z in enumerate(zones)
-    ]
+    private = [SubnetSpec(z, str(quarters[k]), public=False) for k, z in enumerate(zone_ids)]
+    public = [SubnetSpec(z, str(public_blocks[k]), public=True) for k, z in enumerate(zone_ids)]
     return private + public
 
 
+def zone_names(zone_ids: Sequence[str], names: Sequence[str], ids: Sequence[str]) -> dict[str, str]:
+    """Planned zone ID -> the account's zone name, from `aws.get_availability_zones`
+    (`names` and `zone_ids` pair up); ProgramError when the account lacks a planned zone."""
+    by_id = dict(zip(ids, names, strict=True))
+    missing = [z for z in zone_ids if z not in by_id]
+    if missing:
+        raise ProgramError(
+            f"zone ID(s) {', '.join(missing)} are not available to this account (available: "
+            f"{', '.join(sorted(by_id))}); set regions[].node_zone_ids to available zones"
+        )
+    return {z: by_id[z] for z in zone_ids}
+
+
 def subnets_in_zones(subnets: Mapping[str, T], zones: Sequence[str], field_path: str) -> list[T]:
-    """The subnets (by zone name) of `zones`, in `zones` order.
+    """The subnets (by zone ID) of `zones`, in `zones` order.
 
     Raises PlanError naming `field_path` when a zone has no subnet: a node group placed in
     fewer zones than planned would silently lose capacity.
@@ -112,10 +123,13 @@ def subnets_in_zones(subnets: Mapping[str, T], zones: Sequence[str], field_path:
     return [subnets[z] for z in zones]
 
 
-def subnet_tags(spec: SubnetSpec, name: str) -> dict[str, str]:
-    tags = {"Name": f"{name}-{spec.tier}-{spec.zone_suffix}", "llmfleet.io/tier": spec.tier}
+def subnet_tags(
+    spec: SubnetSpec, name: str, discovery_tags: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    tags = {"Name": f"{name}-{spec.tier}-{spec.zone_id}", "llmfleet.io/tier": spec.tier}
     if not spec.public:
         tags[INTERNAL_ELB_TAG] = "1"
+        tags.update(discovery_tags or {})
     else:
         tags["llmfleet.io/purpose"] = "nat-gateway-and-load-balancers"
         tags[ELB_TAG] = "1"
@@ -126,36 +140,40 @@ def subnet_tags(spec: SubnetSpec, name: str) -> dict[str, str]:
 class NetworkArgs:
     """vpc_cidr: the VPC's IPv4 CIDR, /16 to /20 (RegionPlan.vpc_cidr).
     region: AWS region.
-    availability_zones: 2 or 3 zone names of `region` (RegionPlan.availability_zones); one
-        private and one public subnet each, CIDR quarters in this order.
+    zone_ids: 2 or 3 zone IDs of `region` (RegionPlan.cluster_zone_ids); one private and one
+        public subnet each, CIDR quarters in this order.
     nat_gateways: "per_az" (default: a zone outage leaves the other zones' egress up) or
         "single" (cheaper; every private subnet routes through the first zone's NAT).
-    zones_field_path: how errors name availability_zones, e.g.
-        "regions[us-east-1].availability_zones".
+    zones_field_path: how errors name zone_ids, e.g. "regions[us-east-1].cluster_zone_ids".
+    discovery_tags: tags on the private subnets that Karpenter's EC2NodeClass selects.
     """
 
     vpc_cidr: str
     region: str
-    availability_zones: Sequence[str]
+    zone_ids: Sequence[str]
     nat_gateways: NatGateways = "per_az"
-    zones_field_path: str = "availability_zones"
+    zones_field_path: str = "cluster_zone_ids"
+    discovery_tags: Mapping[str, str] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
 class Network(pulumi.ComponentResource):
-    """VPC, internet gateway, NAT-only public subnets with NAT gateways, private subnets.
+    """VPC, internet gateway, NAT-only public subnets with NAT gateways, private subnets, an
+    S3 gateway endpoint.
 
-    Children: the VPC `{name}`, `{name}-igw`, subnets `{name}-{tier}-{zone letter}`, their
-    route tables `...-rt` (one for all public subnets) and associations `...-rta`, NAT
-    gateways `{name}-nat-{zone letter}` with Elastic IPs `{name}-nat-{zone letter}-eip`.
-    `private_subnets` and `public_subnets` map zone name to subnet, in the plan's zone
-    order. The AWS provider is inherited from `opts`.
+    Children: the VPC `{name}`, `{name}-igw`, subnets `{name}-{tier}-{zone id}`, their route
+    tables `...-rt` (one for all public subnets) and associations `...-rta`, NAT gateways
+    `{name}-nat-{zone id}` with Elastic IPs `...-eip`, `{name}-s3` (gateway endpoint).
+    `private_subnets` and `public_subnets` map zone ID to subnet, in the plan's order;
+    `zone_names` (an Output) maps each zone ID to the account's zone name. The AWS provider
+    is inherited from `opts`.
     """
 
     vpc: aws.ec2.Vpc
     private_subnets: dict[str, aws.ec2.Subnet]
     public_subnets: dict[str, aws.ec2.Subnet]
     nat_gateways: list[aws.ec2.NatGateway]
+    zone_names: pulumi.Output[dict[str, str]]
 
     def __init__(
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
@@ -163,17 +181,21 @@ class Network(pulumi.ComponentResource):
         super().__init__("llmfleet:index:Network", name, None, opts)
         if args.nat_gateways not in ("per_az", "single"):
             raise PlanError("nat_gateways", args.nat_gateways, "use 'per_az' or 'single'")
-        layout = subnet_layout(
-            args.vpc_cidr,
-            args.region,
-            args.availability_zones,
-            args.zones_field_path,
-        )
+        layout = subnet_layout(args.vpc_cidr, args.region, args.zone_ids, args.zones_field_path)
         tags = dict(sorted(args.tags.items()))
+        zone_ids = list(args.zone_ids)
 
         def child(depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, depends_on=depends_on)
 
+        available = aws.get_availability_zones_output(
+            state="available",
+            filters=[{"name": "region-name", "values": [args.region]}],
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        )
+        self.zone_names = pulumi.Output.all(available.names, available.zone_ids).apply(
+            lambda a: zone_names(zone_ids, a[0], a[1])
+        )
         self.vpc = aws.ec2.Vpc(
             name,
             cidr_block=args.vpc_cidr,
@@ -187,20 +209,19 @@ class Network(pulumi.ComponentResource):
         )
 
         subnets = {
-            (s.tier, s.availability_zone): aws.ec2.Subnet(
-                f"{name}-{s.tier}-{s.zone_suffix}",
+            (s.tier, s.zone_id): aws.ec2.Subnet(
+                f"{name}-{s.tier}-{s.zone_id}",
                 vpc_id=self.vpc.id,
                 cidr_block=s.cidr_block,
-                availability_zone=s.availability_zone,
+                availability_zone_id=s.zone_id,
                 map_public_ip_on_launch=False,
-                tags={**tags, **subnet_tags(s, name)},
+                tags={**tags, **subnet_tags(s, name, args.discovery_tags)},
                 opts=child(),
             )
             for s in layout
         }
         self.private_subnets = {z: v for (tier, z), v in subnets.items() if tier == "private"}
         self.public_subnets = {z: v for (tier, z), v in subnets.items() if tier == "public"}
-        suffixes = {s.availability_zone: s.zone_suffix for s in layout if not s.public}
 
         public_rt = aws.ec2.RouteTable(
             f"{name}-public-rt",
@@ -209,54 +230,65 @@ class Network(pulumi.ComponentResource):
             tags={**tags, "Name": f"{name}-public"},
             opts=child(),
         )
-        for zone, s in suffixes.items():
+        for zone in zone_ids:
             aws.ec2.RouteTableAssociation(
-                f"{name}-public-{s}-rta",
+                f"{name}-public-{zone}-rta",
                 subnet_id=self.public_subnets[zone].id,
                 route_table_id=public_rt.id,
                 opts=child(),
             )
 
-        nat_zones = list(suffixes) if args.nat_gateways == "per_az" else list(suffixes)[:1]
+        nat_zones = zone_ids if args.nat_gateways == "per_az" else zone_ids[:1]
         nats = {}
         for zone in nat_zones:
-            s = suffixes[zone]
             eip = aws.ec2.Eip(
-                f"{name}-nat-{s}-eip",
+                f"{name}-nat-{zone}-eip",
                 domain="vpc",
-                tags={**tags, "Name": f"{name}-nat-{s}"},
+                tags={**tags, "Name": f"{name}-nat-{zone}"},
                 opts=child(),
             )
             nats[zone] = aws.ec2.NatGateway(
-                f"{name}-nat-{s}",
+                f"{name}-nat-{zone}",
                 allocation_id=eip.allocation_id,
                 subnet_id=self.public_subnets[zone].id,
                 connectivity_type="public",
-                tags={**tags, "Name": f"{name}-nat-{s}"},
+                tags={**tags, "Name": f"{name}-nat-{zone}"},
                 opts=child(depends_on=[igw]),
             )
         self.nat_gateways = list(nats.values())
 
-        for zone, s in suffixes.items():
+        private_rts = []
+        for zone in zone_ids:
             nat = nats.get(zone, self.nat_gateways[0])
             rt = aws.ec2.RouteTable(
-                f"{name}-private-{s}-rt",
+                f"{name}-private-{zone}-rt",
                 vpc_id=self.vpc.id,
                 routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}],
-                tags={**tags, "Name": f"{name}-private-{s}"},
+                tags={**tags, "Name": f"{name}-private-{zone}"},
                 opts=child(),
             )
+            private_rts.append(rt)
             aws.ec2.RouteTableAssociation(
-                f"{name}-private-{s}-rta",
+                f"{name}-private-{zone}-rta",
                 subnet_id=self.private_subnets[zone].id,
                 route_table_id=rt.id,
                 opts=child(),
             )
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=self.vpc.id,
+            service_name=f"com.amazonaws.{args.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[rt.id for rt in private_rts],
+            tags={**tags, "Name": f"{name}-s3"},
+            opts=child(),
+        )
 
         self.register_outputs(
             {
                 "vpc_id": self.vpc.id,
                 "private_subnet_ids": [s.id for s in self.private_subnets.values()],
-                "availability_zones": list(self.private_subnets),
+                "zone_ids": zone_ids,
+                "zone_names": self.zone_names,
             }
         )

@@ -2,13 +2,14 @@
 
 Two kinds of pool per region, both built by the same pure functions from a `PoolSpec`:
 
-- "gpu" (`gpu_pool`): the vLLM replicas' nodes. The EKS-optimised AL2023 NVIDIA AMI, the
-  region's instance type and min/desired/max nodes (`RegionPlan.nodes`), root volume
-  `RegionPlan.node_volume_gib`. Labelled with `RegionPlan.workload.node_labels` (the vLLM
-  pods' nodeSelector) and tainted `nvidia.com/gpu=true:NoSchedule`, so only pods that
-  tolerate the GPU taint (the vLLM replicas, the NVIDIA device plugin) land on it. Fleet
-  places it in the private subnets of `RegionPlan.node_zones` only: the zones that offer
-  the instance type.
+- "gpu" (`gpu_pool`): the always-on floor of the vLLM replicas' nodes
+  (`RegionPlan.capacity.floor_nodes`, on-demand; Karpenter's NodePool adds nodes above it,
+  `components.karpenter`). The EKS-optimised AL2023 NVIDIA AMI, the region's instance type,
+  root volume `RegionPlan.node_volume_gib`. Labelled with `RegionPlan.workload.node_labels`
+  (the vLLM pods' nodeSelector, which Karpenter's nodes carry too) and tainted
+  `nvidia.com/gpu=true:NoSchedule`, so only pods that tolerate the GPU taint (the vLLM
+  replicas, the NVIDIA device plugin) land on it. Fleet places it in the private subnets
+  of `RegionPlan.node_zone_ids` only: the zones that offer the instance type.
 - "system" (`system_pool`): untainted general-purpose nodes for CoreDNS, KEDA, the
   Prometheus stack and the operators, from `RegionPlan.system_pool` (instance type, nodes,
   volume) on the standard AL2023 x86_64 AMI, in all of the cluster's private subnets.
@@ -21,9 +22,8 @@ network interface without a public IP that keeps the EKS cluster security group.
 managed `ami_type` picks the image, so the launch template sets none and EKS keeps merging
 its own bootstrap user data.
 
-After creation the cluster autoscaler owns `desired_size`: `pulumi up` sets it once and
-then ignores drift in it, so a deploy never scales a busy fleet back to the plan's number.
-Min and max stay under Pulumi's control.
+`pulumi up` sets `desired_size` once and then ignores drift in it (a hand scale-up during an
+incident is not undone by the next deploy). Min and max stay under Pulumi's control.
 """
 
 from __future__ import annotations
@@ -86,14 +86,16 @@ def node_taints(region_plan: RegionPlan) -> list[dict[str, str]]:
 
 
 def gpu_pool(region_plan: RegionPlan) -> PoolSpec:
-    """The region's GPU pool: instance type, nodes and root volume of the RegionPlan."""
+    """The region's always-on GPU floor: `capacity.floor_nodes` nodes (min = desired = max;
+    Karpenter adds the rest), the instance type and root volume of the RegionPlan."""
     labels = {**region_plan.workload.node_labels, **pool_node_selector("gpu")}
+    floor = region_plan.capacity.floor_nodes
     return PoolSpec(
         kind="gpu",
         region=region_plan.region,
-        description=f"GPU nodes {region_plan.instance_type} in {region_plan.region}",
+        description=f"GPU floor nodes {region_plan.instance_type} in {region_plan.region}",
         instance_type=region_plan.instance_type,
-        nodes=region_plan.nodes,
+        nodes=MinDesiredMax(min=floor, desired=floor, max=floor),
         volume_gib=region_plan.node_volume_gib,
         ami_type=AMI_TYPE,
         labels=dict(sorted(labels.items())),

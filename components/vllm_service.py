@@ -26,6 +26,7 @@ from llmfleet.render import region_manifests
 
 TYPED: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,
+    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
     ("v1", "Service"): k8s.core.v1.Service,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
@@ -39,7 +40,12 @@ CUSTOM = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("monitoring.coreos.com/v1", "PrometheusRule"),
 }
-TOP_LEVEL = {"apiVersion": "api_version", "kind": "kind", "metadata": "metadata"}
+TOP_LEVEL = {
+    "apiVersion": "api_version",
+    "kind": "kind",
+    "metadata": "metadata",
+    "automountServiceAccountToken": "automount_service_account_token",
+}
 
 
 def resource_kwargs(doc: Mapping[str, Any]) -> dict[str, Any]:

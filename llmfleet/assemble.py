@@ -100,6 +100,8 @@ def build_fleet_plan(
         dns=plan.dns,
         api_key=plan.api_key,
         resilience=resilience(plan, regions, floors),
+        startup=plan.startup,
+        monthly_cost_usd_day_profile=round(sum(r.costs.total_day_profile for r in regions), 2),
     )
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from llmfleet import __version__
+from llmfleet.fleet_capacity import ColdStart, Costs, NodeCapacity
 from llmfleet.lever_data import LeverReport
 from llmfleet.plan import ClusterAccess, Slo, Traffic
+from llmfleet.plan_capacity import Startup
 from llmfleet.routing_plan import EntryPoint, Resilience
 from llmfleet.routing_policy import ApiKey, Dns, Routing
 
@@ -111,7 +113,7 @@ class VllmArgs(Data):
         extra="forbid", frozen=True, alias_generator=_kebab, populate_by_name=True
     )
 
-    model: str = Field(description="The checkpoint served (Hugging Face repo id).")
+    model: str = Field(description="The checkpoint served: the region's S3 copy of it.")
     served_model_name: str
     host: str
     port: int
@@ -136,6 +138,12 @@ class VllmArgs(Data):
         description="Bucket families whose default bounds cannot resolve a trigger's threshold.",
     )
     shutdown_timeout: int = Field(description="Seconds to finish in-flight requests on SIGTERM.")
+    load_format: str | None = Field(
+        default=None, description="runai_streamer: stream safetensors from S3 to the GPUs."
+    )
+    model_loader_extra_config: dict[str, object] | None = Field(
+        default=None, description="The Run:ai streamer's options (distributed with TP > 1)."
+    )
 
     def config(self) -> dict[str, object]:
         """The config file's keys (flag names), sorted; unset options are left out."""
@@ -277,6 +285,12 @@ class Alternative(Data):
         "chosen candidate (feasible is then unknown and reported false).",
     )
 
+    no_price: bool = Field(
+        default=False,
+        description="Not sized only because no price is known in the region (add a "
+        "plan.prices override): unpriced, not infeasible.",
+    )
+
 
 class AlertRule(Data):
     """One Prometheus alerting rule (PrometheusRule); its threshold comes from the plan."""
@@ -334,9 +348,12 @@ class RegionPlan(Data):
     autoscaling: Autoscaling
     workload: Workload
     system_pool: SystemPool
-    node_zones: list[str] = Field(description="Zones that offer the instance: GPU node subnets.")
+    node_zones: list[str] = Field(
+        description="node_zone_ids as zone names of the catalog's (moto's) account; another "
+        "account's names differ, so deploys use node_zone_ids."
+    )
     availability_zones: list[str] = Field(
-        description="Zones of the cluster's subnets: the node zones, topped up to 2-3 zones."
+        description="cluster_zone_ids as the catalog account's zone names (informational)."
     )
     node_volume_gib: int = Field(description="Root volume per node: images and weights.")
     vpc_id: str | None
@@ -355,6 +372,13 @@ class RegionPlan(Data):
     entry_point: EntryPoint | None = Field(
         default=None, description="The region's TLS entry point (None without plan.dns)."
     )
+    node_zone_ids: list[str] = Field(description="Zone IDs of the GPU nodes (2+ where offered).")
+    cluster_zone_ids: list[str] = Field(
+        description="Zone IDs of the cluster's private subnets: the GPU zones topped up to 2-3."
+    )
+    capacity: NodeCapacity
+    cold_start: ColdStart
+    costs: Costs
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -409,6 +433,14 @@ class FleetPlan(Data):
     resilience: Resilience = Field(
         description="Loss scenarios, warm floors, recovery time; monthly_cost_usd includes "
         "the floors, resilience.monthly_cost_usd_without_resilience does not."
+    )
+    startup: Startup = Field(
+        default_factory=Startup, description="The plan's image digest, registry and growth."
+    )
+    monthly_cost_usd_day_profile: float = Field(
+        default=0.0,
+        description="Every region's costs.total_day_profile: GPUs over the day's profile, "
+        "EBS, EKS control planes, NAT gateways and their data.",
     )
 
     def region(self, name: str) -> RegionPlan:

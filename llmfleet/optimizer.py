@@ -218,6 +218,7 @@ def _alternatives(
                 feasible=False,
                 monthly_cost_usd=None,
                 reason=r.reason,
+                no_price=r.kind == "price",
                 precision=lv.precision,
                 kv_cache_dtype=lv.kv_cache_dtype,
                 speculative=lv.speculative,

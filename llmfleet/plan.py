@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from llmfleet.architecture import KvCacheDtype, Precision
+from llmfleet.plan_capacity import CapacityPurchase, DayProfile, Startup
 from llmfleet.routing_policy import ApiKey, Dns, Routing, Strict
 
 
@@ -166,6 +167,14 @@ class Region(Strict):
     vpc_cidr: str = Field(
         default="10.40.0.0/16", description="CIDR of the new VPC when no network is given."
     )
+    capacity: CapacityPurchase = Field(
+        default_factory=CapacityPurchase, description="How GPU nodes are bought here."
+    )
+    node_zone_ids: list[str] | None = Field(
+        default=None,
+        description="Zone IDs (e.g. use1-az4) for GPU nodes; default: every zone offering "
+        "the chosen instance (up to three).",
+    )
 
     @field_validator("vpc_cidr")
     @classmethod
@@ -306,6 +315,8 @@ class CapacityPlan(Strict):
     def survive_region_losses(self) -> int:
         given = self.routing.survive_region_losses
         return given if given is not None else min(1, len(self.regions) - 1)
+    startup: Startup = Field(default_factory=Startup)
+    day_profile: DayProfile = Field(default_factory=DayProfile)
 
     @model_validator(mode="after")
     def _regions(self) -> CapacityPlan:

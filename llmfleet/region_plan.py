@@ -10,13 +10,19 @@ from llmfleet import catalog, fleet
 from llmfleet.alerts import region_alerts
 from llmfleet.autoscaling import autoscaling
 from llmfleet.calibration import Constants
+from llmfleet.capacity import node_capacity, replicas_filling_slots
 from llmfleet.choice import Choice
+from llmfleet.cold_start import cold_start
+from llmfleet.costs import costs
 from llmfleet.curves import batch_curve
+from llmfleet.errors import PlanError
+from llmfleet.floors import floors
 from llmfleet.lever_section import chosen_levers, download_gib
 from llmfleet.risk import risk
 from llmfleet.serving import serving
 from llmfleet.sizing import itl_percentile_s, predict_at, ttft_prompt_tokens
 from llmfleet.workload import workload
+from llmfleet.zones import cluster_zone_ids, node_zone_ids
 
 IMAGE_AND_OS_GIB = 100
 VOLUME_STEP_GIB = 50
@@ -140,11 +146,31 @@ def region_plan(
 ) -> fleet.RegionPlan:
     """The region's section of the FleetPlan, from the search's choice."""
     plan, region, inst = choice.plan, choice.region, choice.instance
+    field = f"regions[{plan.regions.index(region)}]"
     weights_gib = download_gib(choice)
     node_zones = catalog.zones(region.name, inst.instance_type)[:MAX_ZONES]
+    gpu_zone_ids = node_zone_ids(region, field, inst.instance_type)
+    zone_ids = cluster_zone_ids(region.name, gpu_zone_ids)
+    floor = floors(choice)
+    cold = cold_start(choice, weights_gib)
     work = workload(plan, inst)
-    serve = serving(choice, weights_gib)
+    capacity = node_capacity(
+        choice, floor, gpu_zone_ids, field, cold, work.pdb_max_unavailable
+    )
+    if not cold.headroom_carries_growth:
+        raise PlanError(
+            "headroom",
+            plan.headroom,
+            f"traffic may grow {cold.growth_during_cold_start:.1%} of the peak during one "
+            f"{cold.total_s / 60:.1f}-minute cold start in {region.name} "
+            f"(startup.traffic_growth_per_min {plan.startup.traffic_growth_per_min:g}); "
+            f"raise headroom to {cold.growth_during_cold_start:.2f} or more",
+        )
+    replicas = replicas_filling_slots(choice, floor)
+    serve = serving(choice, weights_gib, cold)
     expected = predicted(choice, consts)
+    volume = node_volume_gib(weights_gib, choice.replicas_per_node)
+    cost = costs(choice, capacity, floor, system_pool(), volume, weights_gib, len(zone_ids))
     return fleet.RegionPlan(
         region=region.name,
         traffic_share=region.traffic_share,
@@ -154,12 +180,14 @@ def region_plan(
         gpu=inst.gpu,
         gpus_per_node=inst.gpu_count,
         replicas_per_node=choice.replicas_per_node,
-        replicas=choice.replicas,
-        nodes=choice.nodes,
+        replicas=replicas,
+        nodes=fleet.MinDesiredMax(
+            min=floor.nodes, desired=choice.nodes.desired, max=choice.nodes.max
+        ),
         price_usd_per_hour=choice.price_usd_per_hour,
         price_source=choice.price_source,
-        monthly_cost_usd=_round(choice.monthly_cost_usd),
-        monthly_cost_usd_at_trough=_round(choice.monthly_cost_usd_at_trough),
+        monthly_cost_usd=cost.gpu_peak,
+        monthly_cost_usd_at_trough=cost.gpu_trough,
         predicted=expected,
         risk=risk(choice, expected, pessimistic),
         batch_curve=batch_curve(
@@ -177,7 +205,7 @@ def region_plan(
         system_pool=system_pool(),
         node_zones=node_zones,
         availability_zones=cluster_zones(region.name, node_zones),
-        node_volume_gib=node_volume_gib(weights_gib, choice.replicas_per_node),
+        node_volume_gib=volume,
         vpc_id=region.network.vpc_id if region.network else None,
         private_subnet_ids=region.network.private_subnet_ids if region.network else None,
         vpc_cidr=region.vpc_cidr,
@@ -185,4 +213,9 @@ def region_plan(
         alternatives=alternatives,
         levers=chosen_levers(choice),
         alerts=region_alerts(plan, choice.replicas, serve, work),
+        node_zone_ids=gpu_zone_ids,
+        cluster_zone_ids=zone_ids,
+        capacity=capacity,
+        cold_start=cold,
+        costs=cost,
     )

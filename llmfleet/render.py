@@ -33,6 +33,8 @@ from llmfleet.catalog.vllm_release import quantile_problem, vllm_release
 from llmfleet.dashboard import dashboard
 from llmfleet.errors import RenderError
 from llmfleet.fleet import FleetPlan, RegionPlan
+from llmfleet.images import image_notes
+from llmfleet.karpenter import KARPENTER_VERSION, karpenter_manifests
 from llmfleet.rendered_files import Drift as Drift  # re-exported: callers use render.drift
 from llmfleet.rendered_files import drift as drift
 from llmfleet.rendered_files import write as write
@@ -44,6 +46,7 @@ VLLM_CONFIG = "vllm-config.yaml"
 REPORT = "REPORT.md"
 MANIFESTS = (
     "namespace",
+    "serviceaccount",
     "configmap",
     "deployment",
     "service",
@@ -274,6 +277,8 @@ def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
     files = {f"{region.region}/{VLLM_CONFIG}": vllm_config(region)}
     for kind, doc in zip(manifest_kinds(region), region_manifests(fleet, region), strict=True):
         files[f"{region.region}/{kind}.yaml"] = dump_yaml(doc)
+    for stem, doc in karpenter_manifests(fleet, region).items():
+        files[f"{region.region}/{stem}.yaml"] = dump_yaml(doc)
     return files
 
 
@@ -287,7 +292,12 @@ def render_stack(fleet: FleetPlan) -> dict[str, str]:
         per_region[region.region] = sorted(produced)
     files.update(charts.chart_files(fleet))
     files[REPORT] = _template(
-        "REPORT.md.j2", fleet=fleet, files=per_region, review=review_context(fleet)
+        "REPORT.md.j2",
+        fleet=fleet,
+        files=per_region,
+        review=review_context(fleet),
+        fleet_karpenter_version=KARPENTER_VERSION,
+        image_notes=image_notes(fleet.startup),
     )
     return dict(sorted(files.items()))
 

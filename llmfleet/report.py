@@ -10,6 +10,7 @@ from rich.table import Table
 
 from llmfleet.fleet import FleetPlan
 from llmfleet.predict import PredictResult
+from llmfleet.report_capacity import capacity_lines
 
 
 def _console(buf: io.StringIO) -> Console:
@@ -98,12 +99,17 @@ def fleet_text(fp: FleetPlan) -> str:
         runners = [a for a in r.alternatives[1:4] if a.feasible]
         for a in runners:
             con.print(f"  - not {a.instance_type} TP {a.tensor_parallel_size}: {a.reason}")
-        rejected = [a for a in r.alternatives if not a.feasible]
+        rejected = [a for a in r.alternatives if not a.feasible and not a.no_price]
+        unpriced = sorted({a.instance_type for a in r.alternatives if a.no_price})
+        if unpriced:
+            con.print(f"  - offered without a known price (not sized): {', '.join(unpriced)}")
         if rejected:
             con.print(
                 f"  - {len(rejected)} candidates infeasible, e.g. {rejected[0].instance_type} "
                 f"TP {rejected[0].tensor_parallel_size}: {rejected[0].reason}"
             )
+    for line in capacity_lines(fp):
+        con.print(line)
     rt = Table(title="The seed article's rules of thumb against this model")
     for col in ("rule", "rule says", "computed", "verdict"):
         rt.add_column(col)

@@ -7,18 +7,14 @@ import math
 
 from llmfleet import fleet
 from llmfleet.autoscaling import custom_buckets
-from llmfleet.catalog.vllm_release import VLLM_VERSION, vllm_release
+from llmfleet.catalog.vllm_release import VLLM_VERSION
 from llmfleet.choice import Choice
+from llmfleet.cold_start import STARTUP_PERIOD_S
+from llmfleet.fleet_capacity import ColdStart
+from llmfleet.images import image_ref
 from llmfleet.levers import served
 from llmfleet.workload import PORT
 
-# Weights come from the model hub or a mirror at a share of the node's network; vLLM then
-# reads them from local disk and captures CUDA graphs (measured start-ups: 1-3 minutes).
-DOWNLOAD_SHARE_OF_NETWORK = 0.5
-MAX_DOWNLOAD_GBPS = 10.0
-DISK_READ_GB_S = 1.0
-GRAPH_CAPTURE_AND_COMPILE_S = 180
-STARTUP_PERIOD_S = 10
 PRESTOP_SLEEP_S = 10
 SYSTEM_RESERVED_VCPU = 2
 SYSTEM_RESERVED_MEMORY_SHARE = 0.1
@@ -27,7 +23,6 @@ PROBE_TIMEOUT_S = 5
 READINESS_FAILURE_THRESHOLD = 3
 # A busy engine answers /health late; restart only after a minute of silence.
 LIVENESS_FAILURE_THRESHOLD = 6
-GIB_IN_GB = 1.073741824
 
 
 def longest_request_s(choice: Choice) -> float:
@@ -37,12 +32,16 @@ def longest_request_s(choice: Choice) -> float:
     return plan.slo.ttft_ms / 1000 + plan.traffic.output_tokens.p95_or_mean * itl_s
 
 
-def vllm_args(choice: Choice) -> fleet.VllmArgs:
-    """The `vllm serve --config` keys: every key a flag of the pinned release."""
+def vllm_args(choice: Choice, cold: ColdStart) -> fleet.VllmArgs:
+    """The `vllm serve --config` keys: every key a flag of the pinned release. The served
+    checkpoint's weights stream from the region's S3 copy (`cold.weights_uri`); with TP > 1
+    the streamer's `distributed` mode lets each rank read a share and exchange the rest."""
     plan, s, lv = choice.plan, choice.sizing, choice.lever
     checkpoint = served(plan, choice.model, lv)
     return fleet.VllmArgs(
-        model=checkpoint.hf_repo,
+        model=cold.weights_uri,
+        load_format=cold.load_format,
+        model_loader_extra_config={"distributed": True} if choice.tp > 1 else None,
         served_model_name=plan.name,
         host="0.0.0.0",
         port=PORT,
@@ -88,21 +87,19 @@ def paging(choice: Choice, block_size: int) -> fleet.Paging:
     )
 
 
-def serving(choice: Choice, weights_gib: float) -> fleet.Serving:
-    """The serving section: engine arguments, pod resources, probes and drain."""
+def serving(choice: Choice, weights_gib: float, cold: ColdStart) -> fleet.Serving:
+    """The serving section: engine arguments, pod resources, probes (the startup budget is
+    the cold start's, `cold_start.cold_start`) and drain."""
     inst, tp = choice.instance, choice.tp
     per_node = choice.replicas_per_node
     cpu = max(1, (inst.vcpus - SYSTEM_RESERVED_VCPU) // per_node)
     mem = int(inst.host_memory_gib * (1 - SYSTEM_RESERVED_MEMORY_SHARE) // per_node)
-    gbps = min(inst.sustained_network_gbps * DOWNLOAD_SHARE_OF_NETWORK, MAX_DOWNLOAD_GBPS)
-    weights_gb = weights_gib * GIB_IN_GB
-    startup = weights_gb * 8 / gbps + weights_gb / DISK_READ_GB_S + GRAPH_CAPTURE_AND_COMPILE_S
-    startup_probes = int(math.ceil(startup / STARTUP_PERIOD_S))
-    args = vllm_args(choice)
+    startup_probes = cold.startup_budget_s // STARTUP_PERIOD_S
+    args = vllm_args(choice, cold)
     shutdown = args.shutdown_timeout
     o_p95 = choice.plan.traffic.output_tokens.p95_or_mean
     return fleet.Serving(
-        image=vllm_release()["image"],
+        image=image_ref(choice.plan.startup, choice.region.name),
         vllm_version=VLLM_VERSION,
         vllm=args,
         cpu_per_pod=cpu,
@@ -119,9 +116,9 @@ def serving(choice: Choice, weights_gib: float) -> fleet.Serving:
         termination_grace_s=shutdown + PRESTOP_SLEEP_S + 5,
         paging=paging(choice, args.block_size),
         reasons=[
-            f"startup budget {startup:.0f} s: {weights_gb:.0f} GB of weights at {gbps:g} Gbps, "
-            f"read at {DISK_READ_GB_S:g} GB/s, plus {GRAPH_CAPTURE_AND_COMPILE_S} s of "
-            "compilation and CUDA-graph capture",
+            f"startup budget {cold.startup_budget_s} s: 1.5x the predicted "
+            f"{cold.container_s:.0f} s from container start to ready (weights streamed "
+            f"from {cold.weights_uri}; cold_start.terms)",
             f"drain: a p95 request lasts up to {longest_request_s(choice):.0f} s (TTFT + {o_p95} "
             f"tokens at the ITL target); --shutdown-timeout {shutdown} s after a "
             f"{PRESTOP_SLEEP_S} s preStop that lets endpoints drop the pod",

@@ -171,7 +171,8 @@ def test_int4_needs_the_prequantized_checkpoint_vllm_loads():
         build_fleet_plan(make_plan(**{"model.precision": "int4-awq"}))
     plan = make_plan(**{"model.precision": "int4-awq", "model.hf_repo": "org/Llama-3.1-8B-AWQ"})
     fp = build_fleet_plan(plan)
-    assert fp.regions[0].serving.vllm.model == "org/Llama-3.1-8B-AWQ"
+    # the region streams its S3 copy of that checkpoint
+    assert fp.regions[0].serving.vllm.model == "s3://t-weights-us-east-1/org/Llama-3.1-8B-AWQ"
     assert fp.regions[0].serving.vllm.quantization is None  # vLLM reads it from the checkpoint
 
 

@@ -19,7 +19,13 @@ import pytest
 from components import iam
 from components.cluster import cluster_args, kubeconfig_json, vpc_cni_addon_args
 from components.fleet import default_tags
-from components.network import INTERNAL_ELB_TAG, subnet_layout, subnet_tags, subnets_in_zones
+from components.network import (
+    INTERNAL_ELB_TAG,
+    subnet_layout,
+    subnet_tags,
+    subnets_in_zones,
+    zone_names,
+)
 from components.node_pool import (
     AMI_TYPE,
     POOL_LABEL,
@@ -35,7 +41,7 @@ from components.node_pool import (
 )
 from llmfleet import catalog, workload
 from llmfleet.assemble import build_fleet_plan
-from llmfleet.errors import PlanError
+from llmfleet.errors import PlanError, ProgramError
 from llmfleet.fleet import FleetPlan, RegionPlan
 from llmfleet.stack import read_plan
 
@@ -106,14 +112,12 @@ def pool(request: pytest.FixtureRequest, region: RegionPlan) -> PoolSpec:
 # --- GPU node pool -------------------------------------------------------------------------
 
 
-def test_node_group_size_and_instance_come_from_the_region_plan(region: RegionPlan) -> None:
+def test_the_gpu_node_group_holds_exactly_the_floor(region: RegionPlan) -> None:
+    """min = desired = max = the floor: Karpenter, not the node group, scales above it."""
     args = _node_group(gpu_pool(region))
+    floor = region.capacity.floor_nodes
     assert args["instance_types"] == [region.instance_type]
-    assert args["scaling_config"] == {
-        "min_size": region.nodes.min,
-        "desired_size": region.nodes.desired,
-        "max_size": region.nodes.max,
-    }
+    assert args["scaling_config"] == {"min_size": floor, "desired_size": floor, "max_size": floor}
 
 
 def test_node_group_runs_the_managed_nvidia_al2023_ami_on_demand(region: RegionPlan) -> None:
@@ -236,32 +240,29 @@ def test_sdk_check_catches_an_invented_argument() -> None:
 # --- network -------------------------------------------------------------------------------
 
 
-def test_subnet_layout_follows_the_plans_zones_in_order() -> None:
-    layout = subnet_layout("10.40.0.0/16", "us-east-1", ["us-east-1c", "us-east-1a"])
+def test_subnet_layout_follows_the_plans_zone_ids_in_order() -> None:
+    layout = subnet_layout("10.40.0.0/16", "us-east-1", ["use1-az6", "use1-az1"])
     private = [s for s in layout if not s.public]
     public = [s for s in layout if s.public]
-    assert [s.availability_zone for s in private] == ["us-east-1c", "us-east-1a"]
-    assert [s.availability_zone for s in public] == ["us-east-1c", "us-east-1a"]
-    assert [s.zone_suffix for s in layout] == ["c", "a", "c", "a"]
+    assert [s.zone_id for s in private] == ["use1-az6", "use1-az1"]
+    assert [s.zone_id for s in public] == ["use1-az6", "use1-az1"]
     assert [s.cidr_block for s in private] == ["10.40.0.0/18", "10.40.64.0/18"]
     assert [s.cidr_block for s in public] == ["10.40.192.0/22", "10.40.196.0/22"]
 
 
 def test_subnet_layout_of_a_slash_16_in_three_zones() -> None:
-    zones = ["us-west-2a", "us-west-2b", "us-west-2d"]
+    zones = ["usw2-az1", "usw2-az2", "usw2-az4"]
     layout = subnet_layout("10.41.0.0/16", "us-west-2", zones)
     assert [s.cidr_block for s in layout if not s.public] == [
         "10.41.0.0/18",
         "10.41.64.0/18",
         "10.41.128.0/18",
     ]
-    assert [s.availability_zone for s in layout if s.public] == zones
+    assert [s.zone_id for s in layout if s.public] == zones
 
 
 @pytest.mark.parametrize("cidr", ["10.40.0.0/16", "172.16.0.0/18", "10.0.16.0/20"])
-@pytest.mark.parametrize(
-    "zones", [["eu-west-1c", "eu-west-1a"], ["eu-west-1a", "eu-west-1b", "eu-west-1c"]]
-)
+@pytest.mark.parametrize("zones", [["euw1-az3", "euw1-az1"], ["euw1-az1", "euw1-az2", "euw1-az3"]])
 def test_subnets_are_disjoint_and_inside_the_vpc(cidr: str, zones: list[str]) -> None:
     layout = subnet_layout(cidr, "eu-west-1", zones)
     vpc = ipaddress.IPv4Network(cidr)
@@ -274,14 +275,14 @@ def test_subnets_are_disjoint_and_inside_the_vpc(cidr: str, zones: list[str]) ->
 @pytest.mark.parametrize(
     ("zones", "why"),
     [
-        (["us-east-1a"], "2 to 3"),
-        (["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"], "2 to 3"),
-        (["us-east-1a", "us-east-1a"], "once"),
-        (["us-east-1a", "us-west-2b"], "us-west-2b is not a zone of us-east-1"),
-        (["us-east-1a", "us-east-1"], "us-east-1 is not a zone"),
+        (["use1-az1"], "2 to 3"),
+        (["use1-az1", "use1-az2", "use1-az4", "use1-az6"], "2 to 3"),
+        (["use1-az1", "use1-az1"], "once"),
+        (["use1-az1", "usw2-az1"], "usw2-az1 is not a zone ID of us-east-1"),
+        (["use1-az1", "us-east-1a"], "us-east-1a is not a zone ID of us-east-1"),
     ],
 )
-def test_zones_are_two_or_three_distinct_zones_of_the_region(zones: list[str], why: str) -> None:
+def test_zones_are_two_or_three_distinct_zone_ids_of_the_region(zones: list[str], why: str) -> None:
     with pytest.raises(PlanError, match=re.escape(why)) as e:
         subnet_layout(
             "10.40.0.0/16", "us-east-1", zones, zones_field_path="regions[us-east-1].zones"
@@ -289,12 +290,21 @@ def test_zones_are_two_or_three_distinct_zones_of_the_region(zones: list[str], w
     assert e.value.field == "regions[us-east-1].zones"
 
 
-def test_private_subnets_take_internal_and_public_subnets_internet_facing_load_balancers() -> None:
-    for spec in subnet_layout("10.40.0.0/16", "us-east-1", ["us-east-1a", "us-east-1b"]):
-        tags = subnet_tags(spec, "n")
+def test_private_subnets_take_internal_lbs_and_karpenters_tag_public_ones_internet_lbs() -> None:
+    discovery = {"karpenter.sh/discovery": "n-us-east-1"}
+    for spec in subnet_layout("10.40.0.0/16", "us-east-1", ["use1-az1", "use1-az2"]):
+        tags = subnet_tags(spec, "n", discovery)
         assert (INTERNAL_ELB_TAG in tags) == (not spec.public)
-        assert ("kubernetes.io/role/elb" in tags) == spec.public
-        assert tags["Name"] == f"n-{spec.tier}-{spec.zone_suffix}"
+        assert ("karpenter.sh/discovery" in tags) == (not spec.public)
+        assert ("kubernetes.io/role/elb" in tags) == spec.public  # internet-facing ALBs
+        assert tags["Name"] == f"n-{spec.tier}-{spec.zone_id}"
+
+
+def test_planned_zone_ids_resolve_to_the_accounts_names_or_fail_by_id() -> None:
+    names, ids = ["us-east-1a", "us-east-1b"], ["use1-az4", "use1-az6"]
+    assert zone_names(["use1-az6"], names, ids) == {"use1-az6": "us-east-1b"}
+    with pytest.raises(ProgramError, match="use1-az2 are not available to this account"):
+        zone_names(["use1-az2", "use1-az6"], names, ids)
 
 
 def test_gpu_nodes_get_only_the_subnets_of_the_zones_that_offer_the_instance() -> None:
@@ -312,8 +322,8 @@ def test_every_stack_plans_node_zones_inside_its_cluster_zones(stack_plans) -> N
     """What the components rely on from the core: subnets exist where GPU nodes go."""
     for fp in stack_plans.values():
         for rp in fp.regions:
-            assert rp.node_zones and set(rp.node_zones) <= set(rp.availability_zones)
-            assert rp.availability_zones[: len(rp.node_zones)] == rp.node_zones
+            assert rp.node_zone_ids and set(rp.node_zone_ids) <= set(rp.cluster_zone_ids)
+            assert rp.cluster_zone_ids[: len(rp.node_zone_ids)] == rp.node_zone_ids
 
 
 # --- cluster -------------------------------------------------------------------------------

@@ -88,7 +88,12 @@ def test_doubling_the_peak_changes_only_the_replica_ceilings_in_the_manifests(pe
         assert r.autoscaling == []  # per-replica thresholds: the same operating point
         assert r.engine_flags == []
     # the ceiling is in the ScaledObject, the "replicas at the ceiling" alert and dashboard
-    ceiling_files = ("scaledobject.yaml", "prometheusrule.yaml", "dashboard.yaml")
+    ceiling_files = (
+        "scaledobject.yaml",
+        "prometheusrule.yaml",
+        "dashboard.yaml",
+        "karpenter-nodepool.yaml",
+    )
     assert all(p.endswith((*ceiling_files, ".svg", "REPORT.md")) for p in d.files.changed)
     assert "+  maxReplicaCount: " in d.rendered_diff
 

@@ -95,7 +95,10 @@ def test_docs_errors_shows_every_case_with_its_message() -> None:
 def test_an_alias_with_its_own_checkpoint_is_served_as_named() -> None:
     fp = build_fleet_plan(make_plan(**{"model.id": "Llama-3.1-8B",
                                        "model.hf_repo": "meta-llama/Llama-3.1-8B"}))
-    assert fp.regions[0].serving.vllm.model == "meta-llama/Llama-3.1-8B"
+    # served from the region's S3 copy of that checkpoint
+    assert fp.regions[0].serving.vllm.model.endswith("/meta-llama/Llama-3.1-8B")
+    assert fp.regions[0].levers is not None
+    assert fp.regions[0].levers.checkpoint == "meta-llama/Llama-3.1-8B"
 
 
 def test_the_catalog_repository_is_accepted_as_the_model_id() -> None:

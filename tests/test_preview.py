@@ -39,6 +39,7 @@ ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 AWS_PROVIDER = "pulumi:providers:aws"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
 ADDON = "aws:eks/addon:Addon"
 POOL_LABEL = "llmfleet.io/pool"
 OFFICE_CIDR = "203.0.113.0/24"
@@ -82,8 +83,8 @@ class Run:
         ]
 
     def subnet_zones(self) -> dict[str, str]:
-        """Subnet id -> availability zone, for the subnets this run creates."""
-        return {s["id"]: s["inputs"]["availabilityZone"] for s in self.of_type(SUBNET)}
+        """Subnet id -> availability zone ID, for the subnets this run creates."""
+        return {s["id"]: s["inputs"]["availabilityZoneId"] for s in self.of_type(SUBNET)}
 
 
 def _run(name: str, config: dict[str, Any]) -> Run:
@@ -171,10 +172,12 @@ def test_node_groups_are_sized_exactly_as_the_fleet_plan(run: Run) -> None:
     assert sorted(groups) == sorted(r.region for r in run.plan.regions)
     for rp in run.plan.regions:
         ng = groups[rp.region]
+        floor = rp.capacity.floor_nodes  # the trough's nodes; Karpenter adds the rest
+        assert floor == rp.nodes.min
         assert ng["scalingConfig"] == {
-            "minSize": rp.nodes.min,
-            "desiredSize": rp.nodes.desired,
-            "maxSize": rp.nodes.max,
+            "minSize": floor,
+            "desiredSize": floor,
+            "maxSize": floor,
         }, rp.region
         assert ng["instanceTypes"] == [rp.instance_type]
         assert ng["amiType"] == "AL2023_x86_64_NVIDIA"
@@ -278,21 +281,19 @@ def _new_vpc_regions(run: Run) -> list[str]:
     return [rp.region for rp in run.plan.regions if rp.vpc_id is None]
 
 
-def test_subnets_are_exactly_in_the_plans_availability_zones(run: Run) -> None:
+def test_subnets_are_placed_by_zone_id_exactly_in_the_plans_cluster_zones(run: Run) -> None:
     for region in _new_vpc_regions(run):
-        zones = run.plan.region(region).availability_zones
+        zones = run.plan.region(region).cluster_zone_ids
         subnets = [s for s in run.of_type(SUBNET) if run.region_of(s) == region]
         for tier in ("private", "public"):
             placed = [
-                s["inputs"]["availabilityZone"]
+                s["inputs"]["availabilityZoneId"]
                 for s in subnets
                 if s["inputs"]["tags"]["llmfleet.io/tier"] == tier
             ]
             assert sorted(placed) == sorted(zones), (region, tier)
     for s in run.of_type(SUBNET):
-        assert (
-            s["inputs"]["availabilityZone"] in run.plan.region(run.region_of(s)).availability_zones
-        )
+        assert "availabilityZone" not in s["inputs"], "a zone name is another zone elsewhere"
 
 
 def test_clusters_use_every_private_subnet(run: Run) -> None:
@@ -311,29 +312,42 @@ def test_gpu_nodes_go_only_where_the_instance_is_offered(run: Run) -> None:
         rp = run.plan.region(run.region_of(ng))
         if rp.vpc_id is not None:
             continue
-        assert sorted(zones_of[s] for s in ng["inputs"]["subnetIds"]) == sorted(rp.node_zones)
+        assert sorted(zones_of[s] for s in ng["inputs"]["subnetIds"]) == sorted(rp.node_zone_ids)
     for ng in run.node_groups("system"):
         rp = run.plan.region(run.region_of(ng))
         if rp.vpc_id is None:
             placed = sorted(zones_of[s] for s in ng["inputs"]["subnetIds"])
-            assert placed == sorted(rp.availability_zones), ng["name"]
+            assert placed == sorted(rp.cluster_zone_ids), ng["name"]
 
 
-def test_prod_us_east_1_gpu_nodes_are_only_in_us_east_1c(runs) -> None:
-    """p6-b200.48xlarge is offered only in us-east-1c (catalog/offerings)."""
+def test_prod_us_east_1_gpu_nodes_are_only_in_use1_az6_and_the_report_says_so(runs) -> None:
+    """p6-b200.48xlarge is offered only in use1-az6 (catalog/zone_id_offerings.csv)."""
     run = _get(runs, "prod")
     rp = run.plan.region("us-east-1")
-    assert rp.instance_type == "p6-b200.48xlarge" and rp.node_zones == ["us-east-1c"]
+    assert rp.instance_type == "p6-b200.48xlarge" and rp.node_zone_ids == ["use1-az6"]
+    assert rp.capacity.single_zone
+    assert any("offered in one zone of us-east-1 only" in n for n in rp.capacity.notes)
     [ng] = [g for g in run.node_groups("gpu") if run.region_of(g) == "us-east-1"]
     [subnet] = [
         s
         for s in run.of_type(SUBNET)
         if run.region_of(s) == "us-east-1"
-        and s["inputs"]["availabilityZone"] == "us-east-1c"
+        and s["inputs"]["availabilityZoneId"] == "use1-az6"
         and s["inputs"]["tags"]["llmfleet.io/tier"] == "private"
     ]
     assert ng["inputs"]["subnetIds"] == [subnet["id"]]
-    assert len(rp.availability_zones) >= 2, "EKS still gets two zones for the control plane"
+    assert len(rp.cluster_zone_ids) >= 2, "EKS still gets two zones for the control plane"
+
+
+def test_prod_gpu_nodes_span_two_or_more_zone_ids_where_offered(runs) -> None:
+    run = _get(runs, "prod")
+    pools = {_k8s_region(run, p): p for p in run.of_type(NODEPOOL)}
+    for rp in run.plan.regions:
+        reqs = pools[rp.region]["inputs"]["spec"]["template"]["spec"]["requirements"]
+        [zones] = [r["values"] for r in reqs if r["key"] == "topology.k8s.aws/zone-id"]
+        assert zones == rp.node_zone_ids
+        assert len(zones) >= 2 or rp.capacity.single_zone, rp.region
+    assert run.plan.region("us-west-2").node_zone_ids == ["usw2-az1", "usw2-az2", "usw2-az4"]
 
 
 # --- IAM, cluster, providers ----------------------------------------------------------------
@@ -361,7 +375,10 @@ def test_node_role_has_exactly_the_three_managed_policies(run: Run) -> None:
             if r["id"] == role
         ]
         assert doc["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
-    assert not [r for r in run.of_type("aws:iam/rolePolicy:RolePolicy")], "no inline policies"
+    inline = {r["name"] for r in run.of_type("aws:iam/rolePolicy:RolePolicy")}
+    controllers = {f"{run.plan.name}-{r.region}-karpenter-controller" for r in run.plan.regions}
+    readers = {f"{run.plan.name}-{r.region}-model-reader" for r in run.plan.regions}
+    assert inline == controllers | readers, "inline policies only for Karpenter and the weights"
 
 
 def test_cluster_role_has_only_the_eks_cluster_policy(run: Run) -> None:
@@ -427,7 +444,9 @@ def test_every_cluster_enforces_network_policy_with_the_vpc_cni_addon(run: Run) 
         assert json.loads(addon["inputs"]["configurationValues"]) == {"enableNetworkPolicy": "true"}
         assert addon["inputs"]["resolveConflictsOnCreate"] == "OVERWRITE"
         assert addon["inputs"]["resolveConflictsOnUpdate"] == "OVERWRITE"
-    assert sum(name == "vpc-cni" for _, name in addons) == len(run.plan.regions)
+    assert sorted(name for _, name in addons) == sorted(
+        ["vpc-cni", "eks-pod-identity-agent"] * len(run.plan.regions)
+    )
 
 
 def test_everything_hangs_under_the_fleet(run: Run) -> None:
@@ -518,7 +537,7 @@ def test_format_preview_summarises_each_region_and_shows_the_node_groups(run: Ru
         assert f"nodes {rp.nodes.min}/{rp.nodes.desired}/{rp.nodes.max}" in text
     assert text.count(f"{NODE_GROUP}  ") == 2 * len(run.plan.regions)
     for rp in run.plan.regions:
-        assert f"GPU nodes in {', '.join(rp.node_zones)} of the cluster's zones" in text
+        assert f"GPU nodes in zone IDs {', '.join(rp.node_zone_ids)} of the cluster's" in text
     assert f"{len(run.resources)} resources" in text
 
 
@@ -585,6 +604,7 @@ def test_the_rendered_objects_are_typed_resources_on_the_regions_cluster(run: Ru
         assert sorted(r["type"] for r in objects) == sorted(
             [
                 "kubernetes:core/v1:Namespace",
+                "kubernetes:core/v1:ServiceAccount",
                 "kubernetes:core/v1:ConfigMap",
                 "kubernetes:core/v1:ConfigMap",  # the Grafana dashboard
                 "kubernetes:core/v1:Service",
@@ -628,15 +648,22 @@ def test_pods_select_the_labels_the_node_group_sets(run: Run) -> None:
 def test_every_cluster_gets_pinned_helm_releases_for_gpus_scaling_and_metrics(run: Run) -> None:
     releases = run.of_type(HELM_RELEASE)
     entry = {"aws-load-balancer-controller"} if run.plan.dns else set()
-    assert len(releases) == (4 + len(entry)) * len(run.plan.regions)
+    assert len(releases) == (5 + len(entry)) * len(run.plan.regions)
     by_region: dict[str, set[str]] = {}
     for r in releases:
         inputs = r["inputs"]
         assert re.fullmatch(r"\d+\.\d+\.\d+", inputs["version"]), (r["name"], inputs["version"])
-        assert inputs["repositoryOpts"]["repo"].startswith("https://"), r["name"]
+        oci = inputs["chart"].startswith("oci://")
+        assert oci or inputs["repositoryOpts"]["repo"].startswith("https://"), r["name"]
         by_region.setdefault(_k8s_region(run, r), set()).add(inputs["chart"])
     assert by_region == {
-        rp.region: {"nvidia-device-plugin", "keda", "kube-prometheus-stack", "dcgm-exporter"}
+        rp.region: {
+            "nvidia-device-plugin",
+            "keda",
+            "kube-prometheus-stack",
+            "dcgm-exporter",
+            "oci://public.ecr.aws/karpenter/karpenter",
+        }
         | entry
         for rp in run.plan.regions
     }

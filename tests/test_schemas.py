@@ -82,6 +82,7 @@ def test_every_core_object_validates_strictly_for_the_plans_kubernetes(objects) 
     core = [(v, o) for v, o in objects if o["kind"] not in CRD_MODELS]
     assert {o["kind"] for _, o in core} == {
         "Namespace",
+        "ServiceAccount",
         "ConfigMap",
         "Deployment",
         "Service",

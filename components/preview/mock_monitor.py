@@ -65,12 +65,16 @@ class FleetMocks(pulumi.runtime.Mocks):
             out["allocationId"] = f"eipalloc-{short_hash(name)}"
         elif typ == "aws:kms/key:Key":
             out["keyId"] = rid
+        elif typ == "aws:sqs/queue:Queue":
+            out["url"] = f"https://sqs.mock.amazonaws.com/{MOCK_ACCOUNT}/{out['name']}"
+        elif typ == "aws:s3/bucket:Bucket":
+            out["arn"] = f"arn:aws:s3:::{out.get('bucket', name)}"
         from components.preview.routing import routing_outputs  # it imports short_hash
 
         return rid, {**out, **routing_outputs(typ, name, rid, inputs)}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
-        """The invokes the program makes (stage 4's zone and ELB lookups); others fail."""
+        """The invokes the program makes (zones, and stage 4's zone and ELB lookups)."""
         from components.preview.routing import routing_call
 
         return routing_call(args.token, dict(args.args)), []

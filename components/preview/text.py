@@ -11,7 +11,7 @@ from llmfleet.fleet import FleetPlan
 KEY_INPUTS: dict[str, tuple[str, ...]] = {
     "pulumi:providers:aws": ("region",),
     "aws:ec2/vpc:Vpc": ("cidrBlock",),
-    "aws:ec2/subnet:Subnet": ("availabilityZone", "cidrBlock", "mapPublicIpOnLaunch"),
+    "aws:ec2/subnet:Subnet": ("availabilityZoneId", "cidrBlock", "mapPublicIpOnLaunch"),
     "aws:ec2/natGateway:NatGateway": ("connectivityType",),
     "aws:ec2/routeTable:RouteTable": ("routes",),
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": ("policyArn",),
@@ -34,6 +34,7 @@ KEY_INPUTS: dict[str, tuple[str, ...]] = {
     "kubernetes:helm.sh/v3:Release": ("chart", "version", "namespace"),
     "kubernetes:apps/v1:Deployment": ("metadata.namespace", "metadata.name"),
     "kubernetes:keda.sh/v1alpha1:ScaledObject": ("spec.minReplicaCount", "spec.maxReplicaCount"),
+    "kubernetes:karpenter.sh/v1:NodePool": ("spec.limits", "spec.disruption.consolidateAfter"),
     "aws:eks/nodeGroup:NodeGroup": (
         "instanceTypes",
         "amiType",
@@ -81,10 +82,12 @@ def fleet_summary(fleet_plan: FleetPlan) -> list[str]:
             f"replicas {r.replicas.min}/{r.replicas.desired}/{r.replicas.max} (min/desired/max), "
             f"${r.monthly_cost_usd:,.2f}/month"
         )
-        sp = r.system_pool
+        sp, cap = r.system_pool, r.capacity
         lines.append(
-            f"    GPU nodes in {', '.join(r.node_zones)} of the cluster's zones "
-            f"{', '.join(r.availability_zones)}; system pool {sp.instance_type}, "
+            f"    GPU nodes in zone IDs {', '.join(r.node_zone_ids)} of the cluster's "
+            f"{', '.join(r.cluster_zone_ids)}: floor {cap.floor_nodes} node(s) "
+            f"({cap.purchase}), Karpenter up to {cap.ceiling_nodes} (nvidia.com/gpu <= "
+            f"{cap.karpenter_gpu_limit}); system pool {sp.instance_type}, "
             f"nodes {sp.nodes.min}/{sp.nodes.desired}/{sp.nodes.max}"
             + ("" if sp.priced else " (not priced)")
         )

@@ -6,7 +6,9 @@
   (else why not: an offered instance without a price is not an infeasible one).
 - zone_id_offerings.csv: which availability zone IDs of a region offer which instance. IDs
   name the same physical zone in every account; zone names do not.
-- zone_offerings.csv: the same by zone name (moto's account); kept until callers use IDs.
+- zone_offerings.csv: the same by zone name (moto's account); only for display now.
+- capacity_blocks.csv, service_quotas.csv: where Capacity Blocks are sold; the EC2 vCPU
+  quota codes (read by llmfleet.capacity).
 - models/*.json: model architectures (Hugging Face config.json keys, verbatim).
 - workloads/sharegpt-output-lengths.json: the output lengths of a ShareGPT benchmark run.
 """

@@ -1,0 +1,142 @@
+"""The rendered NodePool and EC2NodeClass validate against Karpenter 1.14.1's CRDs, and carry
+the FleetPlan's numbers: the GPU ceiling above the floor, zones by ID, the cold start."""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from llmfleet import karpenter
+from llmfleet.fleet import FleetPlan
+
+CRD_DIR = Path(__file__).parent / "crds" / f"karpenter-{karpenter.KARPENTER_VERSION}"
+CRD_FILES = {
+    "NodePool": "karpenter.sh_nodepools.yaml",
+    "EC2NodeClass": "karpenter.k8s.aws_ec2nodeclasses.yaml",
+}
+
+
+@cache
+def schema(kind: str, api_version: str) -> dict[str, Any]:
+    crd = yaml.safe_load((CRD_DIR / CRD_FILES[kind]).read_text())
+    group, version = api_version.split("/")
+    assert crd["spec"]["group"] == group
+    served = {v["name"]: v for v in crd["spec"]["versions"] if v["served"]}
+    return dict(served[version]["schema"]["openAPIV3Schema"])
+
+
+def undeclared(schema_node: dict[str, Any], data: Any, path: str = "") -> list[str]:
+    """Keys the structural schema does not declare (the API server prunes them)."""
+    if isinstance(data, dict):
+        props = schema_node.get("properties")
+        extra = schema_node.get("additionalProperties")
+        if props is None:
+            return (
+                []
+                if extra is None or extra is True
+                else [p for k, v in data.items() for p in undeclared(extra, v, f"{path}.{k}")]
+            )
+        bad = [f"{path}.{k}" for k in data if k not in props]
+        return bad + [
+            p for k, v in data.items() if k in props for p in undeclared(props[k], v, f"{path}.{k}")
+        ]
+    if isinstance(data, list) and "items" in schema_node:
+        return [p for i, v in enumerate(data) for p in undeclared(schema_node["items"], v, path)]
+    return []
+
+
+def problems(doc: dict[str, Any]) -> list[str]:
+    s = schema(doc["kind"], doc["apiVersion"])
+    errors = [e.message for e in jsonschema.Draft7Validator(s).iter_errors(doc)]
+    return errors + [f"undeclared {p}" for p in undeclared(s, doc)]
+
+
+def _docs(plans: dict[str, FleetPlan]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (env, rp.region, doc)
+        for env, fp in plans.items()
+        for rp in fp.regions
+        for doc in karpenter.karpenter_manifests(fp, rp).values()
+    ]
+
+
+def test_every_nodepool_and_ec2nodeclass_validates_against_the_pinned_crds(stack_plans) -> None:
+    docs = _docs(stack_plans)
+    assert {d["kind"] for _, _, d in docs} == {"NodePool", "EC2NodeClass"}
+    for env, region, doc in docs:
+        assert problems(doc) == [], (env, region, doc["kind"])
+
+
+def test_the_validator_rejects_a_misspelt_field_and_a_bad_enum(stack_plans) -> None:
+    fp = stack_plans["prod"]
+    pool = karpenter.nodepool(fp, fp.regions[0])
+    typo = copy.deepcopy(pool)
+    typo["spec"]["disruption"]["consolidateAfterr"] = "5m"
+    assert problems(typo) == ["undeclared .spec.disruption.consolidateAfterr"]
+    bad = copy.deepcopy(pool)
+    bad["spec"]["disruption"]["consolidationPolicy"] = "WhenIdle"
+    assert any("WhenIdle" in p for p in problems(bad))
+
+
+def test_prod_us_east_1_nodepool_ceiling_covers_the_peak_above_the_floor(stack_plans) -> None:
+    # eu-north-1: 6 nodes at the peak, 2 on the floor node group: Karpenter adds 4 x 8 = 32
+    # GPUs. (us-east-1 keeps its whole resilience floor warm: 0 above it.)
+    rp = stack_plans["prod"].region("eu-north-1")
+    assert (rp.nodes.max, rp.capacity.floor_nodes, rp.gpus_per_node) == (6, 2, 8)
+    pool = karpenter.nodepool(stack_plans["prod"], rp)
+    assert pool["spec"]["limits"] == {"nvidia.com/gpu": "32"}
+    assert "replicas" not in pool["spec"]  # static pools may not carry GPU limits (CEL rule)
+
+
+def test_gpu_zones_are_zone_ids_and_two_or_more_where_offered(stack_plans) -> None:
+    for env, fp in stack_plans.items():
+        for rp in fp.regions:
+            reqs = karpenter.nodepool(fp, rp)["spec"]["template"]["spec"]["requirements"]
+            zone = next(r for r in reqs if r["key"] == "topology.k8s.aws/zone-id")
+            assert zone["values"] == rp.capacity.node_zone_ids
+            assert len(zone["values"]) >= 2 or rp.capacity.single_zone, (env, rp.region)
+    assert stack_plans["prod"].region("us-west-2").capacity.node_zone_ids == [
+        "usw2-az1",
+        "usw2-az2",
+        "usw2-az4",
+    ]
+
+
+def test_consolidation_waits_at_least_one_predicted_cold_start(stack_plans) -> None:
+    rp = stack_plans["prod"].region("us-east-1")
+    # 410 s node + 180.4 s image + 95 s bootstrap + 38.6 s weights (67.7 GiB of FP8 at
+    # 1.75 GiB/s, two replicas sharing the node's stream) + 195 s engine = 918.9 s -> 16m
+    assert rp.cold_start.total_s == pytest.approx(918.9, abs=0.1)
+    disruption = karpenter.nodepool(stack_plans["prod"], rp)["spec"]["disruption"]
+    assert disruption == {
+        "budgets": [{"nodes": "1"}],
+        "consolidateAfter": "16m",
+        "consolidationPolicy": "WhenEmpty",
+    }
+
+
+def test_ec2nodeclass_pins_the_ami_requires_imdsv2_and_encrypts_the_root_volume(
+    stack_plans,
+) -> None:
+    fp = stack_plans["prod"]
+    rp = fp.region("eu-north-1")
+    spec = karpenter.ec2nodeclass(fp, rp)["spec"]
+    assert spec["amiSelectorTerms"] == [{"alias": "al2023@v20260714"}]
+    assert spec["metadataOptions"]["httpTokens"] == "required"
+    assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 2
+    assert spec["blockDeviceMappings"][0]["ebs"] == {
+        "deleteOnTermination": True,
+        "encrypted": True,
+        "volumeSize": f"{rp.node_volume_gib}Gi",
+        "volumeType": "gp3",
+    }
+    assert spec["subnetSelectorTerms"] == [
+        {"tags": {"karpenter.sh/discovery": "chat-prod-eu-north-1"}}
+    ]
+    assert spec["role"] == "chat-prod-eu-north-1-karpenter-node"
