@@ -19,7 +19,7 @@ from llmfleet.models import ResolvedModel, resolve_model
 from llmfleet.optimizer import Sizer, choose_region
 from llmfleet.plan import CapacityPlan
 from llmfleet.plan_checks import check_plan
-from llmfleet.quotas import quota_needs
+from llmfleet.quotas import check_fleet_size
 from llmfleet.region_plan import region_plan
 from llmfleet.resilience import raise_floors, resilience
 from llmfleet.routing_plan import RegionFloor
@@ -74,6 +74,7 @@ def build_fleet_plan(
         _with_routing(plan, region_plan(choice, alts, consts, pessimistic), floor)
         for choice, (_, alts), floor in zip(choices, searched, floors, strict=True)
     ]
+    check_fleet_size(regions)
     gpus = fleet.MinDesiredMax(
         min=sum(r.nodes.min * r.gpus_per_node for r in regions),
         desired=sum(r.nodes.desired * r.gpus_per_node for r in regions),
@@ -95,7 +96,6 @@ def build_fleet_plan(
         rules_of_thumb=rules_of_thumb(model, plan),
         levers_report=lever_report(plan, model, [c for c, _ in searched], sizer, consts),
         environment=plan.environment,
-        quotas=quota_needs(regions),
         routing=plan.routing,
         dns=plan.dns,
         api_key=plan.api_key,

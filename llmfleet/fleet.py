@@ -313,17 +313,6 @@ class Alerts(Data):
     notes: list[str] = Field(description="What is deliberately not alerted on here, and why.")
 
 
-class QuotaNeed(Data):
-    """EC2 On-Demand vCPU quota a region's GPU nodes need at their maximum (Service Quotas,
-    per region and account; new accounts start far below a GPU fleet's needs)."""
-
-    region: str
-    quota: str = Field(description="The Service Quotas name, e.g. Running On-Demand P instances.")
-    instance_type: str
-    nodes: int
-    vcpus: int
-
-
 class RegionPlan(Data):
     region: str
     traffic_share: float
@@ -426,7 +415,6 @@ class FleetPlan(Data):
         description="Memory per precision, speculative speed-up against batch, cost per lever.",
     )
     environment: str = Field(description="development or production (plan.environment).")
-    quotas: list[QuotaNeed] = Field(description="vCPU quota each region needs at max nodes.")
     routing: Routing
     dns: Dns | None
     api_key: ApiKey | None

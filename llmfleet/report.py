@@ -70,11 +70,6 @@ def fleet_text(fp: FleetPlan) -> str:
         f"${fp.monthly_cost_usd:,.0f}/month provisioned for the peak "
         f"(${fp.monthly_cost_usd_at_trough:,.0f} at trough)"
     )
-    for q in fp.quotas:
-        con.print(
-            f"Quota: {q.region} needs {q.vcpus:,} vCPUs of '{q.quota}' ({q.nodes} x "
-            f"{q.instance_type} at max nodes); request it in Service Quotas before `pulumi up`"
-        )
     res = fp.resilience
     con.print(
         f"Routing {res.policy}, survives {res.survive_region_losses} region loss(es): "

@@ -19,8 +19,12 @@ def capacity_lines(fp: FleetPlan) -> list[str]:
             f"{cold.container_s:.0f} s; startup probe {cold.startup_budget_s} s); weights "
             f"{cold.weights_uri}",
             f"    $/month: GPUs {cost.gpu_peak:,.0f} at peak, {cost.gpu_trough:,.0f} at trough, "
-            f"{cost.gpu_day_profile:,.0f} over the day; all-in {cost.total_day_profile:,.0f} = "
-            f"${cost.usd_per_million_output_tokens:.2f} per million output tokens",
+            f"{cost.gpu_day_profile:,.0f} over the day; all-in {cost.total_day_profile:,.0f}"
+            + (
+                f" = ${cost.usd_per_million_output_tokens:.2f} per million output tokens"
+                if cost.usd_per_million_output_tokens is not None
+                else " (no traffic of its own: a standby)"
+            ),
         ]
     lines += ["", "Service quotas to request before `pulumi up` (EC2, per region):"]
     for r in fp.regions:

@@ -123,11 +123,12 @@ def test_a_production_plan_with_narrowed_cidrs_sizes() -> None:
 
 def test_every_region_names_the_vcpu_quota_it_needs() -> None:
     fp = build_fleet_plan(make_plan())
-    [need] = fp.quotas
     r = fp.regions[0]
-    assert (need.instance_type, need.nodes) == (r.instance_type, r.nodes.max)
-    # p5.4xlarge: 16 vCPUs, one node at most
-    assert (need.quota, need.vcpus) == ("Running On-Demand P instances", 16 * r.nodes.max)
+    [need] = r.capacity.quotas
+    # p5.4xlarge: 16 vCPUs per node, at the ceiling
+    assert r.instance_type == "p5.4xlarge"
+    assert need.quota_name == "Running On-Demand P instances"
+    assert need.vcpus_needed == 16 * r.nodes.max
 
 
 # --- the command line -------------------------------------------------------------------------
@@ -211,7 +212,8 @@ def test_precision_and_gpu_are_both_case_insensitive(capsys) -> None:
 def test_plan_text_names_the_quota_to_request(capsys) -> None:
     assert cli.main(["plan", "--stack", "dev"]) == 0
     out = capsys.readouterr().out
-    assert "Quota: us-east-1 needs" in out and "Running On-Demand G and VT instances" in out
+    assert "Service quotas to request before `pulumi up`" in out
+    assert "us-east-1: Running On-Demand G and VT instances (L-DB2E81BA) >= " in out
 
 
 def test_a_stack_error_is_a_plan_error_family_member() -> None:
