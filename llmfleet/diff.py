@@ -14,7 +14,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from llmfleet import economics
-from llmfleet.fleet import Data, FleetPlan, MinDesiredMax, RegionPlan
+from llmfleet.data import Data
+from llmfleet.fleet import FleetPlan, MinDesiredMax, RegionPlan
 from llmfleet.render import REPORT, render_stack
 from llmfleet.units import round_or_none
 

@@ -5,19 +5,16 @@ Components, templates and the CLI read it; none of them recompute anything.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import ConfigDict, Field, computed_field
 
 from llmfleet import __version__
+from llmfleet.data import Data
 from llmfleet.fleet_capacity import ColdStart, Costs, NodeCapacity
 from llmfleet.lever_data import LeverReport
 from llmfleet.plan import ClusterAccess, Slo, Traffic
 from llmfleet.plan_capacity import Startup
 from llmfleet.routing_plan import EntryPoint, Resilience
 from llmfleet.routing_policy import ApiKey, Dns, Routing
-
-
-class Data(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class MinDesiredMax(Data):

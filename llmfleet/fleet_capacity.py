@@ -4,14 +4,12 @@ a day (`Costs`). Plain data; `capacity`, `cold_start` and `costs` build them."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from llmfleet.data import Data
 
 
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Quota(Section):
+class Quota(Data):
     """An EC2 service quota the region needs raised before `pulumi up`."""
 
     quota_code: str
@@ -20,7 +18,7 @@ class Quota(Section):
     source: str
 
 
-class NodeCapacity(Section):
+class NodeCapacity(Data):
     """GPU nodes: an always-on floor (an EKS managed node group) and a Karpenter NodePool
     above it up to the ceiling."""
 
@@ -49,13 +47,13 @@ class NodeCapacity(Section):
     notes: list[str]
 
 
-class ColdStartTerm(Section):
+class ColdStartTerm(Data):
     name: str
     seconds: float
     source: str
 
 
-class ColdStart(Section):
+class ColdStart(Data):
     """From a pending pod with no node to a ready replica."""
 
     weights_uri: str = Field(description="Where every pod streams the weights from.")
@@ -76,7 +74,7 @@ class ColdStart(Section):
     headroom_carries_growth: bool
 
 
-class Costs(Section):
+class Costs(Data):
     """Monthly USD (730 h) of one region: GPU nodes at the peak, the trough and over the day
     profile, and what runs beside them."""
 

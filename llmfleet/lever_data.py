@@ -4,21 +4,19 @@ Plain data, built by `lever_report`."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from llmfleet.data import Data
 
 
-class _Data(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PrecisionMemory(_Data):
+class PrecisionMemory(Data):
     precision: str
     weights_gib: float
     saved_vs_bf16: float = Field(description="Share of the BF16 weights saved (0.5 = half).")
     checkpoint: str | None = Field(description="The checkpoint served at it (None: none known).")
 
 
-class SpeedupRow(_Data):
+class SpeedupRow(Data):
     batch: int
     ms_per_token: float = Field(description="Decode-only step without speculation.")
     spec_step_ms: float = Field(description="Verify step with k + 1 tokens per sequence + draft.")
@@ -26,7 +24,7 @@ class SpeedupRow(_Data):
     speedup: float
 
 
-class LeverCost(_Data):
+class LeverCost(Data):
     region: str
     lever: str
     precision: str
@@ -36,7 +34,7 @@ class LeverCost(_Data):
     saves_usd: float | None = Field(description="Against the plain levers on the same hardware.")
 
 
-class LeverReport(_Data):
+class LeverReport(Data):
     seed_claim: str
     memory: list[PrecisionMemory]
     speculative_method: str | None

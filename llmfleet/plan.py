@@ -1,6 +1,6 @@
 """The capacity plan: what the user wants, read from the stack's `llmfleet:plan` config.
 
-Every model is strict (`extra="forbid"`, frozen) so a typo is an error, not a default.
+Every model is `data.Data` (`extra="forbid"`, frozen) so a typo is an error, not a default.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from llmfleet.architecture import KvCacheDtype, Precision
+from llmfleet.data import Data
 from llmfleet.plan_capacity import CapacityPurchase, DayProfile, Startup
-from llmfleet.routing_policy import ApiKey, Dns, Routing, Strict
+from llmfleet.routing_policy import ApiKey, Dns, Routing
 
 
-class ModelSpec(Strict):
+class ModelSpec(Data):
     id: str | None = Field(
         default=None, description="Catalog id or alias, e.g. Llama-3.1-8B-Instruct."
     )
@@ -64,7 +65,7 @@ class ModelSpec(Strict):
         return self
 
 
-class TokenLength(Strict):
+class TokenLength(Data):
     """Tokens per request. A lognormal through the mean and the highest percentile given
     gives any other percentile (`queueing.length_at_percentile`)."""
 
@@ -94,7 +95,7 @@ class TokenLength(Strict):
         return self.p95 if self.p95 is not None else self.mean
 
 
-class Traffic(Strict):
+class Traffic(Data):
     peak_requests_per_s: float = Field(gt=0, description="Fleet-wide peak request rate.")
     trough_requests_per_s: float = Field(gt=0, description="Fleet-wide trough request rate.")
     input_tokens: TokenLength
@@ -110,7 +111,7 @@ class Traffic(Strict):
         return self
 
 
-class Slo(Strict):
+class Slo(Data):
     ttft_ms: float = Field(
         gt=0,
         description="Time to first token at the percentile: the prompt at that percentile of "
@@ -132,7 +133,7 @@ MAX_VPC_PREFIX = 20
 """Smallest new VPC accepted (/20): private subnets of /22, public of /26."""
 
 
-class ExistingVpc(Strict):
+class ExistingVpc(Data):
     vpc_id: str = Field(description="Existing VPC to place the cluster in.")
     private_subnet_ids: list[str] = Field(min_length=2, description="Private subnets in 2+ AZs.")
     load_balancer_cidrs: list[str] | None = Field(
@@ -154,7 +155,7 @@ class ExistingVpc(Strict):
         return cidrs
 
 
-class Region(Strict):
+class Region(Data):
     name: str = Field(description="AWS region, e.g. us-east-1.")
     traffic_share: float = Field(
         ge=0,
@@ -196,7 +197,7 @@ class Region(Strict):
 SpeculativeMethod = Literal["ngram", "eagle", "eagle3", "mtp", "draft_model"]
 
 
-class SpeculativeSpec(Strict):
+class SpeculativeSpec(Data):
     """One speculative-decoding setup the search may try (beside none)."""
 
     method: SpeculativeMethod = Field(description="vLLM speculative-config method.")
@@ -217,7 +218,7 @@ class SpeculativeSpec(Strict):
     )
 
 
-class Allowed(Strict):
+class Allowed(Data):
     instance_types: list[str] | None = Field(default=None, description="Only these instance types.")
     gpus: list[str] | None = Field(default=None, description="Only instances with these GPUs.")
     precisions: list[Precision] | None = Field(
@@ -240,7 +241,7 @@ class Allowed(Strict):
     )
 
 
-class ClusterAccess(Strict):
+class ClusterAccess(Data):
     endpoint_public_access: bool = Field(
         default=True,
         description="Public Kubernetes API endpoint (IAM-authenticated). Needed when "
@@ -265,13 +266,13 @@ class ClusterAccess(Strict):
         return self
 
 
-class PriceOverride(Strict):
+class PriceOverride(Data):
     instance_type: str
     usd_per_hour: float = Field(gt=0)
     region: str | None = Field(default=None, description="One region, or every region if absent.")
 
 
-class CapacityPlan(Strict):
+class CapacityPlan(Data):
     name: str = Field(
         min_length=1,
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",

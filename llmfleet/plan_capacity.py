@@ -11,18 +11,17 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from llmfleet.data import Data
 
 PurchaseType = Literal["on_demand", "reservation", "capacity_block", "spot"]
 RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
 """The EC2NodeClass CRD's pattern for a capacity reservation id (karpenter.k8s.aws/v1)."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-class CapacityPurchase(_Strict):
+class CapacityPurchase(Data):
     """How a region's GPU nodes are bought. The always-on floor is on-demand (or the
     reservation); the burst above it is bought as `type` says."""
 
@@ -83,7 +82,7 @@ class CapacityPurchase(_Strict):
         return self
 
 
-class Startup(_Strict):
+class Startup(Data):
     """What a cold start must carry and what it pulls."""
 
     traffic_growth_per_min: float = Field(
@@ -108,7 +107,7 @@ class Startup(_Strict):
     )
 
 
-class DayProfile(_Strict):
+class DayProfile(Data):
     """The day's traffic shape the daily cost is averaged over (an assumption: state yours)."""
 
     peak_hours: float = Field(default=8, ge=0, le=24, description="Hours a day at the peak.")

@@ -7,14 +7,12 @@ Plain data like `fleet.py` (which holds these under `FleetPlan.resilience` and
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from llmfleet.data import Data
 
 
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class HealthCheck(Section):
+class HealthCheck(Data):
     """The Route53 health check of one region's entry point (`components.GlobalEndpoint`)."""
 
     type: str = Field(description="HTTPS_STR_MATCH (model list) or HTTPS (status only).")
@@ -27,7 +25,7 @@ class HealthCheck(Section):
     reason: str
 
 
-class EntryPoint(Section):
+class EntryPoint(Data):
     """One region's public TLS entry point: an internet-facing ALB made by the AWS Load
     Balancer Controller from the rendered Ingress, with the region's ACM certificate."""
 
@@ -47,14 +45,14 @@ class EntryPoint(Section):
     reasons: list[str]
 
 
-class Absorption(Section):
+class Absorption(Data):
     lost: str
     absorbed_by: str
     requests_per_s: float = Field(description="The lost region's peak re-routed.")
     distance_km: float | None = Field(description="Between the two regions (latency routing).")
 
 
-class LossScenario(Section):
+class LossScenario(Data):
     lost: list[str]
     absorptions: list[Absorption]
     load_requests_per_s: dict[str, float] = Field(description="Per survivor, at the peak.")
@@ -65,7 +63,7 @@ class LossScenario(Section):
     )
 
 
-class RegionFloor(Section):
+class RegionFloor(Data):
     region: str
     capacity_requests_per_s_per_replica: float = Field(description="At the SLO limit.")
     worst_load_requests_per_s: float = Field(description="Its peak plus the most it absorbs.")
@@ -79,7 +77,7 @@ class RegionFloor(Section):
     single_zone: bool = Field(description="Every GPU node in one zone: a zone outage is a loss.")
 
 
-class Recovery(Section):
+class Recovery(Data):
     detection_s: int = Field(description="Health-check interval x failure threshold.")
     ttl_s: int = Field(description="Resolvers may keep the old answer this long.")
     cold_start_s: int = Field(description="A pod's start-up budget, paid where a floor is short.")
@@ -87,7 +85,7 @@ class Recovery(Section):
     explanation: str
 
 
-class Resilience(Section):
+class Resilience(Data):
     policy: str
     primary: str | None
     survive_region_losses: int

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+from llmfleet.data import Data
 
 HEALTH_CHECK_INTERVALS_S = (10, 30)
 """Route53 offers these request intervals only, fixed at creation (RequestInterval)."""
@@ -21,7 +18,7 @@ DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 DNS_NAME = rf"^{DNS_LABEL}(\.{DNS_LABEL})+$"
 
 
-class Dns(Strict):
+class Dns(Data):
     """The global name and its Route53 health checks (`components.GlobalEndpoint`)."""
 
     zone_name: str = Field(
@@ -84,7 +81,7 @@ class Dns(Strict):
         return self
 
 
-class ApiKey(Strict):
+class ApiKey(Data):
     """vLLM API keys: the pods read VLLM_API_KEY from this Secret (vLLM's `--api-key` is
     the same setting; the environment keeps the key out of the rendered ConfigMap)."""
 
@@ -95,7 +92,7 @@ class ApiKey(Strict):
     secret_key: str = Field(default="key", min_length=1, description="Key holding the API key.")
 
 
-class Routing(Strict):
+class Routing(Data):
     """How the global name spreads users over regions, and how many region losses the
     fleet is sized to survive (`llmfleet.resilience`)."""
 
