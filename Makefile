@@ -2,7 +2,7 @@
 PY := venv/bin/python
 STACK ?= dev
 
-.PHONY: all preview plan render check-render test validate-check hardening-check lint bench clean
+.PHONY: all preview plan render check-render test validate-check hardening-check program-check lint bench clean
 
 all: venv/.installed
 
@@ -31,11 +31,16 @@ render: venv/.installed
 check-render: venv/.installed
 	$(PY) -m llmfleet render --check
 
-# `test` leaves out the leave-one-source-out refits (most of a minute) and the hardening
-# tests (property tests, secret hygiene and the policy pack over every stack's preview);
-# `validate-check` and `hardening-check` run exactly those. CI runs all three.
+# `test` (under a minute) leaves out the leave-one-source-out refits (most of a minute),
+# the hardening tests (property tests, secret hygiene and the policy pack over every
+# stack's preview) and the slow program tests (the Pulumi program under mocks, fresh
+# interpreters); `validate-check`, `hardening-check` and `program-check` run exactly
+# those. CI runs all four.
 test: venv/.installed
-	$(PY) -m pytest -m "not validation and not hardening"
+	$(PY) -m pytest -m "not validation and not hardening and not slow"
+
+program-check: venv/.installed
+	$(PY) -m pytest -m slow
 
 validate-check: venv/.installed
 	$(PY) -m pytest -m validation

@@ -16,6 +16,8 @@ from llmfleet.assemble import build_fleet_plan
 from llmfleet.fleet import FleetPlan
 from llmfleet.stack import read_plan
 
+pytestmark = pytest.mark.slow  # runs the Pulumi program under mocks
+
 
 @pytest.fixture(scope="module")
 def prod() -> tuple[FleetPlan, list[dict[str, Any]]]:

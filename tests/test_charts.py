@@ -7,12 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from llmfleet import charts, render
 from llmfleet.curves import curve_batches
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # a fresh interpreter: imports and renders every stack
 def test_charts_are_byte_identical_in_another_process(stack_plans) -> None:
     here = charts.chart_files(stack_plans["dev"])
     code = (

@@ -489,6 +489,7 @@ def test_the_report_explains_each_regions_decisions(stack_plans) -> None:
             assert rule.verdict in report
 
 
+@pytest.mark.slow  # a fresh interpreter: imports and renders every stack
 def test_a_render_in_a_fresh_process_is_byte_identical_to_the_committed_files() -> None:
     # Another interpreter with string hashing unsalted (PYTHONHASHSEED=0) where the committed
     # files' run was salted at random: set or dict order leaking into a file shows here.
