@@ -200,7 +200,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--max-model-len", type=int)
     s.add_argument("--max-num-seqs", type=int)
     s.add_argument("--max-num-batched-tokens", type=int)
-    s.add_argument("--num-requests", type=int, help="offline: how many requests are queued")
+    s.add_argument(
+        "--num-requests",
+        type=int,
+        help="how many requests the run sends: offline, the queue; with --request-rate, the "
+        "run's length (an overloaded run's TTFT grows with it)",
+    )
     s.add_argument(
         "--output-lengths",
         choices=("fixed", "sharegpt"),
