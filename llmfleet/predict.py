@@ -249,6 +249,7 @@ class PredictRequest(BaseModel):
     num_speculative_tokens: int | None = Field(default=None, ge=1, le=10)
     acceptance_rate: float | None = Field(default=None, gt=0, lt=1)
     draft_model: str | None = None
+    enforce_eager: bool = False
 
 
 class PredictResult(Prediction):
@@ -272,6 +273,7 @@ class PredictResult(Prediction):
     fits: bool
     speculative_method: str | None = None
     tokens_per_step: float = 1.0
+    enforce_eager: bool = False
 
 
 @cache
@@ -297,7 +299,7 @@ def run_predict_with(
     from llmfleet import catalog
     from llmfleet.architecture import PRECISIONS, from_config
     from llmfleet.errors import PlanError
-    from llmfleet.memory import budget
+    from llmfleet.memory import budget, kv_dtype_bytes
 
     if req.precision not in PRECISIONS:
         raise PlanError("precision", req.precision, f"use one of {', '.join(PRECISIONS)}")
@@ -331,9 +333,7 @@ def run_predict_with(
         consts,
         req.engine,
         draft_weight_bytes=spec.draft_weight_bytes() if spec else 0.0,
-        draft_kv_bytes_per_token=spec.draft_kv_bytes_per_token(
-            1.0 if req.kv_cache_dtype == "fp8" else 2.0
-        )
+        draft_kv_bytes_per_token=spec.draft_kv_bytes_per_token(kv_dtype_bytes(req.kv_cache_dtype))
         if spec
         else 0.0,
     )
@@ -348,6 +348,7 @@ def run_predict_with(
         consts,
         req.engine,
         speculation,
+        req.enforce_eager,
     )
     load_ = Load(
         input_tokens=req.input_tokens,
@@ -394,4 +395,5 @@ def run_predict_with(
         fits=fits,
         speculative_method=req.speculative_method,
         tokens_per_step=spec.tokens_per_step if spec else 1.0,
+        enforce_eager=req.enforce_eager,
     )
