@@ -76,6 +76,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             num_speculative_tokens=args.num_speculative_tokens,
             acceptance_rate=args.acceptance_rate,
             draft_model=args.draft_model,
+            enforce_eager=args.enforce_eager,
         )
     except ValidationError as e:
         raise ArgumentError(
@@ -200,7 +201,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--max-model-len", type=int)
     s.add_argument("--max-num-seqs", type=int)
     s.add_argument("--max-num-batched-tokens", type=int)
-    s.add_argument("--num-requests", type=int, help="offline: how many requests are queued")
+    s.add_argument(
+        "--num-requests",
+        type=int,
+        help="how many requests the run sends: offline, the queue; with --request-rate, the "
+        "run's length (an overloaded run's TTFT grows with it)",
+    )
+    s.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="vLLM without CUDA graphs: small-batch steps wait on Python's kernel launches",
+    )
     s.add_argument(
         "--output-lengths",
         choices=("fixed", "sharegpt"),

@@ -135,6 +135,9 @@ class VllmArgs(Data):
         description="Bucket families whose default bounds cannot resolve a trigger's threshold.",
     )
     shutdown_timeout: int = Field(description="Seconds to finish in-flight requests on SIGTERM.")
+    enforce_eager: bool | None = Field(
+        default=None, description="True: no CUDA graphs (plan.model.enforce_eager); absent: graphs."
+    )
     load_format: str | None = Field(
         default=None, description="runai_streamer: stream safetensors from S3 to the GPUs."
     )

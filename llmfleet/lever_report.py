@@ -5,6 +5,8 @@ speculative speed-up against batch size on the chosen hardware (the seed claims 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from llmfleet import catalog
 from llmfleet.architecture import PRECISIONS
 from llmfleet.calibration import Constants
@@ -66,8 +68,8 @@ def speedup_rows(choice: Choice, spec: SpecChoice, consts: Constants) -> list[Sp
     t = choice.plan.traffic
     ctx = t.input_tokens.mean + t.output_tokens.mean / 2
     gpu, tp, lv = catalog.gpu(choice.instance.gpu), choice.tp, choice.lever
-    plain = Levers(lv.precision, lv.kv_cache_dtype).step_model(choice.model.arch, gpu, tp, consts)
-    spec_lv = Levers(lv.precision, lv.kv_cache_dtype, spec)
+    plain = replace(lv, spec=None).step_model(choice.model.arch, gpu, tp, consts)
+    spec_lv = replace(lv, spec=spec)
     specd = spec_lv.step_model(choice.model.arch, gpu, tp, consts)
     rows = []
     for b in SPEEDUP_BATCHES:
@@ -92,12 +94,12 @@ def cost_rows(choice: Choice, sizer: Sizer) -> list[LeverCost]:
     lv = choice.lever
     variants = [("none", plain)]
     if lv.precision != plain.precision:
-        variants.append(("precision", Levers(lv.precision, plain.kv_cache_dtype, plain.spec)))
+        variants.append(("precision", replace(plain, precision=lv.precision)))
     if lv.kv_cache_dtype != plain.kv_cache_dtype:
-        variants.append(("kv_cache_dtype", Levers(plain.precision, lv.kv_cache_dtype, plain.spec)))
+        variants.append(("kv_cache_dtype", replace(plain, kv_cache_dtype=lv.kv_cache_dtype)))
     spec = lv.spec or next((v.spec for v in sizer.levers if v.spec), None)
     if spec is not None:  # shown even when not chosen: what speculation would cost here
-        variants.append(("speculative", Levers(plain.precision, plain.kv_cache_dtype, spec)))
+        variants.append(("speculative", replace(plain, spec=spec)))
     variants.append(("chosen", lv))
     base = _cost(choice, sizer, plain)
     out = []

@@ -33,6 +33,7 @@ class Levers:
     precision: str
     kv_cache_dtype: str
     spec: SpecChoice | None = None
+    enforce_eager: bool = False  # plan.model.enforce_eager: a setting, not searched
 
     @property
     def speculative(self) -> str | None:
@@ -45,12 +46,22 @@ class Levers:
 
     def step_model(self, arch: Arch, gpu: Gpu, tp: int, consts: Constants) -> StepModel:
         spec = self.spec.speculation(gpu, tp, self.kv_cache_dtype, consts) if self.spec else None
-        return StepModel(arch, gpu, tp, self.precision, self.kv_cache_dtype, consts, "vllm", spec)
+        return StepModel(
+            arch,
+            gpu,
+            tp,
+            self.precision,
+            self.kv_cache_dtype,
+            consts,
+            "vllm",
+            spec,
+            self.enforce_eager,
+        )
 
 
 def pinned(plan: CapacityPlan) -> Levers:
     """The plan's own model.precision and model.kv_cache_dtype, without speculation."""
-    return Levers(plan.model.precision, plan.model.kv_cache_dtype)
+    return Levers(plan.model.precision, plan.model.kv_cache_dtype, None, plan.model.enforce_eager)
 
 
 def native_precision(model: ResolvedModel) -> str:
@@ -116,7 +127,7 @@ def lever_space(plan: CapacityPlan, model: ResolvedModel) -> list[Levers]:
     for precision in precision_options(plan, model):
         specs: list[SpecChoice | None] = [None, *spec_options(plan, model, precision)]
         for kv in kv_options(plan):
-            out.extend(Levers(precision, kv, s) for s in specs)
+            out.extend(Levers(precision, kv, s, plan.model.enforce_eager) for s in specs)
     return out
 
 

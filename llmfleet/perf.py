@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from llmfleet import eager
 from llmfleet.architecture import Arch
 from llmfleet.calibration import Constants
 from llmfleet.catalog import Gpu
@@ -33,6 +34,7 @@ class StepModel:
     consts: Constants
     engine: str = "vllm"
     speculation: Speculation | None = None
+    enforce_eager: bool = False  # no CUDA graphs: a step waits on Python's kernel launches
 
     @property
     def step_factor(self) -> float:
@@ -101,6 +103,7 @@ class StepModel:
             sequence_overhead_us=self.per_engine(c.sequence_overhead_us),
             factor=self.step_factor,
             overlap=c.roofline_overlap,
+            launch_s=eager.launch_floor_s(a, self.enforce_eager),
         )
 
 
@@ -122,6 +125,7 @@ class StepTerms:
     sequence_overhead_us: float
     factor: float
     overlap: float
+    launch_s: float
 
 
 def expected_tokens(acceptance_rate: float, k: int) -> float:
@@ -159,6 +163,7 @@ class StepTime:
     factor: float = 1.0  # the engine's GPU time relative to vLLM's kernels
     overlap: float = 1.0  # 1: memory and math overlap fully (the ideal roofline)
     draft_s: float = 0.0  # the drafter's k passes (speculative decoding)
+    launch_s: float = 0.0  # host time to launch the step's kernels eagerly (0: CUDA graphs)
 
     @property
     def gpu_s(self) -> float:
@@ -167,7 +172,7 @@ class StepTime:
 
     @property
     def total_s(self) -> float:
-        return self.gpu_s * self.factor + self.overhead_s + self.draft_s
+        return max(self.gpu_s * self.factor, self.launch_s) + self.overhead_s + self.draft_s
 
     @property
     def bound(self) -> str:
@@ -241,7 +246,9 @@ def step_time(
         if prefill:
             first = step_time(spec.draft, decode, decode_context, prefill, prefill_context).total_s
         draft_s = first + (spec.k - 1) * rest
-    return StepTime(memory_s, compute_s, comm_s, overhead_s, t.factor, t.overlap, draft_s)
+    return StepTime(
+        memory_s, compute_s, comm_s, overhead_s, t.factor, t.overlap, draft_s, t.launch_s
+    )
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ class ModelSpec(Data):
         description="Pins the KV cache dtype when given (auto keeps 16-bit KV; fp8 halves "
         "it); when left out the search tries allowed.kv_cache_dtypes.",
     )
+    enforce_eager: bool = Field(
+        default=False, description="vLLM without CUDA graphs: slower small-batch decode."
+    )
 
     @property
     def pins_precision(self) -> bool:

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmfleet import overload
 from llmfleet.architecture import Arch
 from llmfleet.calibration import Constants
 from llmfleet.catalog import Gpu
@@ -33,7 +34,7 @@ class Load(BaseModel):
     output_tokens: int = Field(gt=0)
     concurrency: float | None = Field(default=None, gt=0)
     request_rate: float | None = Field(default=None, gt=0)
-    num_requests: int | None = Field(default=None, gt=0, description="Offline: requests queued.")
+    num_requests: int | None = Field(default=None, gt=0, description="Requests the run sends.")
     output_lengths: OutputLengths = "fixed"
 
     @property
@@ -59,6 +60,9 @@ class Prediction(BaseModel):
     total_tokens_per_s: float
     requests_per_s: float
     saturated: bool
+    overloaded: bool = False  # above capacity (overload.py): TTFT for a run of N, or None
+    capacity_requests_per_s: float | None = None
+    ttft_reason: str | None = None
 
 
 def _decode_cap(mem: MemoryBudget, load: Load, max_num_seqs: int, budget_tokens: int) -> float:
@@ -80,20 +84,20 @@ def predict(
     """Mean TTFT, mean ITL (TPOT) and throughput of one replica in steady state."""
     i, o = load.input_tokens, load.output_tokens
     cap = _decode_cap(mem, load, max_num_seqs, max_num_batched_tokens)
-    saturated = False
+    saturated, rate_cap = False, None
     if load.mode == "offline":
-        # A finite queue of N requests runs at most N at once.
-        decode = min(cap, float(load.num_requests)) if load.num_requests else cap
+        decode = overload.run_batch(cap, load.num_requests)
         saturated = True
     elif load.mode == "concurrency":
         assert load.concurrency is not None
         decode = min(load.concurrency, cap)
         saturated = load.concurrency > cap
     else:
-        assert load.request_rate is not None
-        decode, saturated = _rate_fixed_point(
-            eng, load, load.request_rate, cap, max_num_batched_tokens
-        )
+        rate_cap, over = overload.assess(eng, load, cap, max_num_batched_tokens)
+        if over is not None:
+            return Prediction(mode="rate", **overload.fields(eng, over))
+        run_cap = overload.run_batch(cap, load.num_requests)  # at most the run's requests
+        decode, saturated = _rate_fixed_point(eng, load, run_cap, max_num_batched_tokens)
     decode = max(decode, 1e-9)
     steps = _steps(eng, load, decode, max_num_batched_tokens)
     t = steps.mean_token_s
@@ -138,6 +142,7 @@ def predict(
         total_tokens_per_s=out_s * (i + o) / o,
         requests_per_s=out_s / o,
         saturated=saturated,
+        capacity_requests_per_s=rate_cap,
     )
 
 
@@ -175,10 +180,11 @@ def _length_at(survival: float) -> float:
 
 
 def _rate_fixed_point(
-    eng: StepModel, load: Load, rate: float, cap: float, budget_tokens: int
+    eng: StepModel, load: Load, cap: float, budget_tokens: int
 ) -> tuple[float, bool]:
     """Running decodes D = rate * output * mean_step(D) (Little's law), by bisection."""
-    o = load.output_tokens
+    o, rate = load.output_tokens, load.request_rate
+    assert rate is not None
     if cap < rate * o * _steps(eng, load, cap, budget_tokens).mean_token_s:
         return cap, True
     lo, hi = 0.0, cap
@@ -243,6 +249,7 @@ class PredictRequest(BaseModel):
     num_speculative_tokens: int | None = Field(default=None, ge=1, le=10)
     acceptance_rate: float | None = Field(default=None, gt=0, lt=1)
     draft_model: str | None = None
+    enforce_eager: bool = False
 
 
 class PredictResult(Prediction):
@@ -266,6 +273,7 @@ class PredictResult(Prediction):
     fits: bool
     speculative_method: str | None = None
     tokens_per_step: float = 1.0
+    enforce_eager: bool = False
 
 
 @cache
@@ -291,7 +299,7 @@ def run_predict_with(
     from llmfleet import catalog
     from llmfleet.architecture import PRECISIONS, from_config
     from llmfleet.errors import PlanError
-    from llmfleet.memory import budget
+    from llmfleet.memory import budget, kv_dtype_bytes
 
     if req.precision not in PRECISIONS:
         raise PlanError("precision", req.precision, f"use one of {', '.join(PRECISIONS)}")
@@ -325,9 +333,7 @@ def run_predict_with(
         consts,
         req.engine,
         draft_weight_bytes=spec.draft_weight_bytes() if spec else 0.0,
-        draft_kv_bytes_per_token=spec.draft_kv_bytes_per_token(
-            1.0 if req.kv_cache_dtype == "fp8" else 2.0
-        )
+        draft_kv_bytes_per_token=spec.draft_kv_bytes_per_token(kv_dtype_bytes(req.kv_cache_dtype))
         if spec
         else 0.0,
     )
@@ -342,6 +348,7 @@ def run_predict_with(
         consts,
         req.engine,
         speculation,
+        req.enforce_eager,
     )
     load_ = Load(
         input_tokens=req.input_tokens,
@@ -388,4 +395,5 @@ def run_predict_with(
         fits=fits,
         speculative_method=req.speculative_method,
         tokens_per_step=spec.tokens_per_step if spec else 1.0,
+        enforce_eager=req.enforce_eager,
     )

@@ -134,7 +134,14 @@ def predict_text(r: PredictResult) -> str:
         f"  KV cache {r.kv_cache_tokens:,} tokens ({r.kv_bytes_per_token:,.0f} bytes/token); "
         f"max concurrency {r.max_concurrency:.2f}x at {r.max_model_len:,} tokens",
     ]
-    if r.fits and r.ttft_ms is not None and r.itl_ms is not None:
+    if r.overloaded:
+        lines.append(f"  OVERLOADED: {r.ttft_reason}")
+    if r.fits and r.ttft_ms is None and r.itl_ms is not None:
+        lines.append(
+            f"  batch {r.batch_size:.1f} ({r.step_bound}-bound): TTFT unbounded, ITL "
+            f"{r.itl_ms:.2f} ms, {r.output_tokens_per_s:,.0f} output tok/s at capacity"
+        )
+    elif r.fits and r.ttft_ms is not None and r.itl_ms is not None:
         lines.append(
             f"  batch {r.batch_size:.1f} ({r.step_bound}-bound): TTFT {r.ttft_ms:.1f} ms, ITL "
             f"{r.itl_ms:.2f} ms, {r.output_tokens_per_s:,.0f} output tok/s, "

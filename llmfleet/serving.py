@@ -60,6 +60,7 @@ def vllm_args(choice: Choice, cold: ColdStart) -> fleet.VllmArgs:
         revision=plan.model.revision,
         custom_histogram_buckets=custom_buckets(choice),
         shutdown_timeout=math.ceil(longest_request_s(choice)) + 5,
+        enforce_eager=True if plan.model.enforce_eager else None,
     )
 
 
