@@ -129,8 +129,6 @@ def raise_floors(
                 replicas_without_resilience=r.model_dump(),
                 nodes_without_resilience=c.nodes.model_dump(),
                 monthly_cost_usd_without_resilience=round(c.monthly_cost_usd, 2),
-                node_zones=[],
-                single_zone=False,
             )
         )
     return raised, floors
@@ -188,21 +186,11 @@ def resilience(
     scenarios = [scenario(plan, lost, regions, rec) for lost in loss_sets(plan)]
     if rec is not None and scenarios:
         rec = rec.model_copy(update={"worst_s": max(s.recovery_s or 0 for s in scenarios)})
-    by_name = {r.region: r for r in regions}
-    zoned = [
-        f.model_copy(
-            update={
-                "node_zones": by_name[f.region].node_zones,
-                "single_zone": len(by_name[f.region].node_zones) < 2,
-            }
-        )
-        for f in floors
-    ]
     flags = [
-        f"{f.region}: every GPU node sits in one zone ({', '.join(f.node_zones)}), the only "
-        "one offering the instance there; a zone outage takes the whole region"
-        for f in zoned
-        if f.single_zone
+        f"{r.region}: every GPU node sits in one zone ({', '.join(r.capacity.node_zone_ids)}), "
+        "the only one offering the instance there; a zone outage takes the whole region"
+        for r in regions
+        if r.capacity.single_zone
     ]
     if plan.dns is None and len(plan.regions) > 1:
         flags.append("no dns: nothing re-routes users when a region is lost")
@@ -215,11 +203,11 @@ def resilience(
         survive_region_losses=plan.survive_region_losses,
         warm_share=plan.routing.warm_share,
         scenarios=scenarios,
-        regions=zoned,
+        regions=list(floors),
         recovery=rec,
         monthly_cost_usd_without_resilience=round(without, 2),
         flags=flags,
-        reasons=_reasons(plan, zoned),
+        reasons=_reasons(plan, list(floors)),
     )
 
 

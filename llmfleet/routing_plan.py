@@ -73,8 +73,6 @@ class RegionFloor(Data):
     replicas_without_resilience: dict[str, int]
     nodes_without_resilience: dict[str, int]
     monthly_cost_usd_without_resilience: float
-    node_zones: list[str]
-    single_zone: bool = Field(description="Every GPU node in one zone: a zone outage is a loss.")
 
 
 class Recovery(Data):

@@ -166,7 +166,7 @@ def test_a_short_warm_floor_adds_the_cold_start_to_the_recovery() -> None:
 
 def test_a_region_whose_gpus_sit_in_one_zone_is_flagged() -> None:
     fp = build_fleet_plan(read_plan("prod"))
-    single = [f.region for f in fp.resilience.regions if f.single_zone]
+    single = [r.region for r in fp.regions if r.capacity.single_zone]
     assert single == ["us-east-1"]
     assert any(
         f.startswith("us-east-1: every GPU node sits in one zone") for f in fp.resilience.flags
