@@ -15,6 +15,7 @@ from llmfleet.fleet import FleetPlan, RegionPlan
 
 DCGM_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE")
 """DCGM exporter default counters (etc/default-counters.csv of dcgm-exporter 4.8.2)."""
+DCGM_LABELS = ("util %", "FB used MiB", "power W")
 PANEL_WIDTH = 12
 PANEL_HEIGHT = 8
 
@@ -82,9 +83,8 @@ def panel_queries(fleet: FleetPlan, region: RegionPlan) -> list[Panel]:
             ("min", f"vector({region.replicas.min})"),
         ]),
         ("GPU utilisation and memory (DCGM)", "short", [
-            ("util % {{Hostname}} gpu {{gpu}}", f"DCGM_FI_DEV_GPU_UTIL{gpu_sel}"),
-            ("FB used MiB {{Hostname}} gpu {{gpu}}", f"DCGM_FI_DEV_FB_USED{gpu_sel}"),
-            ("power W {{Hostname}} gpu {{gpu}}", f"DCGM_FI_DEV_POWER_USAGE{gpu_sel}"),
+            (f"{label} {{{{Hostname}}}} gpu {{{{gpu}}}}", f"{metric}{gpu_sel}")
+            for label, metric in zip(DCGM_LABELS, DCGM_METRICS, strict=True)
         ]),
     ]
 

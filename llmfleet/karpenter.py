@@ -35,7 +35,6 @@ ROOT_DEVICE = "/dev/xvda"
 IMDS_HOP_LIMIT = 2
 """As the managed node groups: pods behind the node's network namespace need the second hop."""
 POOL_LABEL = "llmfleet.io/pool"
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
 
 def cluster_name(fleet_name: str, region: str) -> str:
