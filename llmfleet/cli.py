@@ -91,7 +91,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    with gc_paused():  # also while importing components/ (the Pulumi SDKs): see gc_pause
+    # Also while importing components/ (the Pulumi SDKs); the command ends after it: see gc_pause.
+    with gc_paused(until_exit=True):
         # components/ holds the Pulumi code; the pure core imports it only for this command.
         from components.preview import run_program
 

@@ -31,3 +31,14 @@ def test_collection_comes_back_when_the_block_raises() -> None:
     except KeyError:
         pass
     assert gc.isenabled()
+
+
+def test_a_block_whose_objects_live_until_exit_is_frozen_not_collected() -> None:
+    before = gc.get_freeze_count()
+    try:
+        with gc_paused(until_exit=True):
+            kept = [[i] for i in range(1000)]
+        assert gc.get_freeze_count() >= before + len(kept)
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()

@@ -23,7 +23,7 @@ from components.preview import PreviewResult, format_preview, run_preview, run_p
 from llmfleet import render
 from llmfleet.assemble import build_fleet_plan
 from llmfleet.cli import main
-from llmfleet.errors import StackError
+from llmfleet.errors import ProgramError, StackError
 from llmfleet.fleet import FleetPlan, RegionPlan
 from llmfleet.render import RENDERED_DIR
 from llmfleet.stack import parse_plan, read_stack_config
@@ -567,6 +567,19 @@ def test_a_bad_plan_fails_the_preview_with_the_plan_error() -> None:
     config["llmfleet:plan"]["regions"][0]["vpc_cidr"] = "10.40.0.0/24"
     with pytest.raises(StackError, match=r"plan\.regions\.0\.vpc_cidr = '10.40.0.0/24'"):
         run_preview("dev", config)
+
+
+def test_an_error_raised_while_the_program_settles_fails_the_preview(monkeypatch) -> None:
+    """The zone lookup resolves after the program body returns: an account without the GPU's
+    zone fails inside an output, and that error still reaches the caller."""
+    from components.preview import routing
+
+    def without_zones(region: str) -> dict[str, Any]:
+        return {"id": region, "names": [], "zoneIds": [], "groupNames": []}
+
+    monkeypatch.setattr(routing, "availability_zones", without_zones)
+    with pytest.raises(ProgramError, match="not available to this account"):
+        run_preview("dev")
 
 
 # --- Kubernetes: the rendered documents, the cluster add-ons ---------------------------------
