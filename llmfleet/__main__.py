@@ -1,3 +1,3 @@
 from llmfleet.cli import main
 
-raise SystemExit(main())
+raise SystemExit(main(ends_process=True))

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -91,8 +92,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    # Also while importing components/ (the Pulumi SDKs); the command ends after it: see gc_pause.
-    with gc_paused(until_exit=True):
+    with gc_paused():  # also while importing components/ (the Pulumi SDKs): see gc_pause
         # components/ holds the Pulumi code; the pure core imports it only for this command.
         from components.preview import run_program
 
@@ -281,11 +281,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, ends_process: bool = False) -> int:
+    """Run one command. `ends_process`: the interpreter exits after it (`python -m llmfleet`,
+    the `llmfleet` script), so the command runs without cycle collections and what it
+    allocated is frozen, not walked, before exit (gc_pause: render of prod 3.4 -> 2.2 s)."""
     args = parser().parse_args(argv)
     try:
-        code: int = args.func(args)
+        with gc_paused(until_exit=True) if ends_process else nullcontext():
+            code: int = args.func(args)
         return code
     except LlmfleetError as e:
         print(f"llmfleet: error: {e}", file=sys.stderr)
         return 2
+
+
+def entry() -> int:
+    """The `llmfleet` console script."""
+    return main(ends_process=True)
