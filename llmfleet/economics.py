@@ -13,6 +13,7 @@ from typing import Literal
 
 from llmfleet import catalog
 from llmfleet.fleet import FleetPlan, RegionPlan
+from llmfleet.units import HOURS_PER_MONTH
 
 Load = Literal["peak", "trough"]
 OVERRIDE_PREFIX = "plan.prices"
@@ -20,9 +21,11 @@ OVERRIDE_PREFIX = "plan.prices"
 
 
 def region_usd_per_hour(rp: RegionPlan, load: Load) -> float:
-    """GPU nodes running at that load (desired at the peak, min at the trough) x price."""
-    nodes = rp.nodes.desired if load == "peak" else rp.nodes.min
-    return nodes * rp.price_usd_per_hour
+    """The region's GPU nodes at that load (desired at the peak, min at the trough) as their
+    purchase bills them: the RegionPlan's monthly figure (costs.gpu_usd_per_hour: spot above
+    the floor, a reservation paid used or not, ...) per hour."""
+    monthly = rp.monthly_cost_usd if load == "peak" else rp.monthly_cost_usd_at_trough
+    return monthly / HOURS_PER_MONTH
 
 
 def output_tokens_per_hour(fp: FleetPlan, rp: RegionPlan, load: Load) -> float:

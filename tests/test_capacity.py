@@ -7,7 +7,7 @@ import pytest
 from plans import make_plan
 from test_karpenter import problems
 
-from llmfleet import cli, karpenter
+from llmfleet import cli, economics, karpenter
 from llmfleet.assemble import build_fleet_plan
 from llmfleet.errors import LlmfleetError, PlanError, UnknownNameError
 
@@ -182,6 +182,11 @@ def test_spot_burst_is_costed_at_the_plans_spot_price_above_an_on_demand_floor()
     floor, peak = rp.capacity.floor_nodes, rp.nodes.desired
     assert floor == 1 and peak >= 2
     assert rp.costs.gpu_peak == pytest.approx((55.04 + (peak - 1) * 20.0) * 730)
+    # the report's and the diff's cost per token bill the spot nodes at the spot price too
+    tokens_per_h = rp.peak_requests_per_s * fp.traffic.output_tokens.mean * 3600
+    assert economics.usd_per_million_output_tokens(fp, rp, "peak") == pytest.approx(
+        (55.04 + (peak - 1) * 20.0) / tokens_per_h * 1e6
+    )
     assert {q.quota_code for q in rp.capacity.quotas} == {"L-417A185B", "L-7212CCBC"}
     spot = next(q for q in rp.capacity.quotas if q.quota_code == "L-7212CCBC")
     assert spot.vcpus_needed == (peak - 1) * 192

@@ -98,19 +98,19 @@ def test_doubling_the_peak_changes_only_the_replica_ceilings_in_the_manifests(pe
     assert "+  maxReplicaCount: " in d.rendered_diff
 
 
-def test_cost_per_million_output_tokens_is_node_hours_over_tokens(stack_plans) -> None:
+def test_cost_per_million_output_tokens_is_the_billed_gpu_hours_over_tokens(stack_plans) -> None:
     fp = stack_plans["prod"]
     rp = fp.regions[0].model_copy(
         update={
-            "price_usd_per_hour": 100.0,
-            "nodes": fp.regions[0].nodes.model_copy(update={"min": 1, "desired": 3}),
+            "monthly_cost_usd": 3 * 100.0 * 730,  # 3 nodes billed $100/h at the peak
+            "monthly_cost_usd_at_trough": 1 * 100.0 * 730,
             "peak_requests_per_s": 100.0,
             "trough_requests_per_s": 20.0,
         }
     )
-    # peak: 3 nodes x $100/h over 100 req/s x 300 output tokens x 3600 s = 108 M tokens/h
+    # peak: $300/h over 100 req/s x 300 output tokens x 3600 s = 108 M tokens/h
     assert economics.usd_per_million_output_tokens(fp, rp, "peak") == pytest.approx(300 / 108)
-    # trough: 1 node x $100/h over 20 x 300 x 3600 = 21.6 M tokens/h
+    # trough: $100/h over 20 x 300 x 3600 = 21.6 M tokens/h
     assert economics.usd_per_million_output_tokens(fp, rp, "trough") == pytest.approx(100 / 21.6)
 
 
