@@ -71,7 +71,7 @@ def build_fleet_plan(
     # Stage 4: floors that survive a lost region, then each region's entry point.
     choices, floors = raise_floors(plan, [choice for choice, _ in searched])
     regions = [
-        _with_routing(plan, region_plan(choice, alts, consts, pessimistic), floor)
+        _with_routing(plan, region_plan(choice, alts, consts, pessimistic, floor), floor)
         for choice, (_, alts), floor in zip(choices, searched, floors, strict=True)
     ]
     check_fleet_size(regions)

@@ -19,6 +19,7 @@ from llmfleet.errors import PlanError
 from llmfleet.floors import floors
 from llmfleet.lever_section import chosen_levers, download_gib
 from llmfleet.risk import risk
+from llmfleet.routing_plan import RegionFloor
 from llmfleet.serving import serving
 from llmfleet.sizing import itl_percentile_s, predict_at, ttft_prompt_tokens
 from llmfleet.workload import workload
@@ -143,15 +144,17 @@ def region_plan(
     alternatives: list[fleet.Alternative],
     consts: Constants,
     pessimistic: Constants,
+    stage4: RegionFloor | None = None,
 ) -> fleet.RegionPlan:
-    """The region's section of the FleetPlan, from the search's choice."""
+    """The region's section of the FleetPlan, from the search's choice (and, when stage 4
+    raised its floor, why)."""
     plan, region, inst = choice.plan, choice.region, choice.instance
     field = f"regions[{plan.regions.index(region)}]"
     weights_gib = download_gib(choice)
     node_zones = catalog.zones(region.name, inst.instance_type)[:MAX_ZONES]
     gpu_zone_ids = node_zone_ids(region, field, inst.instance_type)
     zone_ids = cluster_zone_ids(region.name, gpu_zone_ids)
-    floor = floors(choice)
+    floor = floors(choice, stage4)
     cold = cold_start(choice, weights_gib)
     work = workload(plan, inst)
     capacity = node_capacity(

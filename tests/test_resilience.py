@@ -144,6 +144,17 @@ def test_prod_keeps_a_warm_floor_for_the_worst_loss_it_absorbs() -> None:
     assert fp.region("eu-north-1").replicas.model_dump() == {"min": 2, "desired": 6, "max": 6}
 
 
+def test_a_floor_raised_by_stage_4_says_so_and_a_trough_floor_names_the_trough() -> None:
+    fp = build_fleet_plan(read_plan("prod"))
+    [east] = [n for n in fp.region("us-east-1").capacity.notes if n.startswith("floor:")]
+    assert east.startswith("floor: stage 4 keeps 10 replica(s) warm, above the 2 the trough")
+    assert "with us-west-2 lost this region carries 240 req/s" in east
+    [eu] = [n for n in fp.region("eu-north-1").capacity.notes if n.startswith("floor:")]
+    assert eu == (
+        "floor: the trough (12.00 req/s) needs 2 replica(s) with 20% headroom, on 2 node(s)"
+    )
+
+
 def test_the_report_shows_the_cost_with_and_without_resilience() -> None:
     fp = build_fleet_plan(read_plan("prod"))
     assert fp.resilience.monthly_cost_usd_without_resilience < fp.monthly_cost_usd
