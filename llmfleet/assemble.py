@@ -21,7 +21,7 @@ from llmfleet.plan import CapacityPlan
 from llmfleet.plan_checks import check_plan
 from llmfleet.quotas import check_fleet_size
 from llmfleet.region_plan import region_plan
-from llmfleet.resilience import raise_floors, resilience
+from llmfleet.resilience import region_floors, resilience
 from llmfleet.routing_plan import RegionFloor
 from llmfleet.stack import REPO_ROOT
 from llmfleet.units import GIB
@@ -68,8 +68,10 @@ def build_fleet_plan(
     model = resolve_model(plan, base_dir)
     sizer = Sizer(plan, model, consts)
     searched = [choose_region(plan, model, region, consts, sizer) for region in plan.regions]
-    # Stage 4: floors that survive a lost region, then each region's entry point.
-    choices, floors = raise_floors(plan, [choice for choice, _ in searched])
+    # Stage 4: the search sized each region to survive the losses it absorbs; record the
+    # floors, then give each region its entry point.
+    choices = [choice for choice, _ in searched]
+    floors = region_floors(plan, choices)
     regions = [
         _with_routing(plan, region_plan(choice, alts, consts, pessimistic, floor), floor)
         for choice, (_, alts), floor in zip(choices, searched, floors, strict=True)

@@ -18,10 +18,11 @@ from pydantic import BaseModel, ConfigDict
 from llmfleet.assemble import build_fleet_plan, sizing_constants
 from llmfleet.calibration import load as load_constants
 from llmfleet.errors import PlanError
+from llmfleet.loss_loads import reroute
 from llmfleet.models import resolve_model
 from llmfleet.optimizer import choose_region
 from llmfleet.plan import CapacityPlan
-from llmfleet.resilience import reroute, warm_at_peak
+from llmfleet.resilience import warm_at_peak
 from llmfleet.routing_plan import Absorption
 from llmfleet.sizing import itl_percentile_s, predict_at
 

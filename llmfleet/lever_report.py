@@ -15,7 +15,7 @@ from llmfleet.choice import Choice
 from llmfleet.lever_data import LeverCost, LeverReport, PrecisionMemory, SpeedupRow
 from llmfleet.levers import Levers, native_precision
 from llmfleet.models import ResolvedModel
-from llmfleet.optimizer import Sizer, nodes_for, replicas_for
+from llmfleet.optimizer import Sizer, nodes_for
 from llmfleet.perf import step_time
 from llmfleet.plan import CapacityPlan
 from llmfleet.sizing import Rejection
@@ -124,7 +124,7 @@ def _cost(choice: Choice, sizer: Sizer, levers: Levers) -> float | None:
     sized = sizer(choice.instance, choice.tp, levers)
     if isinstance(sized, Rejection):
         return None
-    replicas = replicas_for(choice.plan, choice.region, sized.capacity_rps)
+    replicas = sizer.replicas(choice.region, sized.capacity_rps)
     nodes = nodes_for(replicas, choice.replicas_per_node)
     return nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH
 

@@ -4,9 +4,10 @@ speculation) and keep the cheapest.
 Candidates are the allowed instance types offered in the region with a price, each at
 every TP and every point of the lever space (`levers.lever_space`); each is sized by
 `sizing.size_replica` (memoised per instance type, TP and levers: regions share them);
-replicas cover the region's peak share with headroom; nodes pack replicas; the cheapest
-monthly cost wins (ties: fewer GPUs, then more spare capacity, then name, then the plainer
-levers). The search only chooses: `assemble` turns the choice into a FleetPlan.
+replicas cover the region's peak share with headroom, raised for the region losses it must
+survive (`loss_loads`); nodes pack replicas; the cheapest monthly cost wins (ties: fewer
+GPUs, then more spare capacity, then name, then the plainer levers). The search only
+chooses: `assemble` turns the choice into a FleetPlan.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from llmfleet.calibration import Constants
 from llmfleet.catalog import Instance
 from llmfleet.choice import Choice
 from llmfleet.levers import Levers, lever_space
+from llmfleet.loss_loads import LossLoad, loss_loads, raise_replicas
 from llmfleet.models import ResolvedModel
 from llmfleet.plan import CapacityPlan, Region
 from llmfleet.sizing import Rejection, ReplicaSizing, capacity_upper_bound, size_replica
@@ -64,6 +66,18 @@ def replicas_for(plan: CapacityPlan, region: Region, capacity_rps: float) -> fle
     return fleet.MinDesiredMax(min=low, desired=desired, max=desired)
 
 
+def deployed_replicas(
+    plan: CapacityPlan,
+    region: Region,
+    capacity_rps: float,
+    loads: dict[str, LossLoad] | None = None,
+) -> fleet.MinDesiredMax:
+    """Replicas for the region's trough and peak, raised for the worst region loss it must
+    survive (stage 4): every candidate, lever and risk figure is priced as it would run."""
+    load = (loads if loads is not None else loss_loads(plan))[region.name]
+    return raise_replicas(replicas_for(plan, region, capacity_rps), capacity_rps, load)
+
+
 def nodes_for(replicas: fleet.MinDesiredMax, per_node: int) -> fleet.MinDesiredMax:
     def n(r: int) -> int:
         return math.ceil(r / per_node)
@@ -80,6 +94,7 @@ class Sizer:
     def __init__(self, plan: CapacityPlan, model: ResolvedModel, consts: Constants) -> None:
         self.plan, self.model, self.consts = plan, model, consts
         self.levers = lever_space(plan, model)
+        self.loads = loss_loads(plan)
         self._memo: dict[tuple[str, int, Levers], ReplicaSizing | Rejection] = {}
         self._bound: dict[tuple[str, int, Levers, bool], float] = {}
 
@@ -100,8 +115,11 @@ class Sizer:
         cap = self.bound(inst, tp, levers, slo)
         if cap <= 0:
             return 0.0
-        nodes = nodes_for(replicas_for(self.plan, region, cap), inst.gpu_count // tp)
+        nodes = nodes_for(self.replicas(region, cap), inst.gpu_count // tp)
         return nodes.desired * price * HOURS_PER_MONTH
+
+    def replicas(self, region: Region, capacity_rps: float) -> fleet.MinDesiredMax:
+        return deployed_replicas(self.plan, region, capacity_rps, self.loads)
 
     def __call__(self, inst: Instance, tp: int, levers: Levers) -> ReplicaSizing | Rejection:
         key = (inst.instance_type, tp, levers)
@@ -143,7 +161,7 @@ def choose_region(
         if isinstance(result, Rejection):
             rejected.append(((inst, tp, levers), result))
             continue
-        replicas = replicas_for(plan, region, result.capacity_rps)
+        replicas = size.replicas(region, result.capacity_rps)
         cost = nodes_for(replicas, inst.gpu_count // tp).desired * price[0] * HOURS_PER_MONTH
         cheapest = min(cheapest, cost)
         options.append(

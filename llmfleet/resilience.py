@@ -1,28 +1,25 @@
-"""Sizing that survives a lost region: for every allowed set of lost regions, re-route the
-peak as the routing policy would, and raise each survivor's warm floor (replicas.min, and
-with it the node floor) so it carries its share plus what it absorbs at the SLO.
+"""Stage 4's section of the FleetPlan: every allowed set of lost regions re-routed
+(loss_loads), each survivor's warm floor (replicas.min, and with it the node floor) carrying
+its share plus `warm_share` of what it absorbs at the SLO-limit rate (the plan's headroom is
+spent during a loss), its max covering all of the worst load, and the recovery time.
 
-Latency routing sends a lost region's users to the nearest surviving region (`geo`);
-failover sends everyone to the secondary when the primary is lost. A region's floor carries
-its own peak plus `warm_share` of the worst load it absorbs, at the replica's SLO-limit
-rate (the plan's headroom is spent during a loss); its max covers all of the worst load.
-Recovery = health-check interval x failure threshold + TTL, plus a cold start wherever a
-floor is short. The choice of instance is the region's own (cheapest for its share); only
-its replica counts change.
+The search already priced every candidate with those raised replicas, so a region's
+instance is the cheapest that survives the loss, not the cheapest for its own share; this
+module reports the floors beside the counts and cost without resilience. Recovery =
+health-check interval x failure threshold + TTL, plus a cold start wherever a floor is short.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Sequence
-from itertools import combinations
 
-from llmfleet import fleet, geo
+from llmfleet import fleet
 from llmfleet.choice import Choice
-from llmfleet.optimizer import nodes_for
+from llmfleet.loss_loads import loss_loads, loss_sets, primary, replicas_at_limit, reroute
+from llmfleet.optimizer import nodes_for, replicas_for
 from llmfleet.plan import CapacityPlan
-from llmfleet.routing_plan import Absorption, LossScenario, Recovery, RegionFloor, Resilience
+from llmfleet.routing_plan import LossScenario, Recovery, RegionFloor, Resilience
+from llmfleet.units import HOURS_PER_MONTH
 
 ALIAS_TTL_S = 60
 """Route53 answers an alias to an Elastic Load Balancer with the load balancer's TTL, 60 s
@@ -30,60 +27,16 @@ ALIAS_TTL_S = 60
 CNAME_TTL_S = 60
 
 
-def loss_sets(plan: CapacityPlan) -> list[tuple[str, ...]]:
-    """Every set of 1..survive_region_losses lost regions, in plan order."""
-    names = [r.name for r in plan.regions]
-    return [c for k in range(1, plan.survive_region_losses + 1) for c in combinations(names, k)]
-
-
-def primary(plan: CapacityPlan) -> str | None:
-    if plan.routing.policy != "failover":
-        return None
-    return plan.routing.primary or plan.regions[0].name
-
-
-def reroute(plan: CapacityPlan, lost: Sequence[str]) -> tuple[dict[str, float], list[Absorption]]:
-    """Peak requests/s per surviving region after `lost` drop out, and who absorbed whom."""
-    peak = plan.traffic.peak_requests_per_s
-    share = {r.name: r.traffic_share for r in plan.regions}
-    survivors = [r.name for r in plan.regions if r.name not in lost]
-    load = {s: peak * share[s] for s in survivors}
-    moved: list[Absorption] = []
-    first = primary(plan)
-    for gone in (r.name for r in plan.regions if r.name in lost):
-        if share[gone] == 0 or not survivors:
-            continue
-        if first is not None:
-            to, km = survivors[0], None
-        else:
-            to = geo.nearest(gone, survivors)
-            km = round(geo.distance_km(gone, to), 0)
-        load[to] += peak * share[gone]
-        moved.append(
-            Absorption(
-                lost=gone,
-                absorbed_by=to,
-                requests_per_s=round(peak * share[gone], 4),
-                distance_km=km,
-            )
-        )
-    return load, moved
-
-
-def _replicas(load_rps: float, capacity_rps: float) -> int:
-    return max(1, math.ceil(load_rps / capacity_rps - 1e-9))
-
-
 def warm_at_peak(plan: CapacityPlan, region: fleet.RegionPlan) -> int:
     """Replicas running when a loss hits at the peak: the warm floor, or what the region
     runs for its own peak (the KEDA target keeps the headroom), whichever is more."""
     usable = region.predicted.requests_per_s * (1 - plan.headroom)
-    return max(region.replicas.min, _replicas(region.peak_requests_per_s, usable))
+    return max(region.replicas.min, replicas_at_limit(region.peak_requests_per_s, usable))
 
 
 def replicas_for_load(load_rps: float, region: fleet.RegionPlan) -> int:
     """Replicas a load needs at the SLO-limit rate of one replica."""
-    return _replicas(load_rps, region.predicted.requests_per_s)
+    return replicas_at_limit(load_rps, region.predicted.requests_per_s)
 
 
 def cold_start_s(region: fleet.RegionPlan) -> int:
@@ -91,47 +44,32 @@ def cold_start_s(region: fleet.RegionPlan) -> int:
     return region.serving.startup_budget_s
 
 
-def raise_floors(
-    plan: CapacityPlan, choices: Sequence[Choice]
-) -> tuple[list[Choice], list[RegionFloor]]:
-    """Each choice with its replicas and nodes raised for the worst loss it survives."""
-    raised: list[Choice] = []
+def region_floors(plan: CapacityPlan, choices: Sequence[Choice]) -> list[RegionFloor]:
+    """What stage 4 did to each chosen region: the search priced every candidate with the
+    replicas it needs to survive a loss (loss_loads.raise_replicas), so the choice carries
+    the raised counts; this records them beside the counts without resilience."""
+    loads = loss_loads(plan)
     floors: list[RegionFloor] = []
-    scenarios = [reroute(plan, lost) + (lost,) for lost in loss_sets(plan)]
     for c in choices:
-        name, cap = c.region.name, c.sizing.capacity_rps
-        own = c.peak_requests_per_s
-        worst, warm_load = own, own
-        worst_lost: tuple[str, ...] = ()
-        for load, _, lost in scenarios:
-            if name in load and load[name] > worst + 1e-9:
-                worst, worst_lost = load[name], lost
-                warm_load = max(warm_load, own + plan.routing.warm_share * (load[name] - own))
-        needed = _replicas(worst, cap)
-        warm = _replicas(warm_load, cap) if worst_lost else c.replicas.min
-        r = c.replicas
-        replicas = fleet.MinDesiredMax(
-            min=max(r.min, warm), desired=max(r.desired, warm), max=max(r.max, needed, warm)
-        )
-        raised.append(
-            dataclasses.replace(
-                c, replicas=replicas, nodes=nodes_for(replicas, c.replicas_per_node)
-            )
-        )
+        load, cap = loads[c.region.name], c.sizing.capacity_rps
+        own = replicas_for(plan, c.region, cap)
+        own_nodes = nodes_for(own, c.replicas_per_node)
         floors.append(
             RegionFloor(
-                region=name,
+                region=c.region.name,
                 capacity_requests_per_s_per_replica=round(cap, 3),
-                worst_load_requests_per_s=round(worst, 4),
-                worst_case_lost=list(worst_lost),
-                replicas_needed=needed,
-                warm_replicas=replicas.min,
-                replicas_without_resilience=r.model_dump(),
-                nodes_without_resilience=c.nodes.model_dump(),
-                monthly_cost_usd_without_resilience=round(c.monthly_cost_usd, 2),
+                worst_load_requests_per_s=round(load.worst_rps, 4),
+                worst_case_lost=list(load.worst_lost),
+                replicas_needed=replicas_at_limit(load.worst_rps, cap),
+                warm_replicas=c.replicas.min,
+                replicas_without_resilience=own.model_dump(),
+                nodes_without_resilience=own_nodes.model_dump(),
+                monthly_cost_usd_without_resilience=round(
+                    own_nodes.desired * c.price_usd_per_hour * HOURS_PER_MONTH, 2
+                ),
             )
         )
-    return raised, floors
+    return floors
 
 
 def recovery(plan: CapacityPlan, regions: Sequence[fleet.RegionPlan]) -> Recovery | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from llmfleet import catalog, fleet
 from llmfleet.calibration import Constants
 from llmfleet.choice import Choice
-from llmfleet.optimizer import nodes_for, replicas_for
+from llmfleet.optimizer import deployed_replicas, nodes_for
 from llmfleet.sizing import Rejection, size_replica
 from llmfleet.units import HOURS_PER_MONTH
 
@@ -29,7 +29,7 @@ def risk(choice: Choice, expected: fleet.Predicted, pessimistic: Constants) -> f
         outcome = f"at the p90 step time {inst.instance_type} TP {choice.tp} cannot hold the "
         outcome += f"SLO ({sized.reason}); confidence: pessimistic searches the others"
     else:
-        rep = replicas_for(plan, choice.region, sized.capacity_rps)
+        rep = deployed_replicas(plan, choice.region, sized.capacity_rps)
         nodes = nodes_for(rep, choice.replicas_per_node)
         replicas = rep.desired
         cost = round(nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH, 2)

@@ -13,8 +13,8 @@ from llmfleet.assemble import build_fleet_plan
 from llmfleet.cli import main
 from llmfleet.drill import drill, parse_lost
 from llmfleet.errors import PlanError, StackError
+from llmfleet.loss_loads import loss_sets, reroute
 from llmfleet.plan import CapacityPlan
-from llmfleet.resilience import loss_sets, reroute
 from llmfleet.stack import parse_plan, read_plan, read_stack_config
 
 DNS = {"zone_name": "example.com", "record_name": "llm.example.com"}
@@ -142,6 +142,25 @@ def test_prod_keeps_a_warm_floor_for_the_worst_loss_it_absorbs() -> None:
     assert fp.region("us-east-1").nodes.min == 5
     # eu-north-1 is nobody's nearest survivor: unchanged.
     assert fp.region("eu-north-1").replicas.model_dump() == {"min": 2, "desired": 6, "max": 6}
+
+
+def test_the_search_prices_a_survivor_with_the_loss_it_absorbs() -> None:
+    # us-east-2 carries 10% of 10 req/s; alone, one g6e.xlarge ($1,359/month) is cheapest.
+    regions = [
+        {"name": "us-east-1", "traffic_share": 0.9},
+        {"name": "us-east-2", "traffic_share": 0.1},
+    ]
+    alone = build_fleet_plan(
+        make_plan(regions=regions, **{"routing.survive_region_losses": 0})
+    ).region("us-east-2")
+    assert (alone.instance_type, alone.monthly_cost_usd) == ("g6e.xlarge", 1358.53)
+    # Surviving us-east-1's loss it must carry all 10 req/s at the SLO limit: five g6e.xlarge
+    # ($6,792.65) or one p5.4xlarge (one H100 at 14.8 req/s, $6.88/h x 730 = $5,022.40).
+    fp = build_fleet_plan(make_plan(regions=regions, **{"routing.survive_region_losses": 1}))
+    east2 = fp.region("us-east-2")
+    assert (east2.instance_type, east2.monthly_cost_usd) == ("p5.4xlarge", 5022.4)
+    g6e = next(a for a in east2.alternatives if a.instance_type == "g6e.xlarge" and a.feasible)
+    assert (g6e.monthly_cost_usd, g6e.reason) == (6792.65, "1.35x the cost (5 x g6e.xlarge)")
 
 
 def test_a_floor_raised_by_stage_4_says_so_and_a_trough_floor_names_the_trough() -> None:
