@@ -18,6 +18,7 @@ from llmfleet.curves import batch_curve
 from llmfleet.errors import PlanError
 from llmfleet.floors import floors
 from llmfleet.lever_section import chosen_levers, download_gib
+from llmfleet.optimizer import replicas_for
 from llmfleet.risk import risk
 from llmfleet.routing_plan import RegionFloor
 from llmfleet.serving import serving
@@ -120,6 +121,7 @@ def reasons(choice: Choice) -> list[str]:
     limit_itl_ms = itl_percentile_s(plan, s.steps) * 1000
     given = {95: plan.traffic.input_tokens.p95, 99: plan.traffic.input_tokens.p99}.get(int(p))
     prompt_from = "as given" if given else "lognormal through the plan's mean and percentiles"
+    own = replicas_for(plan, choice.region, s.capacity_rps).desired
     return [
         f"{inst.instance_type} at TP {choice.tp}: weights {mem.weights_gib_per_gpu:.1f} GiB per "
         f"GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = {mem.kv_cache_tokens:,} tokens",
@@ -130,9 +132,14 @@ def reasons(choice: Choice) -> list[str]:
         f"TTFT p{p:g} is for the p{p:g} prompt ({ttft_prompt_tokens(plan):,} tokens, "
         f"{prompt_from}) plus the prefill-queue wait at that percentile",
         f"one replica sustains {s.capacity_rps:.2f} req/s inside TTFT {plan.slo.ttft_ms:g} ms and "
-        f"ITL {plan.slo.itl_ms:g} ms; with {plan.headroom:.0%} headroom {choice.replicas.desired} "
-        f"replicas carry the peak {choice.peak_requests_per_s:.2f} req/s "
-        f"({choice.peak_requests_per_s_per_replica:.2f} each)",
+        f"ITL {plan.slo.itl_ms:g} ms; with {plan.headroom:.0%} headroom {own} replicas carry "
+        f"the peak {choice.peak_requests_per_s:.2f} req/s"
+        + (
+            f"; {choice.replicas.desired} run for the region losses it survives (below), "
+            f"{choice.peak_requests_per_s_per_replica:.2f} req/s each at its own peak"
+            if choice.replicas.desired > own
+            else f" ({choice.peak_requests_per_s_per_replica:.2f} each)"
+        ),
         f"{choice.replicas_per_node} replica(s) per {inst.gpu_count}-GPU node -> "
         f"{choice.nodes.desired} nodes at ${choice.price_usd_per_hour:.3f}/h "
         f"({choice.price_source})",
