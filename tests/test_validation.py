@@ -24,24 +24,26 @@ from llmfleet.measurements import (
 from llmfleet.validation import validation_report
 
 # Median absolute percentage error on vLLM rows, leave one source out (README.md: KV
-# capacity 5.0 %, ITL 21 %, output throughput 19 %, TTFT 26 %, end-to-end latency 19 %).
+# capacity 5.0 %, ITL 20 %, output throughput 18 %, TTFT 25 %, end-to-end latency 18 %).
 PINNED_LOSO_MEDIAN = {
-    "e2e_latency_ms": 19.1,
-    "itl_ms": 20.7,
+    "e2e_latency_ms": 17.9,
+    "itl_ms": 20.0,
     "kv_cache_gib": 5.0,
     "kv_cache_tokens": 5.4,
-    "output_tokens_per_s": 18.8,
-    "ttft_ms": 25.8,
+    "output_tokens_per_s": 18.3,
+    "ttft_ms": 25.5,
 }
-# The same, in sample (README.md: KV capacity 5.0 %, ITL 12 %, output throughput 11 %,
-# TTFT 23 %, end-to-end latency 8 %).
+# The same, in sample (README.md: KV capacity 5.0 %, ITL 12 %, output throughput 13 %,
+# TTFT 21 %, end-to-end latency 7 %). ITL and throughput rose (12.0 -> 12.2, 11.4 -> 12.6 %)
+# when S20's early-stopped outputs were read at their measured length (134 tokens, not the
+# 200 asked): the held-out figures all fell; the data, not the model, moved.
 PINNED_IN_SAMPLE_MEDIAN = {
-    "e2e_latency_ms": 7.8,
-    "itl_ms": 12.0,
+    "e2e_latency_ms": 7.5,
+    "itl_ms": 12.3,
     "kv_cache_gib": 5.0,
     "kv_cache_tokens": 5.5,
-    "output_tokens_per_s": 11.4,
-    "ttft_ms": 22.8,
+    "output_tokens_per_s": 12.7,
+    "ttft_ms": 21.2,
 }
 
 
@@ -87,10 +89,11 @@ def test_held_out_error_stays_at_or_under_the_level_reached(held_out, metric):
 
 
 @pytest.mark.validation
-def test_vllm_ci_latency_runs_are_predicted_within_6_7_percent_held_out(held_out):
+def test_vllm_ci_latency_runs_are_predicted_within_7_percent_held_out(held_out):
     # S41: benchmark_latency, one batch of 8 prompts (32 in, 128 out) on A100, H100, H200,
-    # predicted with constants fitted without S41; README.md states "within 7 %"
-    assert held_out["by_source_held_out"]["S41"]["e2e_latency_ms"]["median_ape"] <= 6.7
+    # predicted with constants fitted without S41; README.md states "within 7 %" (6.96 %:
+    # 6.6 % before S20's outputs were read at their measured length moved the other folds)
+    assert held_out["by_source_held_out"]["S41"]["e2e_latency_ms"]["median_ape"] <= 7.0
 
 
 ROW = {
@@ -249,3 +252,24 @@ def test_validate_json_keeps_its_keys(tmp_path, capsys):
         "rows",
         "skipped",
     ]
+
+
+def test_outputs_that_stopped_early_are_read_from_the_runs_own_token_rates():
+    # S20 row 1036: random 4000 in / 200 out without ignore_eos; 463.35 output and 14,247.47
+    # total tok/s give 4000 x 463.35 / 13,784.12 = 134.5 output tokens a request.
+    m = parse_row(
+        {
+            **ROW,
+            "input_len": "4000",
+            "output_len": "200",
+            "output_tok_s": "463.35",
+            "total_tok_s": "14247.47",
+        }
+    )
+    assert (m.request.input_tokens, m.request.output_tokens) == (4000, 134)
+
+
+def test_outputs_as_asked_keep_the_nominal_length():
+    # 1000 in, 100 out at 900 output tok/s: the total 9,900 tok/s gives exactly 100
+    m = parse_row({**ROW, "total_tok_s": "9900"})
+    assert m.request.output_tokens == 100
