@@ -5,11 +5,10 @@ whose kernels take microseconds, then waits on the host instead of the GPU: the 
 takes at least `EAGER_LAYER_LAUNCH_US` per layer. Long prefill chunks, whose GPU time is
 far above that floor, are unchanged.
 
-Memory: no CUDA-graph pool is captured. The KV budget (memory.budget) is vLLM's
-accounting as fitted on measured rows, whose releases (before 0.21) allocated the pool
-on top of gpu_memory_utilization, never inside the KV budget: so it holds no graph pool
-and an eager run predicts the same KV cache as a graph run. (From 0.21 the pool, ~0.3-0.4
-GiB per GPU, comes out of the KV budget; modelling that changes every graph-run plan.)
+Memory: no CUDA-graph pool is captured. The pinned release (from vLLM 0.21 on) takes the
+pool, ~0.4 GiB per GPU, out of the KV budget of a graph run (`releases.graph_pool_gib`),
+so an eager run keeps that much more KV cache. The measured rows' releases (before 0.21)
+allocated the pool on top of gpu_memory_utilization, so their KV budgets hold none.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmfleet import catalog
+from llmfleet import catalog, releases
 from llmfleet.errors import LlmfleetError, MeasurementsError
 from llmfleet.predict import PredictRequest
 
@@ -95,15 +95,6 @@ class Measurement:
     measured: dict[str, float]
     legacy: bool = False  # a vLLM release of the V0 engine era (before 0.8): not fitted on
 
-
-# vLLM 0.8 made the V1 engine the default (0.11 removed V0); llmfleet deploys a V1 release.
-V1_ENGINE = (0, 8)
-
-
-def engine_release(text: str) -> tuple[int, int] | None:
-    """(major, minor) of an engine version as a row states it ("v0.11.0", "0.5.4 (...)")."""
-    m = re.match(r"\s*v?(\d+)\.(\d+)", text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 @dataclass
@@ -252,9 +243,10 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
             max_num_batched_tokens=_int(r.get("max_num_batched_tokens", "")),
             num_requests=num_requests,
             output_lengths="sharegpt" if "sharegpt" in r["workload"].lower() else "fixed",
+            engine_version=r.get("engine_version", ""),  # "" (not stated): an old release
         )
     except ValueError as e:
         return f"row does not parse: {e}"
-    release = engine_release(r.get("engine_version", ""))
-    legacy = engine == "vllm" and release is not None and release < V1_ENGINE
+    release = releases.release(r.get("engine_version", ""))
+    legacy = engine == "vllm" and release is not None and release < releases.V1_ENGINE
     return Measurement(r["row_id"], r["source_id"], engine, req, measured, legacy)

@@ -86,10 +86,13 @@ def budget(
     engine: str = "vllm",
     draft_weight_bytes: float = 0.0,
     draft_kv_bytes_per_token: float = 0.0,
+    graph_pool_gib: float = 0.0,
 ) -> MemoryBudget:
     """vLLM and SGLang take a fraction of total memory for weights + KV; TensorRT-LLM's
     kv_cache_free_gpu_mem_fraction is a fraction of what is free after the weights.
-    A speculative drafter adds its weights and its KV per token (sharded like the target's)."""
+    A speculative drafter adds its weights and its KV per token (sharded like the target's).
+    `graph_pool_gib`: the CUDA-graph pool a vLLM release reserves inside the fraction
+    (`releases.graph_pool_gib`)."""
     total = cuda_total_gib(gpu, consts)
     weights = (arch.weight_bytes(precision, tp) + draft_weight_bytes) / tp / GIB
     act = activation_gib(arch, tp, max_num_seqs, max_num_batched_tokens, consts)
@@ -100,7 +103,7 @@ def budget(
         requested = weights + act + non_torch + kv_gib
     else:
         requested = gpu_memory_utilization * total
-        kv_gib = requested - weights - act - non_torch
+        kv_gib = requested - weights - act - non_torch - graph_pool_gib
     kv_b = kv_dtype_bytes(kv_cache_dtype)
     per_token = arch.kv_bytes_per_token(kv_b) + draft_kv_bytes_per_token
     per_token_gpu = per_token / arch.kv_shards(tp)

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmfleet import overload
+from llmfleet import overload, releases
 from llmfleet.architecture import Arch
 from llmfleet.calibration import Constants
 from llmfleet.catalog import Gpu
@@ -250,6 +250,7 @@ class PredictRequest(BaseModel):
     acceptance_rate: float | None = Field(default=None, gt=0, lt=1)
     draft_model: str | None = None
     enforce_eager: bool = False
+    engine_version: str | None = None  # the release measured (validate); None: the pinned one
 
 
 class PredictResult(Prediction):
@@ -336,6 +337,7 @@ def run_predict_with(
         draft_kv_bytes_per_token=spec.draft_kv_bytes_per_token(kv_dtype_bytes(req.kv_cache_dtype))
         if spec
         else 0.0,
+        graph_pool_gib=releases.graph_pool_gib(req.engine, req.engine_version, req.enforce_eager),
     )
     tp = req.tensor_parallel_size
     speculation = spec.speculation(gpu, tp, req.kv_cache_dtype, consts) if spec else None

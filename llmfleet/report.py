@@ -116,11 +116,12 @@ def fleet_text(fp: FleetPlan) -> str:
 
 
 def _kv_pool(gib_per_gpu: float) -> str:
-    """The KV pool, or by how much the weights and activations overrun the usable memory."""
+    """The KV pool, or by how much the weights, activations and runtime overrun the usable
+    memory."""
     if gib_per_gpu >= 0:
         return f"KV pool {gib_per_gpu:.2f} GiB/GPU"
     return (
-        f"no KV pool: weights and activations exceed the usable memory by "
+        f"no KV pool: weights, activations and runtime exceed the usable memory by "
         f"{-gib_per_gpu:.2f} GiB/GPU (more GPUs, a smaller precision or a larger GPU)"
     )
 

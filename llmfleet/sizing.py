@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from llmfleet import releases
 from llmfleet.architecture import Arch
 from llmfleet.calibration import Constants
 from llmfleet.catalog import Gpu, Instance
@@ -113,6 +114,7 @@ def memory_for(
         draft_kv_bytes_per_token=spec.draft_kv_bytes_per_token(kv_dtype_bytes(lv.kv_cache_dtype))
         if spec
         else 0.0,
+        graph_pool_gib=releases.graph_pool_gib("vllm", None, lv.enforce_eager),  # pinned release
     )
 
 

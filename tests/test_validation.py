@@ -11,11 +11,11 @@ import json
 
 import pytest
 
+from llmfleet import releases
 from llmfleet.calibration import load, load_prior
 from llmfleet.cli import main
 from llmfleet.measurements import (
     REQUIRED_COLUMNS,
-    engine_release,
     load_measurements,
     normalize_gpu,
     normalize_precision,
@@ -212,7 +212,7 @@ def test_server_flags_and_the_prompt_count_a_row_states_reach_the_prediction():
     [("v0.11.0", (0, 11)), ("0.5.4 (stated in benchmark_v0.md)", (0, 5)), ("not stated", None)],
 )
 def test_engine_releases_are_read_from_the_version_a_row_states(text, release):
-    assert engine_release(text) == release
+    assert releases.release(text) == release
 
 
 def test_rows_of_v0_era_vllm_are_predicted_but_not_fitted_on():
