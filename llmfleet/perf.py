@@ -284,6 +284,13 @@ class MixedSteps:
         With speculation a step's accepted tokens arrive together: the gap is still a step."""
         return self.mixed_s if self.mixed_share > 0 else self.decode_only_s
 
+    def others(self, decode: float) -> MixedSteps:
+        """The steps a request sees after its first token: they carry the prefill chunks of
+        the other running requests, not its own (that is in its TTFT), so a share
+        (D - 1) / D of the mixed steps; one request alone decodes undisturbed."""
+        share = self.mixed_share * max(0.0, decode - 1) / max(decode, 1.0)
+        return MixedSteps(self.decode_only_s, self.mixed_s, share, self.tokens_per_step)
+
     def tpot_percentile_s(self, output_tokens: int, percentile: float) -> float:
         """A request's mean inter-token time at a percentile: binomial count of mixed steps."""
         f = min(1.0, self.mixed_share)
@@ -307,13 +314,18 @@ def mixed_steps(
 
 
 def prefill_s(eng: StepModel, decode: float, context: float, prompt: int, chunk: int) -> float:
-    """Time to prefill one prompt in chunks of `chunk` tokens beside `decode` running sequences."""
+    """Time to prefill one prompt in chunks of `chunk` tokens beside `decode` running sequences.
+
+    Chunk j starts at j * chunk and attends causally from there: the full chunks' starts
+    average (full - 1) * chunk / 2, the last (partial) chunk starts at full * chunk, so the
+    attention adds up to the unchunked prompt's (prompt^2 / 2 per layer and head dimension).
+    A step's attention and prefix read are linear in the start, so the mean start is exact."""
     full, rest = divmod(prompt, chunk)
     t = 0.0
     if full:
-        t += full * step_time(eng, decode, context, chunk, prompt / 2).total_s
+        t += full * step_time(eng, decode, context, chunk, (full - 1) * chunk / 2).total_s
     if rest:
-        t += step_time(eng, decode, context, rest, prompt - rest / 2).total_s
+        t += step_time(eng, decode, context, rest, full * chunk).total_s
     return t
 
 

@@ -100,7 +100,7 @@ def predict(
         decode, saturated = _rate_fixed_point(eng, load, run_cap, max_num_batched_tokens)
     decode = max(decode, 1e-9)
     steps = _steps(eng, load, decode, max_num_batched_tokens)
-    t = steps.mean_token_s
+    t, tpot = steps.mean_token_s, steps.others(decode).mean_token_s  # the run's; a request's
     req_s = decode / (o * t)
     out_s = decode / t
     chunk = max(1, int(max_num_batched_tokens - decode))
@@ -116,7 +116,9 @@ def predict(
             out_s = n * o / _burst_duration_s(eng, load, n, decode, req_s, chunk, steps)
     elif load.mode == "concurrency":
         assert load.concurrency is not None
-        ttft = service * (1 + rho / (2 * (1 - rho)))
+        # A client's request queues behind the other clients' prefills, never its own.
+        others = min(steps.others(decode).mixed_share, 0.999)
+        ttft = service * (1 + others / (2 * (1 - others)))
         if load.num_requests:
             n = load.num_requests
             # A benchmark of n requests from C clients starts with all C at once: that
@@ -136,8 +138,8 @@ def predict(
         prefill_tokens_per_step=decode * i / o,
         step_bound=bound,
         ttft_ms=ttft * 1000,
-        itl_ms=t * 1000,
-        e2e_latency_ms=(ttft + (o - 1) * t) * 1000,
+        itl_ms=tpot * 1000,
+        e2e_latency_ms=(ttft + (o - 1) * tpot) * 1000,
         output_tokens_per_s=out_s,
         total_tokens_per_s=out_s * (i + o) / o,
         requests_per_s=out_s / o,

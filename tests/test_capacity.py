@@ -233,7 +233,7 @@ def test_the_trough_cost_is_the_floor_the_fleet_keeps(stack_plans) -> None:
 def test_the_pdb_fits_a_node_replacement_where_the_other_replicas_carry_the_peak(
     stack_plans,
 ) -> None:
-    # prod us-east-1: 9 of its 10 (warm-floor) replicas x 24.29 req/s = 219 req/s >= the
+    # prod us-east-1: 9 of its 10 (warm-floor) replicas x 24.31 req/s = 219 req/s >= the
     # 135 req/s peak (162 %)
     [note] = [n for n in stack_plans["prod"].region("us-east-1").capacity.notes if "Budget" in n]
     assert "fits: during a node replacement (919 s, one cold start) 9 replica(s) carry 162%" in note
