@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmfleet import overload, releases
 from llmfleet.architecture import Arch
 from llmfleet.calibration import Constants
-from llmfleet.catalog import Gpu
 from llmfleet.memory import MemoryBudget
 from llmfleet.perf import MixedSteps, StepModel, mixed_steps, prefill_s, step_time
 from llmfleet.speculative import from_flags
@@ -201,29 +200,6 @@ def _rate_fixed_point(
 
 # ---- one configuration, end to end: what `llmfleet predict` and `llmfleet validate` call ----
 
-# vLLM's `vllm serve` defaults (EngineArgs.get_batch_defaults, recorded in
-# catalog/vllm/vllm-<version>.json): GPUs of 70 GiB or more, except A100s, get a bigger
-# batch and token budget, and 160 GiB or more a bigger budget still.
-LARGE_GPU_GIB = 70
-HUGE_GPU_GIB = 160
-
-
-def _large(gpu: Gpu) -> bool:
-    return gpu.memory_gib >= LARGE_GPU_GIB and not gpu.gpu.startswith("A100")
-
-
-def default_max_num_seqs(gpu: Gpu, engine: str = "vllm") -> int:
-    if engine == "trtllm":
-        return 2048  # trtllm-bench / trtllm-serve max_batch_size default
-    return 1024 if _large(gpu) else 256
-
-
-def default_max_num_batched_tokens(gpu: Gpu) -> int:
-    if gpu.memory_gib >= HUGE_GPU_GIB:
-        return 16384
-    return 8192 if _large(gpu) else 2048
-
-
 EngineName = Literal["vllm", "trtllm", "sglang"]
 ENGINES: tuple[str, ...] = ("vllm", "trtllm", "sglang")
 
@@ -321,8 +297,8 @@ def run_predict_with(
     flags = (req.speculative_method, req.num_speculative_tokens, req.acceptance_rate)
     spec = from_flags(*flags, req.draft_model, name, arch, req.precision)
     max_len = req.max_model_len or arch.max_context
-    seqs = req.max_num_seqs or default_max_num_seqs(gpu, req.engine)
-    budget_tokens = req.max_num_batched_tokens or default_max_num_batched_tokens(gpu)
+    seqs = req.max_num_seqs or releases.default_max_num_seqs(gpu, req.engine)
+    budget_tokens = req.max_num_batched_tokens or releases.default_max_num_batched_tokens(gpu)
     mem = budget(
         arch,
         gpu,

@@ -1,4 +1,5 @@
-"""Which vLLM release a prediction is for, and what changed between releases.
+"""Which vLLM release a prediction is for, what changed between releases, and the pinned
+release's serving defaults.
 
 Predictions and plans are for the pinned release (`catalog.vllm_release.VLLM_VERSION`);
 the published measurements come from older ones (0.8-0.19). Two stated terms keep the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import re
 
+from llmfleet.catalog import Gpu
 from llmfleet.catalog.vllm_release import VLLM_VERSION
 
 V1_ENGINE = (0, 8)
@@ -44,3 +46,26 @@ def graph_pool_gib(engine: str, version: str | None, enforce_eager: bool) -> flo
     r = release(version)
     reserves = engine == "vllm" and r is not None and r >= GRAPH_POOL_PROFILED
     return CUDA_GRAPH_POOL_GIB if reserves and not enforce_eager else 0.0
+
+
+# vLLM's `vllm serve` defaults (EngineArgs.get_batch_defaults, recorded in
+# catalog/vllm/vllm-<version>.json): GPUs of 70 GiB or more, except A100s, get a bigger
+# batch and token budget, and 160 GiB or more a bigger budget still.
+LARGE_GPU_GIB = 70
+HUGE_GPU_GIB = 160
+
+
+def _large(gpu: Gpu) -> bool:
+    return gpu.memory_gib >= LARGE_GPU_GIB and not gpu.gpu.startswith("A100")
+
+
+def default_max_num_seqs(gpu: Gpu, engine: str = "vllm") -> int:
+    if engine == "trtllm":
+        return 2048  # trtllm-bench / trtllm-serve max_batch_size default
+    return 1024 if _large(gpu) else 256
+
+
+def default_max_num_batched_tokens(gpu: Gpu) -> int:
+    if gpu.memory_gib >= HUGE_GPU_GIB:
+        return 16384
+    return 8192 if _large(gpu) else 2048
