@@ -61,17 +61,16 @@ def reroute(plan: CapacityPlan, lost: Sequence[str]) -> tuple[dict[str, float], 
 
 @dataclass(frozen=True)
 class LossLoad:
-    """One region's peak, the most it carries in any loss, and what it keeps warm for it."""
+    """The most a region carries in any loss, and what it keeps warm for it."""
 
-    own_rps: float
     worst_rps: float  # its peak plus the most it absorbs
     warm_rps: float  # its peak plus routing.warm_share of what it absorbs
     worst_lost: tuple[str, ...]  # () when it absorbs nothing
 
 
 def loss_loads(plan: CapacityPlan) -> dict[str, LossLoad]:
-    scenarios = [reroute(plan, lost)[0] for lost in loss_sets(plan)]
     lost_sets = loss_sets(plan)
+    scenarios = [reroute(plan, lost)[0] for lost in lost_sets]
     out: dict[str, LossLoad] = {}
     for region in plan.regions:
         own = plan.traffic.peak_requests_per_s * region.traffic_share
@@ -81,7 +80,7 @@ def loss_loads(plan: CapacityPlan) -> dict[str, LossLoad]:
             if region.name in load and load[region.name] > worst + 1e-9:
                 worst, worst_lost = load[region.name], lost
                 warm = max(warm, own + plan.routing.warm_share * (load[region.name] - own))
-        out[region.name] = LossLoad(own, worst, warm, worst_lost)
+        out[region.name] = LossLoad(worst, warm, worst_lost)
     return out
 
 

@@ -18,7 +18,6 @@ from llmfleet.curves import batch_curve
 from llmfleet.errors import PlanError
 from llmfleet.floors import floors
 from llmfleet.lever_section import chosen_levers, download_gib
-from llmfleet.optimizer import replicas_for
 from llmfleet.risk import risk
 from llmfleet.routing_plan import RegionFloor
 from llmfleet.serving import serving
@@ -114,14 +113,14 @@ def system_pool() -> fleet.SystemPool:
     )
 
 
-def reasons(choice: Choice) -> list[str]:
+def reasons(choice: Choice, stage4: RegionFloor | None = None) -> list[str]:
     plan, s, inst, mem = choice.plan, choice.sizing, choice.instance, choice.sizing.memory
     p = plan.slo.percentile
     itl_name = "longest token gap" if plan.slo.itl == "token_gap" else f"TPOT p{p:g}"
     limit_itl_ms = itl_percentile_s(plan, s.steps) * 1000
     given = {95: plan.traffic.input_tokens.p95, 99: plan.traffic.input_tokens.p99}.get(int(p))
     prompt_from = "as given" if given else "lognormal through the plan's mean and percentiles"
-    own = replicas_for(plan, choice.region, s.capacity_rps).desired
+    own = stage4.replicas_without_resilience["desired"] if stage4 else choice.replicas.desired
     return [
         f"{inst.instance_type} at TP {choice.tp}: weights {mem.weights_gib_per_gpu:.1f} GiB per "
         f"GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = {mem.kv_cache_tokens:,} tokens",
@@ -219,7 +218,7 @@ def region_plan(
         vpc_id=region.network.vpc_id if region.network else None,
         private_subnet_ids=region.network.private_subnet_ids if region.network else None,
         vpc_cidr=region.vpc_cidr,
-        reasons=reasons(choice),
+        reasons=reasons(choice, stage4),
         alternatives=alternatives,
         levers=chosen_levers(choice),
         alerts=region_alerts(plan, choice.replicas, serve, work),
