@@ -4,7 +4,10 @@ Charts live beside REPORT.md (`charts/*.svg`) and are committed with the rest of
 so they must diff cleanly: fixed figure sizes and fonts, text kept as text
 (`svg.fonttype: none`), a fixed `svg.hashsalt` for element ids, and no date or version in
 the metadata. matplotlib is imported only when a chart is drawn (its import is slow), and a
-chart is drawn once per process for a given set of numbers.
+chart is drawn once per process for a given set of numbers. Each file carries a stamp of
+what drew it (its numbers, matplotlib's version and this module's code), so `llmfleet
+render` reuses a file on disk whose stamp matches instead of drawing it again (`render
+--check` always draws).
 
 Nothing is computed here: the batch curve is `RegionPlan.batch_curve` (curves.py), the
 memory split is `RegionPlan.memory`, the costs are the RegionPlan's.
@@ -12,11 +15,15 @@ memory split is `RegionPlan.memory`, the costs are the RegionPlan's.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.metadata import version
+from pathlib import Path
 from typing import Any, cast
 
 from llmfleet.fleet import FleetPlan, RegionPlan
@@ -70,8 +77,9 @@ def chart_index(fp: FleetPlan) -> list[Chart]:
     return charts
 
 
-def chart_files(fp: FleetPlan) -> dict[str, str]:
-    """`charts/<name>.svg` -> SVG text for every chart of `chart_index`."""
+def chart_files(fp: FleetPlan, drawn: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`charts/<name>.svg` -> SVG text for every chart of `chart_index`. `drawn`: the files
+    already on disk (same paths); one whose stamp matches is kept rather than drawn again."""
     files: dict[str, str] = {}
     for chart in chart_index(fp):
         if chart.region is None:
@@ -79,8 +87,32 @@ def chart_files(fp: FleetPlan) -> dict[str, str]:
             spec = _cost_spec(fp) if kind == "cost" else _memory_spec(fp)
         else:
             kind, spec = "batch", _batch_spec(fp, fp.region(chart.region))
-        files[chart.path] = _svg(kind, json.dumps(spec, sort_keys=True))
+        spec_json = json.dumps(spec, sort_keys=True)
+        stamp = _stamp(kind, spec_json)
+        old = (drawn or {}).get(chart.path)
+        files[chart.path] = old if old and stamp_of(old) == stamp else _svg(kind, spec_json)
     return files
+
+
+STAMP = "<!-- llmfleet chart "
+
+
+@lru_cache(maxsize=1)
+def _drawer() -> str:
+    """What draws a chart besides its numbers: matplotlib's release and this module."""
+    return version("matplotlib") + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def _stamp(kind: str, spec_json: str) -> str:
+    return hashlib.sha256(f"{kind}\n{spec_json}\n{_drawer()}".encode()).hexdigest()[:16]
+
+
+def stamp_of(svg: str) -> str | None:
+    """The stamp on a drawn chart's second line (after the XML declaration), if any."""
+    lines = svg.split("\n", 2)
+    if len(lines) < 2 or not lines[1].startswith(STAMP):
+        return None
+    return lines[1].removeprefix(STAMP).removesuffix(" -->")
 
 
 # --- what each chart shows (plain numbers, the cache key) -----------------------------------
@@ -143,7 +175,8 @@ def _svg(kind: str, spec_json: str) -> str:
     with matplotlib.rc_context(cast(Any, STYLE)):
         out = io.StringIO()
         _figure(kind, json.loads(spec_json)).savefig(out, format="svg", metadata=METADATA)
-    text = out.getvalue()
+    declaration, rest = out.getvalue().split("\n", 1)
+    text = f"{declaration}\n{STAMP}{_stamp(kind, spec_json)} -->\n{rest}"
     return text if text.endswith("\n") else text + "\n"
 
 

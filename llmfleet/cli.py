@@ -143,8 +143,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     envs = [args.stack] if args.stack else list_stacks()
     drifted: list[str] = []
     for env in envs:
-        files = render.render_stack(build_fleet_plan(read_plan(env)))
         root = out / env
+        # `--check` draws every chart; a write keeps those whose stamp still matches.
+        drawn = {} if args.check else render.drawn_charts(root)
+        files = render.render_stack(build_fleet_plan(read_plan(env)), drawn)
         if args.check:
             drifted += render.drift(files, root).lines(root)
         else:

@@ -294,15 +294,16 @@ def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
     return files
 
 
-def render_stack(fleet: FleetPlan) -> dict[str, str]:
-    """Every file of a stack, relative to rendered/<env>/, sorted by path."""
+def render_stack(fleet: FleetPlan, drawn: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every file of a stack, relative to rendered/<env>/, sorted by path. `drawn`: charts
+    already on disk, reused where their stamp matches (`drawn_charts`)."""
     files: dict[str, str] = {}
     per_region: dict[str, list[str]] = {}
     for region in fleet.regions:
         produced = region_files(fleet, region)
         files.update(produced)
         per_region[region.region] = sorted(produced)
-    files.update(charts.chart_files(fleet))
+    files.update(charts.chart_files(fleet, drawn))
     files[REPORT] = _template(
         "REPORT.md.j2",
         fleet=fleet,
@@ -312,6 +313,14 @@ def render_stack(fleet: FleetPlan) -> dict[str, str]:
         image_notes=image_notes(fleet.startup),
     )
     return dict(sorted(files.items()))
+
+
+def drawn_charts(root: Path) -> dict[str, str]:
+    """The charts under `root` (rendered/<env>/), by their path relative to it."""
+    folder = root / charts.CHARTS_DIR
+    if not folder.is_dir():
+        return {}
+    return {f"{charts.CHARTS_DIR}/{p.name}": p.read_text() for p in sorted(folder.glob("*.svg"))}
 
 
 def review_context(fp: FleetPlan) -> dict[str, Any]:

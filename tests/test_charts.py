@@ -73,3 +73,39 @@ def test_curve_batches_span_one_to_twice_the_operating_point_within_the_kv_pool(
     # the KV pool holds 200 mean sequences: 1..200 in 3 points (step 99.5), plus 150
     assert curve_batches(150, 200, points=3) == [1, 101, 150, 200]
     assert curve_batches(1, 1) == [1]
+
+
+def test_a_chart_whose_numbers_have_not_changed_is_reused_not_drawn(
+    stack_plans, monkeypatch
+) -> None:
+    drawn = charts.chart_files(stack_plans["dev"])
+    assert all(charts.stamp_of(text) for text in drawn.values())
+
+    def no_drawing(*_: object) -> None:
+        raise AssertionError("drew a chart whose stamp matched")
+
+    monkeypatch.setattr(charts, "_figure", no_drawing)
+    charts._svg.cache_clear()
+    assert charts.chart_files(stack_plans["dev"], drawn) == drawn
+
+
+def test_a_chart_whose_numbers_changed_is_drawn_again(stack_plans) -> None:
+    fp = stack_plans["dev"]
+    drawn = charts.chart_files(fp)
+    region = fp.regions[0].model_copy(update={"monthly_cost_usd": 1.0})
+    cheaper = fp.model_copy(update={"regions": [region]})
+    again = charts.chart_files(cheaper, drawn)
+    assert again["charts/cost.svg"] != drawn["charts/cost.svg"]  # the cost bars moved
+    assert charts.stamp_of(again["charts/cost.svg"]) != charts.stamp_of(drawn["charts/cost.svg"])
+    assert again["charts/memory.svg"] == drawn["charts/memory.svg"]
+
+
+def test_render_check_draws_every_chart_so_an_edited_one_is_drift(tmp_path, capsys) -> None:
+    from llmfleet.cli import main
+
+    out = tmp_path / "rendered"
+    assert main(["render", "--stack", "dev", "--out", str(out)]) == 0
+    chart = out / "dev" / "charts" / "cost.svg"
+    chart.write_text(chart.read_text().replace("<svg", "<svg data-edited='1'", 1))
+    assert main(["render", "--stack", "dev", "--out", str(out), "--check"]) == 1
+    assert "charts/cost.svg" in capsys.readouterr().err
