@@ -3,8 +3,8 @@
 import pulumi
 
 from components.fleet import Fleet, FleetArgs
-from llmfleet.assemble import build_fleet_plan
-from llmfleet.stack import parse_plan
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.plan.stacks import parse_plan
 
 config = pulumi.Config("llmfleet")
 plan = parse_plan(config.require_object("plan"))

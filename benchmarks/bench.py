@@ -21,13 +21,13 @@ import tracemalloc
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from llmfleet.assemble import build_fleet_plan
-from llmfleet.calibrate import fit_all
-from llmfleet.calibration import load, load_prior
-from llmfleet.measurements import load_measurements
-from llmfleet.predict import PredictRequest, run_predict
-from llmfleet.stack import list_stacks, read_plan
-from llmfleet.validation import predict_rows
+from llmfleet.calibration.fit import fit_all
+from llmfleet.calibration.measurements import load_measurements
+from llmfleet.calibration.rows import predict_rows
+from llmfleet.catalog.constants import load, load_prior
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.perf.replica import PredictRequest, run_predict
+from llmfleet.plan.stacks import list_stacks, read_plan
 
 
 def timed(label: str, fn: Callable[[], object], repeat: int) -> None:
@@ -63,7 +63,7 @@ def timed_cli(label: str, argvs: Sequence[Sequence[str]], repeat: int) -> None:
 def sdk_modules() -> list[str]:
     """The Pulumi SDK packages the prod program loads (pulumi_aws and pulumi_kubernetes load
     their service packages lazily, on first use), found by running it once here."""
-    from components.preview import run_program
+    from components.preview.run import run_program
 
     run_program("prod")
     lazy = "_LazyModule"

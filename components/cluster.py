@@ -43,9 +43,9 @@ import pulumi_kubernetes as k8s
 from components import iam
 from components.network import Network, NetworkArgs, subnets_in_zones
 from llmfleet.errors import PlanError, ProgramError
-from llmfleet.fleet import RegionPlan
-from llmfleet.karpenter import DISCOVERY_TAG
-from llmfleet.plan import ClusterAccess
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.outputs.karpenter import DISCOVERY_TAG
+from llmfleet.plan.cluster import ClusterAccess
 
 LOG_TYPES = ("api", "audit", "authenticator")
 VPC_CNI_ADDON = "vpc-cni"

@@ -43,8 +43,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.node_pool import PoolKind, pool_node_selector
-from llmfleet import workload
 from llmfleet.errors import ProgramError
+from llmfleet.fleetplan import workload
 
 SYSTEM = pool_node_selector("system")
 

@@ -29,12 +29,12 @@ from components.load_balancer_controller import LoadBalancerController, LoadBala
 from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, system_pool
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights import ModelStore, ModelStoreArgs
-from llmfleet.fleet import FleetPlan
+from llmfleet.fleetplan.fleet import FleetPlan
 
 
 @dataclass(frozen=True)
 class FleetArgs:
-    """fleet_plan: the sized plan (llmfleet.assemble.build_fleet_plan); its `cluster`
+    """fleet_plan: the sized plan (llmfleet.fleetplan.fleet.build_fleet_plan); its `cluster`
         (API access, NAT gateways) reaches every region's InferenceCluster.
     aws_profile: AWS CLI profile the kubeconfigs use; see InferenceClusterArgs.
     tags: extra AWS tags on everything (the provider's default tags).

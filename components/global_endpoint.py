@@ -25,10 +25,11 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from llmfleet.errors import ProgramError
-from llmfleet.fleet import FleetPlan, RegionPlan
-from llmfleet.resilience import CNAME_TTL_S
-from llmfleet.routing_plan import EntryPoint, HealthCheck
-from llmfleet.routing_policy import Dns
+from llmfleet.fleetplan.entry_point import EntryPoint, HealthCheck
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.fleetplan.resilience import CNAME_TTL_S
+from llmfleet.plan.routing import Dns
 
 
 def zone_id(dns: Dns, provider: aws.Provider) -> pulumi.Output[str]:

@@ -29,8 +29,9 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from components import iam, karpenter_iam
 from components.node_pool import pool_node_selector
 from components.vllm_service import resource_kwargs
-from llmfleet import karpenter as core
-from llmfleet.fleet import FleetPlan, RegionPlan
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.outputs import karpenter
 
 CHART = "oci://public.ecr.aws/karpenter/karpenter"
 NAMESPACE = "kube-system"
@@ -79,12 +80,12 @@ class Karpenter(pulumi.ComponentResource):
         super().__init__("llmfleet:index:Karpenter", name, None, opts)
         fp, rp = args.fleet_plan, args.region_plan
         region = rp.region
-        cluster = core.cluster_name(fp.name, region)
+        cluster = karpenter.cluster_name(fp.name, region)
         aws_opts = pulumi.ResourceOptions(parent=self)
 
         self.node_role = aws.iam.Role(
             f"{name}-node-role",
-            name=core.node_role_name(fp.name, region),
+            name=karpenter.node_role_name(fp.name, region),
             assume_role_policy=iam.assume_role_policy("ec2", region),
             description=f"Karpenter's GPU nodes of {cluster}",
             opts=aws_opts,
@@ -162,12 +163,12 @@ class Karpenter(pulumi.ComponentResource):
             f"{name}-chart",
             name="karpenter",
             chart=CHART,
-            version=core.KARPENTER_VERSION,
+            version=karpenter.KARPENTER_VERSION,
             namespace=NAMESPACE,
             values=queue.name.apply(lambda q: chart_values(cluster, q)),
             opts=k8s_opts,
         )
-        docs = core.karpenter_manifests(fp, rp)
+        docs = karpenter.karpenter_manifests(fp, rp)
         cr_opts = pulumi.ResourceOptions(
             parent=self, provider=args.k8s_provider, depends_on=[self.release]
         )

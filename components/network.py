@@ -26,9 +26,9 @@ from typing import Literal, TypeVar
 import pulumi
 import pulumi_aws as aws
 
-from llmfleet import catalog
+from llmfleet.catalog import hardware
 from llmfleet.errors import PlanError, ProgramError
-from llmfleet.zones import MAX_ZONES, MIN_CLUSTER_ZONES
+from llmfleet.fleetplan.capacity import MAX_ZONES, MIN_CLUSTER_ZONES
 
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 ELB_TAG = "kubernetes.io/role/elb"
@@ -84,7 +84,7 @@ def subnet_layout(
     The plan validated the CIDR (`plan.Region`, /16 to /20); raises PlanError naming
     `zones_field_path` when `zone_ids` are not 2-3 distinct zone IDs of `region`.
     """
-    check_zones(zone_ids, catalog.zone_ids(region), region, zones_field_path)
+    check_zones(zone_ids, hardware.zone_ids(region), region, zones_field_path)
     net = ipaddress.IPv4Network(vpc_cidr, strict=True)
     quarters = list(net.subnets(prefixlen_diff=2))
     public_blocks = list(quarters[-1].subnets(prefixlen_diff=4))

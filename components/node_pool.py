@@ -35,8 +35,9 @@ from typing import Any, Literal
 import pulumi
 import pulumi_aws as aws
 
-from llmfleet import workload
-from llmfleet.fleet import MinDesiredMax, RegionPlan
+from llmfleet.data import MinDesiredMax
+from llmfleet.fleetplan import workload
+from llmfleet.fleetplan.region import RegionPlan
 
 PoolKind = Literal["gpu", "system"]
 AMI_TYPE = "AL2023_x86_64_NVIDIA"

@@ -1,6 +1,6 @@
 """VllmService: deploys a region's rendered Kubernetes documents, exactly as rendered.
 
-It calls the core renderer (`llmfleet.render.region_manifests`, the same call that writes
+It calls the core renderer (`llmfleet.outputs.render.region_manifests`, the same call that writes
 `rendered/<env>/<region>/*.yaml`), and creates one typed resource per parsed document on the
 region's cluster provider. It adds nothing and changes nothing: what a reviewer reads in
 `rendered/` is what gets deployed (the tests compare both).
@@ -21,8 +21,9 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.apiextensions import CustomResource
 
 from llmfleet.errors import ProgramError
-from llmfleet.fleet import FleetPlan, RegionPlan
-from llmfleet.render import region_manifests
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.outputs.render import region_manifests
 
 TYPED: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,

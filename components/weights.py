@@ -23,10 +23,11 @@ import pulumi_aws as aws
 
 from components import karpenter_iam
 from components.iam import partition
-from llmfleet.cold_start import weights_bucket
-from llmfleet.fleet import FleetPlan, RegionPlan
-from llmfleet.images import DOCKER_HUB, ECR_PREFIX
-from llmfleet.plan_capacity import Startup
+from llmfleet.fleetplan.cold_start import weights_bucket
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.fleetplan.serving import DOCKER_HUB, ECR_PREFIX
+from llmfleet.plan.cluster import Startup
 
 
 def read_weights_policy(bucket_arn: str, prefix: str) -> str:

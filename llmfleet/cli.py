@@ -11,16 +11,27 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from llmfleet import catalog
-from llmfleet.architecture import PRECISIONS
-from llmfleet.assemble import build_fleet_plan
-from llmfleet.config_checks import check_config_heads
+from llmfleet import paths
+from llmfleet.calibration import fit
+from llmfleet.calibration.fit import fit_all, leave_one_source_out, uncertainty
+from llmfleet.calibration.measurements import load_measurements
+from llmfleet.calibration.report import summarize, validation_report
+from llmfleet.calibration.rows import predict_rows
+from llmfleet.catalog import constants, model_facts
+from llmfleet.catalog.constants import load, load_prior
+from llmfleet.drill import drill, drill_text, parse_lost
 from llmfleet.errors import ArgumentError, LlmfleetError, PlanError
+from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.gc_pause import gc_paused
-from llmfleet.measurements import MEASUREMENTS, load_measurements
-from llmfleet.predict import ENGINES, PredictRequest, run_predict
-from llmfleet.report import fleet_text, predict_text
-from llmfleet.stack import format_validation_error, read_plan
+from llmfleet.outputs import render, rendered_files
+from llmfleet.outputs.diff import diff_plans
+from llmfleet.outputs.diff_markdown import markdown
+from llmfleet.outputs.report import fleet_text, predict_text, validation_text
+from llmfleet.paths import MEASUREMENTS
+from llmfleet.perf.architecture import PRECISIONS, check_config_heads
+from llmfleet.perf.replica import ENGINES, PredictRequest, run_predict
+from llmfleet.plan import stacks
+from llmfleet.plan.stacks import format_validation_error, list_stacks, read_plan
 
 GPUS = ("H100", "H200", "B200", "A100-80GB", "A100-40GB", "L40S", "L4", "A10G")
 
@@ -42,8 +53,6 @@ def as_flag(field: str) -> str:
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
-    from llmfleet.drill import drill, drill_text, parse_lost
-
     plan = read_plan(args.stack)
     report = drill(plan, parse_lost(plan, args.lose))
     sys.stdout.write(_dump(report.model_dump(mode="json")) if args.json else drill_text(report))
@@ -53,7 +62,7 @@ def cmd_drill(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     config = None
     if args.model.endswith(".json") or Path(args.model).is_file():
-        config = catalog.load_config_json(Path(args.model), "--model")
+        config = model_facts.load_config_json(Path(args.model), "--model")
         check_config_heads(config, args.model, "--model")
     try:
         req = PredictRequest(
@@ -94,7 +103,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_preview(args: argparse.Namespace) -> int:
     with gc_paused():  # also while importing components/ (the Pulumi SDKs): see gc_pause
         # components/ holds the Pulumi code; the pure core imports it only for this command.
-        from components.preview import run_program
+        from components.preview.run import run_program
 
         result = run_program(args.stack)
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
@@ -102,10 +111,6 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from llmfleet.calibration import load, load_prior
-    from llmfleet.report import validation_text
-    from llmfleet.validation import validation_report
-
     loaded = load_measurements(Path(args.measurements))
     report = validation_report(loaded, load(), load_prior(), loso=not args.no_loso)
     sys.stdout.write(_dump(report) if args.json else validation_text(report))
@@ -113,12 +118,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from llmfleet import calibration
-    from llmfleet.calibrate import fit_all, leave_one_source_out, uncertainty
-    from llmfleet.validation import predict_rows, summarize
-
     loaded = load_measurements(Path(args.measurements))
-    prior = calibration.load_prior()
+    prior = constants.load_prior()
     fitted = fit_all(loaded.rows, prior)
     # Ranges come from held-out errors: a plan's model and GPU are usually not the rows'.
     ratios = uncertainty(leave_one_source_out(loaded.rows, prior))
@@ -126,20 +127,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         stats = summarize(p for p in predict_rows(loaded.rows, consts) if p.engine == "vllm")
         line = ", ".join(f"{m} {s['median_ape']:.1f}%" for m, s in stats.items())
         print(f"{name}: median abs error on vLLM rows: {line}")
-    text = calibration.render(calibration.document(), fitted, ratios)
+    text = fit.render(constants.document(), fitted, ratios)
     if args.write:
-        calibration.PATH.write_text(text)
-        print(f"wrote {calibration.PATH}")
+        constants.PATH.write_text(text)
+        print(f"wrote {constants.PATH}")
     else:
         sys.stdout.write(text)
     return 0
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from llmfleet import render
-    from llmfleet.stack import list_stacks
-
-    out = Path(args.out) if args.out else render.RENDERED_DIR
+    out = Path(args.out) if args.out else paths.RENDERED_DIR
     envs = [args.stack] if args.stack else list_stacks()
     drifted: list[str] = []
     for env in envs:
@@ -148,9 +146,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         drawn = {} if args.check else render.drawn_charts(root)
         files = render.render_stack(build_fleet_plan(read_plan(env)), drawn)
         if args.check:
-            drifted += render.drift(files, root).lines(root)
+            drifted += rendered_files.drift(files, root).lines(root)
         else:
-            sys.stdout.write(render.write(files, root).report(root))
+            sys.stdout.write(rendered_files.write(files, root).report(root))
     if args.check and not args.stack and out.is_dir():
         drifted += [f"extra: {d}" for d in sorted(out.iterdir()) if d.name not in envs]
     if drifted:
@@ -163,11 +161,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from llmfleet import revisions
-    from llmfleet.diff import diff_plans
-    from llmfleet.diff_markdown import markdown
-
-    base, head = revisions.load(args.base), revisions.load(args.head)
+    base, head = stacks.load(args.base), stacks.load(args.head)
     d = diff_plans(base.label, build_fleet_plan(base.plan), head.label, build_fleet_plan(head.plan))
     sys.stdout.write(_dump(d.model_dump(mode="json")) if args.json else markdown(d))
     return 0

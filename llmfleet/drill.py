@@ -15,16 +15,15 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from llmfleet.assemble import build_fleet_plan, sizing_constants
-from llmfleet.calibration import load as load_constants
+from llmfleet.catalog.constants import load as load_constants
 from llmfleet.errors import PlanError
-from llmfleet.loss_loads import reroute
-from llmfleet.models import resolve_model
-from llmfleet.optimizer import choose_region
-from llmfleet.plan import CapacityPlan
-from llmfleet.resilience import warm_at_peak
-from llmfleet.routing_plan import Absorption
-from llmfleet.sizing import itl_percentile_s, predict_at
+from llmfleet.fleetplan.fleet import build_fleet_plan, sizing_constants
+from llmfleet.fleetplan.resilience import warm_at_peak
+from llmfleet.plan.model import resolve_model
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.optimizer import choose_region
+from llmfleet.search.region_losses import Absorption, reroute
+from llmfleet.search.replica_slo import itl_percentile_s, predict_at
 
 
 class SurvivorResult(BaseModel):
@@ -87,7 +86,10 @@ def drill(plan: CapacityPlan, lost: Sequence[str]) -> DrillReport:
         per_replica = rps / reach
         ttft_ms = itl_ms = None
         if per_replica <= capacity * (1 + 1e-9):
-            steps, ttft_s = predict_at(choice.step_model, plan, choice.sizing, per_replica)
+            sizing = choice.sizing
+            steps, ttft_s = predict_at(
+                choice.step_model, plan, sizing.batch, sizing.chunk_tokens, per_replica
+            )
             ttft_ms, itl_ms = ttft_s * 1000, itl_percentile_s(plan, steps) * 1000
         holds = ttft_ms is not None and ttft_ms <= slo.ttft_ms and (itl_ms or 0) <= slo.itl_ms
         warm = warm_at_peak(plan, rp)

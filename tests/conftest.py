@@ -12,9 +12,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llmfleet.assemble import build_fleet_plan  # noqa: E402
-from llmfleet.fleet import FleetPlan  # noqa: E402
-from llmfleet.stack import list_stacks, read_plan  # noqa: E402
+from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
+from llmfleet.plan import stacks
+from llmfleet.plan.stacks import list_stacks, read_plan
 
 STACKS = list_stacks()
 
@@ -67,15 +67,14 @@ def sentinel_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Sentine
     the CLI with the sentinel in the stack's config and in the environment."""
     import components.preview.run as preview_module
     from llmfleet import cli
-    from llmfleet import stack as stack_module
 
     root = tmp_path_factory.mktemp("sentinel")
     stacks_dir = root / "stacks"
     stacks_dir.mkdir()
     for env in STACKS:
-        doc = yaml.safe_load(stack_module.stack_path(env).read_text())
+        doc = yaml.safe_load(stacks.stack_path(env).read_text())
         doc["config"].update(SENTINEL_CONFIG)
-        stack_module.stack_path(env, stacks_dir).write_text(yaml.safe_dump(doc))
+        stacks.stack_path(env, stacks_dir).write_text(yaml.safe_dump(doc))
     logs = io.StringIO()
     handler = logging.StreamHandler(logs)
     handler.setLevel(logging.DEBUG)
@@ -84,11 +83,11 @@ def sentinel_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Sentine
         for key, value in SENTINEL_ENV.items():
             mp.setenv(key, value)
         mp.setattr(cli, "read_plan", lambda env: read_plan(env, stacks_dir))
-        mp.setattr(stack_module, "list_stacks", lambda: list_stacks(stacks_dir))
+        mp.setattr(stacks, "list_stacks", lambda: list_stacks(stacks_dir))
         mp.setattr(
             preview_module,
             "read_stack_config",
-            lambda env: stack_module.read_stack_config(env, stacks_dir),
+            lambda env: stacks.read_stack_config(env, stacks_dir),
         )
         logging.getLogger().addHandler(handler)
         previous = logging.getLogger().level

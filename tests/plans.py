@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from llmfleet.plan import CapacityPlan
-from llmfleet.stack import parse_plan
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.plan.stacks import parse_plan
 
 BASE: dict[str, Any] = {
     "name": "t",

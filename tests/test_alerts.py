@@ -6,9 +6,9 @@ import json
 
 from plans import make_plan
 
-from llmfleet import render
-from llmfleet.alerts import good_share
-from llmfleet.assemble import build_fleet_plan
+from llmfleet.fleetplan.alerts import good_share
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.outputs import render, vllm_checks
 
 SEL = '{namespace="n",model_name="m"}'
 
@@ -83,7 +83,7 @@ def test_the_dashboard_shows_the_slo_and_gpu_telemetry(stack_plans) -> None:
     exprs = [t["expr"] for p in model["panels"] for t in p["targets"]]
     assert "vector(0.5)" in exprs and "vector(0.04)" in exprs  # the SLO lines, in seconds
     assert any(e.startswith("DCGM_FI_DEV_GPU_UTIL") for e in exprs)
-    assert render.metric_problems(exprs) == []
+    assert vllm_checks.metric_problems(exprs) == []
 
 
 def test_vllm_usage_reporting_is_off(stack_plans) -> None:

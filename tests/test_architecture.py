@@ -2,19 +2,19 @@
 
 import pytest
 
-from llmfleet import catalog
-from llmfleet.architecture import from_config
+from llmfleet.catalog import model_facts
+from llmfleet.perf.architecture import from_config
 from llmfleet.units import GIB
 
 
 def arch(name: str):
-    entry = catalog.model_entry(name)
+    entry = model_facts.model_entry(name)
     return from_config(entry.id, entry.config)
 
 
-@pytest.mark.parametrize("name", sorted(catalog.models()))
+@pytest.mark.parametrize("name", sorted(model_facts.model_entries()))
 def test_parameter_count_matches_the_published_one_within_one_percent(name):
-    entry = catalog.models()[name]
+    entry = model_facts.model_entries()[name]
     assert entry.published_params_b is not None
     assert arch(name).total_params / 1e9 == pytest.approx(entry.published_params_b, rel=0.01)
 

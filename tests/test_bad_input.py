@@ -5,9 +5,10 @@ import re
 import pytest
 from plans import make_plan, plan_dict
 
-from llmfleet.assemble import build_fleet_plan
+from llmfleet.catalog import model_facts
 from llmfleet.errors import InfeasibleError, PlanError, StackError, UnknownNameError
-from llmfleet.stack import parse_plan, read_plan
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.plan.stacks import parse_plan, read_plan
 
 
 def test_an_unknown_model_lists_close_matches():
@@ -115,11 +116,10 @@ def test_a_missing_config_json_names_the_path(tmp_path):
 def test_a_config_json_path_sizes_like_the_catalog_model(tmp_path):
     import json
 
-    from llmfleet import catalog
 
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text(
-        json.dumps(catalog.model_entry("Llama-3.1-8B").config)
+        json.dumps(model_facts.model_entry("Llama-3.1-8B").config)
     )
     pins = {"precision": "bf16", "kv_cache_dtype": "auto"}  # as make_plan's catalog model
     plan = make_plan(model={"config_path": "m/config.json", "hf_repo": "meta-llama/x", **pins})

@@ -3,16 +3,16 @@
 import pytest
 from pydantic import ValidationError
 
-from llmfleet import calibration
-from llmfleet.calibrate import source_weights
-from llmfleet.validation import Point
+from llmfleet.calibration.fit import source_weights
+from llmfleet.calibration.rows import Point
+from llmfleet.catalog import constants
 
 
 def test_an_unknown_key_in_the_constants_is_refused_by_name():
-    doc = calibration.document()
+    doc = constants.document()
     doc["memory"]["sampler_logit_copys"] = {"value": 9.7, "prior": 9.7, "reason": "typo"}
     with pytest.raises(ValidationError, match=r"sampler_logit_copys\n  Extra inputs are not"):
-        calibration.parse(doc)
+        constants.parse(doc)
 
 
 def test_every_source_weighs_the_same_in_the_fit():

@@ -7,9 +7,10 @@ import pytest
 from plans import make_plan
 from test_karpenter import problems
 
-from llmfleet import cli, economics, karpenter
-from llmfleet.assemble import build_fleet_plan
+from llmfleet import cli
 from llmfleet.errors import LlmfleetError, PlanError, UnknownNameError
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.outputs import economics, karpenter
 
 P5 = {"allowed.instance_types": ["p5.48xlarge"]}
 CR = "cr-0123456789abcdef0"

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.preview import PreviewResult, run_program
-from llmfleet.assemble import build_fleet_plan
-from llmfleet.fleet import FleetPlan
-from llmfleet.stack import read_plan
+from components.preview.run import PreviewResult, run_program
+from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
+from llmfleet.plan.stacks import read_plan
 
 pytestmark = pytest.mark.slow  # runs the Pulumi program under mocks
 

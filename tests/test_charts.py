@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from llmfleet import charts, render
-from llmfleet.curves import curve_batches
+from llmfleet.fleetplan.predicted import curve_batches
+from llmfleet.outputs import charts, render
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,9 +20,9 @@ def test_charts_are_byte_identical_in_another_process(stack_plans) -> None:
     here = charts.chart_files(stack_plans["dev"])
     code = (
         "import json, sys\n"
-        "from llmfleet import charts\n"
-        "from llmfleet.assemble import build_fleet_plan\n"
-        "from llmfleet.stack import read_plan\n"
+        "from llmfleet.outputs import charts\n"
+        "from llmfleet.fleetplan.fleet import build_fleet_plan\n"
+        "from llmfleet.plan.stacks import read_plan\n"
         "json.dump(charts.chart_files(build_fleet_plan(read_plan('dev'))), sys.stdout)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "12345"}

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from llmfleet.catalog import model_facts
 from llmfleet.cli import main
 
 PREDICT = [
@@ -101,10 +102,9 @@ def test_predict_gives_a_requests_latency_as_ttft_plus_the_inter_token_steps(cap
 
 
 def test_predict_reads_a_config_json_path(tmp_path, capsys):
-    from llmfleet import catalog
 
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(catalog.model_entry("Qwen3-8B").config))
+    path.write_text(json.dumps(model_facts.model_entry("Qwen3-8B").config))
     code, out, _ = run(
         [
             "predict",
@@ -220,7 +220,7 @@ def test_predict_json_says_null_when_the_kv_pool_holds_no_request(capsys):
 def test_a_closed_loop_benchmark_waits_longer_for_the_first_token_the_shorter_it_runs():
     # C clients start together: the first wave queues for each other's prefill; with 10 x C
     # requests that wave is a tenth of them, with C it is all of them.
-    from llmfleet.predict import PredictRequest, run_predict
+    from llmfleet.perf.replica import PredictRequest, run_predict
 
     base = dict(
         model="Llama-3.1-8B-Instruct",
@@ -239,7 +239,7 @@ def test_a_closed_loop_benchmark_waits_longer_for_the_first_token_the_shorter_it
 def test_a_short_burst_with_sharegpt_spread_lengths_drains_slower_than_fixed_lengths():
     # 10 requests at once: with lengths spread as ShareGPT's (up to ~4x the mean) the last
     # ones decode alone long after the rest finished; with equal lengths all finish together.
-    from llmfleet.predict import PredictRequest, run_predict
+    from llmfleet.perf.replica import PredictRequest, run_predict
 
     base = dict(
         model="Mistral-7B-Instruct-v0.3",

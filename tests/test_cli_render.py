@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmfleet.cli import main
-from llmfleet.render import RENDERED_DIR
+from llmfleet.paths import RENDERED_DIR
 
 
 def render(capsys, *argv: str) -> tuple[int, str, str]:

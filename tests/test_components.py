@@ -39,11 +39,12 @@ from components.node_pool import (
     pool_node_selector,
     system_pool,
 )
-from llmfleet import catalog, workload
-from llmfleet.assemble import build_fleet_plan
+from llmfleet.catalog import hardware
 from llmfleet.errors import PlanError, ProgramError
-from llmfleet.fleet import FleetPlan, RegionPlan
-from llmfleet.stack import read_plan
+from llmfleet.fleetplan import workload
+from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.plan.stacks import read_plan
 
 # pulumi_aws warns about its own deprecated ec2 modules when the ec2 package is imported.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")
@@ -142,7 +143,7 @@ def test_node_group_is_tainted_and_labelled_for_gpus(region: RegionPlan) -> None
 
 
 def test_labels_are_valid_for_every_catalog_instance(region: RegionPlan) -> None:
-    for inst in catalog.instances().values():
+    for inst in hardware.instances().values():
         labels = workload.node_labels("chat-dev", inst.gpu, inst.instance_type, inst.gpu_count)
         for key, value in labels.items():
             assert len(value) <= 63 and LABEL_VALUE.match(value), (key, value)

@@ -6,13 +6,12 @@ from pathlib import Path
 import pytest
 from plans import plan_dict
 
-from llmfleet import economics, render
-from llmfleet.assemble import build_fleet_plan
 from llmfleet.cli import main
-from llmfleet.diff import diff_plans, margin
-from llmfleet.diff_markdown import markdown
-from llmfleet.revisions import load
-from llmfleet.stack import parse_plan, stack_path
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.outputs import economics, render
+from llmfleet.outputs.diff import diff_plans, margin
+from llmfleet.outputs.diff_markdown import markdown
+from llmfleet.plan.stacks import load, parse_plan, stack_path
 from llmfleet.units import HOURS_PER_MONTH
 
 

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from llmfleet.assemble import build_fleet_plan
 from llmfleet.catalog.vllm_release import vllm_release
 from llmfleet.cli import main
-from llmfleet.eager import EAGER_LAYER_LAUNCH_US, launch_floor_s
-from llmfleet.predict import PredictRequest, catalog_arch, run_predict
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.perf.replica import PredictRequest, catalog_arch, run_predict
+from llmfleet.perf.step import EAGER_LAYER_LAUNCH_US, eager_launch_s
 from tests.plans import make_plan
 
 EIGHT_B = dict(model="Llama-3.1-8B-Instruct", gpu="H100", input_tokens=1000, output_tokens=200)
@@ -19,8 +19,8 @@ def test_the_launch_floor_is_per_layer():
     # 32 layers x 330 us = 10.56 ms; none with CUDA graphs
     arch = catalog_arch("Llama-3.1-8B-Instruct")
     assert EAGER_LAYER_LAUNCH_US == 330.0
-    assert launch_floor_s(arch, True) * 1000 == pytest.approx(10.56)
-    assert launch_floor_s(arch, False) == 0.0
+    assert eager_launch_s(arch, True) * 1000 == pytest.approx(10.56)
+    assert eager_launch_s(arch, False) == 0.0
 
 
 def test_eager_small_batch_decode_waits_on_python_launches():

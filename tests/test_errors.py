@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from plans import make_plan, plan_dict
 
-from llmfleet import cli, render
-from llmfleet.assemble import build_fleet_plan
+from llmfleet import cli
 from llmfleet.errors import LlmfleetError, PlanError, RenderError, StackError
-from llmfleet.stack import parse_plan
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.outputs import render, rendered_files
+from llmfleet.plan.stacks import parse_plan
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
 
@@ -169,7 +170,7 @@ def test_render_into_a_folder_it_cannot_write_exits_2(tmp_path, capsys, monkeypa
 def test_write_raises_a_render_error_not_an_os_error(tmp_path) -> None:
     (tmp_path / "x").write_text("")
     with pytest.raises(RenderError):
-        render.write({"a.yaml": "a"}, tmp_path / "x" / "dev")
+        rendered_files.write({"a.yaml": "a"}, tmp_path / "x" / "dev")
 
 
 def test_uneven_kv_heads_are_refused_with_the_divisors(tmp_path, capsys) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from plans import make_plan
 
 from components.global_endpoint import health_check_args, routed_record_args
-from llmfleet.assemble import build_fleet_plan
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.outputs import render
 
 DNS = {"zone_name": "example.com", "record_name": "llm.example.com"}
 FAILOVER = [
@@ -74,7 +75,6 @@ def test_the_failover_standby_keeps_its_stated_warm_share_of_the_peak() -> None:
 
 
 def test_api_keys_reach_vllm_from_the_secret_and_never_the_rendered_files() -> None:
-    from llmfleet import render
 
     fp = build_fleet_plan(make_plan(dns=DNS, api_key={"secret_name": "vllm-api-key"}))
     docs = {d["kind"]: d for d in render.region_manifests(fp, fp.regions[0])}

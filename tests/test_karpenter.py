@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 import yaml
 
-from llmfleet import karpenter
-from llmfleet.fleet import FleetPlan
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.outputs import karpenter
 
 CRD_DIR = Path(__file__).parent / "crds" / f"karpenter-{karpenter.KARPENTER_VERSION}"
 CRD_FILES = {

@@ -15,7 +15,8 @@ from components.cluster_addons import (
 )
 from components.node_pool import gpu_pool, node_taints, system_pool
 from components.vllm_service import CUSTOM, TYPED, resource_kwargs
-from llmfleet import render, workload
+from llmfleet.fleetplan import workload
+from llmfleet.outputs import render
 
 
 def test_every_chart_is_pinned_to_an_exact_version_from_an_https_repository() -> None:

@@ -6,18 +6,19 @@ import math
 
 import pytest
 
-from llmfleet import catalog
-from llmfleet.assemble import build_fleet_plan
-from llmfleet.calibration import load
+from llmfleet.catalog import hardware
+from llmfleet.catalog.constants import load
 from llmfleet.cli import main
 from llmfleet.errors import PlanError
-from llmfleet.levers import lever_space
-from llmfleet.models import resolve_model
-from llmfleet.optimizer import allowed_instances, nodes_for, price_for, replicas_for
-from llmfleet.perf import expected_tokens
-from llmfleet.predict import PredictRequest, run_predict
-from llmfleet.sizing import Rejection, size_replica
-from llmfleet.stack import read_plan
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.perf.replica import PredictRequest, run_predict
+from llmfleet.perf.speculation import expected_tokens
+from llmfleet.plan.model import resolve_model
+from llmfleet.plan.stacks import read_plan
+from llmfleet.search.levers import lever_space
+from llmfleet.search.operating_point import Rejection, size_replica
+from llmfleet.search.optimizer import allowed_instances, price_for
+from llmfleet.search.replicas import nodes_for, replicas_for
 from llmfleet.units import GIB, HOURS_PER_MONTH
 from tests.plans import make_plan
 
@@ -68,9 +69,9 @@ def test_prod_chooses_the_cheapest_feasible_option_of_the_whole_space() -> None:
         costs = []
         for inst in allowed_instances(plan):
             price = price_for(plan, inst.instance_type, region.name)
-            if not catalog.offering(inst.instance_type, region.name) or price is None:
+            if not hardware.offering(inst.instance_type, region.name) or price is None:
                 continue
-            gpu = catalog.gpu(inst.gpu)
+            gpu = hardware.gpu(inst.gpu)
             for tp in (t for t in (1, 2, 4, 8) if t <= inst.gpu_count):
                 for lv in lever_space(plan, model):
                     sized = size_replica(model.arch, gpu, inst, tp, plan, consts, lv)

@@ -4,8 +4,8 @@ requests' prefill chunks."""
 
 import pytest
 
-from llmfleet.calibration import load
-from llmfleet.predict import PredictRequest, run_predict
+from llmfleet.catalog.constants import load
+from llmfleet.perf.replica import PredictRequest, run_predict
 
 QWEN_32K = dict(model="Qwen3-8B", gpu="H200", input_tokens=32_000, output_tokens=100)
 

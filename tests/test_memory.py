@@ -2,10 +2,10 @@
 
 import pytest
 
-from llmfleet import catalog
-from llmfleet.architecture import from_config
-from llmfleet.calibration import load, load_prior
-from llmfleet.memory import activation_gib, budget
+from llmfleet.catalog import hardware, model_facts
+from llmfleet.catalog.constants import load, load_prior
+from llmfleet.perf.architecture import from_config
+from llmfleet.perf.memory import activation_gib, budget
 
 
 def mem(
@@ -19,10 +19,10 @@ def mem(
     seqs=1024,
     tokens=8192,
 ):
-    e = catalog.model_entry(model)
+    e = model_facts.model_entry(model)
     return budget(
         from_config(e.id, e.config),
-        catalog.gpu(gpu),
+        hardware.gpu(gpu),
         tp,
         precision,
         kv,
@@ -89,15 +89,15 @@ def test_sliding_window_models_hold_more_sequences_than_their_token_count_sugges
 
 
 def test_l4_memory_is_the_decimal_24_gb_not_24_gib():
-    assert catalog.gpu("L4").memory_gib == pytest.approx(22.35, abs=0.01)
-    assert catalog.gpu("B200").memory_gib == pytest.approx(179.06, abs=0.01)
+    assert hardware.gpu("L4").memory_gib == pytest.approx(22.35, abs=0.01)
+    assert hardware.gpu("B200").memory_gib == pytest.approx(179.06, abs=0.01)
 
 
 def act(model, max_num_seqs, max_num_batched_tokens=8192):
     """vLLM's profiling peak on one GPU with the hand-derived (prior) constants of
     llmfleet/calibration/constants.json: token_activation_factor 1.5, sampler_logit_copies
     9.7 (read off S8's logs), so the worked numbers below do not move with a refit."""
-    e = catalog.model_entry(model)
+    e = model_facts.model_entry(model)
     return activation_gib(
         from_config(e.id, e.config), 1, max_num_seqs, max_num_batched_tokens, load_prior()
     )

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from llmfleet.cli import main
-from llmfleet.overload import fluid_run
-from llmfleet.predict import PredictRequest, run_predict
+from llmfleet.perf.overload import fluid_run
+from llmfleet.perf.replica import PredictRequest, run_predict
 
 # The example: Llama-3.1-70B fp8 on 4 x H100, 2000 in / 500 out, 20 requests/s,
 # while the replica completes about 5.2 requests/s at its saturated batch of ~280.

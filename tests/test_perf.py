@@ -2,15 +2,16 @@
 
 import pytest
 
-from llmfleet import catalog
-from llmfleet.architecture import from_config
-from llmfleet.calibration import load
-from llmfleet.perf import StepModel, experts_touched_fraction, mixed_steps, step_time
+from llmfleet.catalog import hardware, model_facts
+from llmfleet.catalog.constants import load
+from llmfleet.perf.architecture import from_config
+from llmfleet.perf.chunked import mixed_steps
+from llmfleet.perf.step import StepModel, experts_touched_fraction, step_time
 
 
 def engine(model="Llama-3.1-8B-Instruct", gpu="H100", tp=1, precision="bf16"):
-    e = catalog.model_entry(model)
-    return StepModel(from_config(e.id, e.config), catalog.gpu(gpu), tp, precision, "auto", load())
+    e = model_facts.model_entry(model)
+    return StepModel(from_config(e.id, e.config), hardware.gpu(gpu), tp, precision, "auto", load())
 
 
 def test_decode_at_batch_1_is_memory_bound_and_reads_every_streamed_weight():

@@ -19,14 +19,15 @@ import pulumi_kubernetes
 import pytest
 import yaml
 
-from components.preview import PreviewResult, format_preview, run_preview, run_program
-from llmfleet import render
-from llmfleet.assemble import build_fleet_plan
+from components.preview.run import PreviewResult, run_preview, run_program
+from components.preview.text import format_preview
 from llmfleet.cli import main
 from llmfleet.errors import ProgramError, StackError
-from llmfleet.fleet import FleetPlan, RegionPlan
-from llmfleet.render import RENDERED_DIR
-from llmfleet.stack import parse_plan, read_stack_config
+from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.outputs import render
+from llmfleet.paths import RENDERED_DIR
+from llmfleet.plan.stacks import parse_plan, read_stack_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
@@ -572,12 +573,12 @@ def test_a_bad_plan_fails_the_preview_with_the_plan_error() -> None:
 def test_an_error_raised_while_the_program_settles_fails_the_preview(monkeypatch) -> None:
     """The zone lookup resolves after the program body returns: an account without the GPU's
     zone fails inside an output, and that error still reaches the caller."""
-    from components.preview import routing
+    from components.preview import mocks
 
     def without_zones(region: str) -> dict[str, Any]:
         return {"id": region, "names": [], "zoneIds": [], "groupNames": []}
 
-    monkeypatch.setattr(routing, "availability_zones", without_zones)
+    monkeypatch.setattr(mocks, "availability_zones", without_zones)
     with pytest.raises(ProgramError, match="not available to this account"):
         run_preview("dev")
 

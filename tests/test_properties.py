@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from plans import plan_dict
 
-from llmfleet import catalog, cli
-from llmfleet.assemble import build_fleet_plan
+from llmfleet import cli
+from llmfleet.catalog import hardware
 from llmfleet.errors import LlmfleetError
-from llmfleet.fleet import FleetPlan
-from llmfleet.stack import parse_plan
+from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
+from llmfleet.plan.stacks import parse_plan
 
 pytestmark = pytest.mark.hardening
 
@@ -112,7 +112,7 @@ def check_invariants(fp: FleetPlan) -> None:
         used = m.weights_gib_per_gpu + m.activation_gib + m.non_torch_gib + m.kv_cache_gib_per_gpu
         assert m.kv_cache_gib_per_gpu > 0
         assert used <= m.gpu_total_gib * util + 0.02 <= m.gpu_total_gib + 0.02
-        assert m.gpu_total_gib <= catalog.gpu(r.gpu).memory_gib + 0.01
+        assert m.gpu_total_gib <= hardware.gpu(r.gpu).memory_gib + 0.01
         # predicted latencies at the chosen operating point within the SLO
         assert r.predicted.ttft_ms <= slo.ttft_ms * 1.001
         assert r.predicted.itl_ms <= slo.itl_ms * 1.001

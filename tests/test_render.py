@@ -19,8 +19,7 @@ import yaml
 from plans import make_plan
 
 from components.node_pool import gpu_pool, node_taints
-from llmfleet import charts, render
-from llmfleet.assemble import build_fleet_plan
+from llmfleet import paths
 from llmfleet.catalog.vllm_release import (
     VLLM_VERSION,
     default_buckets,
@@ -28,8 +27,12 @@ from llmfleet.catalog.vllm_release import (
     vllm_release,
 )
 from llmfleet.errors import RenderError
-from llmfleet.fleet import FleetPlan, RegionPlan, Trigger, VllmArgs
-from llmfleet.workload import PORT
+from llmfleet.fleetplan.autoscaling import Trigger
+from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.fleetplan.serving import VllmArgs
+from llmfleet.fleetplan.workload import PORT
+from llmfleet.outputs import charts, render, rendered_files, vllm_checks
 
 Docs = dict[str, dict[str, Any]]
 REPO = Path(__file__).resolve().parent.parent
@@ -76,7 +79,7 @@ def test_the_vllm_config_is_exactly_the_plans_engine_args(regions) -> None:
 
 def test_every_config_key_is_a_flag_of_the_pinned_release(regions) -> None:
     for _, rp, _ in regions:
-        assert render.config_key_problems(yaml.safe_load(render.vllm_config(rp))) == []
+        assert vllm_checks.config_key_problems(yaml.safe_load(render.vllm_config(rp))) == []
 
 
 def test_the_config_drains_with_the_plans_shutdown_timeout(regions) -> None:
@@ -96,7 +99,7 @@ def test_the_config_drains_with_the_plans_shutdown_timeout(regions) -> None:
     ],
 )
 def test_stale_unknown_or_dropped_config_keys_are_caught(key, value, message) -> None:
-    [problem] = render.config_key_problems({"model": "m", key: value})
+    [problem] = vllm_checks.config_key_problems({"model": "m", key: value})
     assert problem.startswith(f"{key}:") and message in problem
 
 
@@ -104,7 +107,7 @@ def test_every_engine_argument_llmfleet_can_emit_is_a_flag_of_the_pinned_release
     """VllmArgs is typed: each of its fields, under its flag name, must be a vLLM flag (a
     bool set true, since false needs a --no- form)."""
     names = [f.alias or n for n, f in VllmArgs.model_fields.items()]
-    assert render.config_key_problems({name: True for name in names}) == []
+    assert vllm_checks.config_key_problems({name: True for name in names}) == []
 
 
 # --- metrics ------------------------------------------------------------------------------------
@@ -112,10 +115,10 @@ def test_every_engine_argument_llmfleet_can_emit_is_a_flag_of_the_pinned_release
 
 def test_every_metric_in_a_query_is_exported_by_the_pinned_release(regions) -> None:
     for _, _, docs in regions:
-        queries = render.prometheus_queries([docs["ScaledObject"]])
+        queries = vllm_checks.prometheus_queries([docs["ScaledObject"]])
         assert len(queries) == 4
-        assert render.metric_problems(queries) == []
-        names = {n for q in queries for n in render.METRIC_NAME.findall(q)}
+        assert vllm_checks.metric_problems(queries) == []
+        names = {n for q in queries for n in vllm_checks.METRIC_NAME.findall(q)}
         assert names == {
             "vllm:num_requests_waiting",
             "vllm:kv_cache_usage_perc",
@@ -130,7 +133,7 @@ def test_every_metric_in_a_query_is_exported_by_the_pinned_release(regions) -> N
     ["vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds_bucket", "vllm:no_such"],
 )
 def test_stale_or_unknown_metric_names_are_caught(stale) -> None:
-    [problem] = render.metric_problems([f"sum(vllm:num_requests_waiting) + sum({stale})"])
+    [problem] = vllm_checks.metric_problems([f"sum(vllm:num_requests_waiting) + sum({stale})"])
     assert problem.startswith(stale)
     if stale != "vllm:no_such":
         assert "last seen in vLLM" in problem
@@ -459,7 +462,7 @@ def test_queries_select_this_namespace_and_served_model(regions) -> None:
             f'{{namespace="{rp.workload.namespace}",'
             f'model_name="{rp.serving.vllm.served_model_name}"}}'
         )
-        queries = render.prometheus_queries(docs.values())
+        queries = vllm_checks.prometheus_queries(docs.values())
         assert sum("vllm:" in q for q in queries) >= 4 + 4 + 6  # triggers, alerts, panels
         for q in (q for q in queries if "vllm:" in q):
             # a bucket matcher (le) narrows the selector to one bound
@@ -527,12 +530,12 @@ def test_a_stack_renders_a_config_a_file_per_object_per_region_and_a_report(stac
 
 def test_rendered_is_current_for_every_stack(stack_plans) -> None:
     for env, fp in stack_plans.items():
-        drift = render.drift(render.render_stack(fp), render.RENDERED_DIR / env)
+        drift = rendered_files.drift(render.render_stack(fp), paths.RENDERED_DIR / env)
         assert not drift, "run `llmfleet render`:\n" + "\n".join(drift.lines())
 
 
 def test_no_secret_value_is_rendered() -> None:
-    for path in render.RENDERED_DIR.rglob("*"):
+    for path in paths.RENDERED_DIR.rglob("*"):
         if path.is_file():
             text = path.read_text()
             assert not re.search(r"\bhf_[A-Za-z0-9]{8,}", text), path

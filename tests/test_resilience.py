@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from plans import make_plan
 
-from llmfleet import geo
-from llmfleet.assemble import build_fleet_plan
+from llmfleet.catalog import geo
 from llmfleet.cli import main
 from llmfleet.drill import drill, parse_lost
 from llmfleet.errors import PlanError, StackError
-from llmfleet.loss_loads import loss_sets, reroute
-from llmfleet.plan import CapacityPlan
-from llmfleet.stack import parse_plan, read_plan, read_stack_config
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.plan.stacks import parse_plan, read_plan, read_stack_config
+from llmfleet.search.region_losses import loss_sets, reroute
 
 DNS = {"zone_name": "example.com", "record_name": "llm.example.com"}
 TWO = [

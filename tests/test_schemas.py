@@ -22,8 +22,8 @@ from cloudcoil.models.prometheus_operator.v1 import PrometheusRule, ServiceMonit
 from pydantic import BaseModel, RootModel
 
 from components.cluster_addons import KEDA, KUBE_PROMETHEUS_STACK
-from llmfleet import render
-from llmfleet.fleet import FleetPlan
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.outputs import render
 
 CRD_MODELS: dict[str, type[BaseModel]] = {
     "ScaledObject": ScaledObject,

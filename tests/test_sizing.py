@@ -5,19 +5,19 @@ import math
 import pytest
 from plans import make_plan
 
-from llmfleet import catalog
-from llmfleet.assemble import build_fleet_plan
-from llmfleet.calibration import load
-from llmfleet.models import resolve_model
-from llmfleet.queueing import length_cv2
-from llmfleet.sizing import Rejection, size_replica
+from llmfleet.catalog import hardware
+from llmfleet.catalog.constants import load
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.perf.queueing import length_cv2
+from llmfleet.plan.model import resolve_model
+from llmfleet.search.operating_point import Rejection, size_replica
 
 
 def test_llama_3_1_70b_bf16_does_not_fit_one_80_gib_gpu():
     plan = make_plan(**{"model.id": "Llama-3.1-70B-Instruct"})
     arch = resolve_model(plan).arch
     result = size_replica(
-        arch, catalog.gpu("H100"), catalog.instance("p5.48xlarge"), 1, plan, load()
+        arch, hardware.gpu("H100"), hardware.instance("p5.48xlarge"), 1, plan, load()
     )
     assert isinstance(result, Rejection) and result.kind == "memory"
     assert "weights 131.4 GiB" in result.reason
@@ -27,7 +27,7 @@ def test_tp_must_divide_the_attention_heads():
     plan = make_plan()
     arch = resolve_model(plan).arch.model_copy(update={"heads": 12})
     result = size_replica(
-        arch, catalog.gpu("H100"), catalog.instance("p5.48xlarge"), 8, plan, load()
+        arch, hardware.gpu("H100"), hardware.instance("p5.48xlarge"), 8, plan, load()
     )
     assert isinstance(result, Rejection) and "12 attention heads" in result.reason
 
@@ -91,7 +91,7 @@ def test_sizing_respects_what_each_region_offers():
     )
     eu = build_fleet_plan(plan).region("eu-west-1")
     assert eu.instance_type.startswith(("g5.", "p4d."))
-    assert all(catalog.offering(a.instance_type, "eu-west-1") for a in eu.alternatives)
+    assert all(hardware.offering(a.instance_type, "eu-west-1") for a in eu.alternatives)
 
 
 def test_allowed_gpus_limit_the_candidates():
@@ -124,12 +124,12 @@ def test_prompt_length_spread_is_a_lognormal_fitted_to_mean_and_p95():
 
 
 def test_gpu_nodes_go_only_to_zones_that_offer_the_instance():
-    # DescribeInstanceTypeOfferings by zone: p4d.24xlarge is offered in eu-west-1c only
+    # DescribeInstanceTypeOfferings by zone ID: p4d.24xlarge is offered in euw1-az2 only
     plan = make_plan(
         regions=[{"name": "eu-west-1", "traffic_share": 1.0}],
         **{"allowed.instance_types": ["p4d.24xlarge"]},
     )
     r = build_fleet_plan(plan).regions[0]
-    assert r.node_zones == catalog.zones("eu-west-1", "p4d.24xlarge") == ["eu-west-1c"]
+    assert r.node_zone_ids == hardware.zone_ids("eu-west-1", "p4d.24xlarge") == ["euw1-az2"]
     # EKS needs subnets in two zones: the cluster tops up with another zone of the region
-    assert r.availability_zones[0] == "eu-west-1c" and len(r.availability_zones) == 2
+    assert r.cluster_zone_ids[0] == "euw1-az2" and len(r.cluster_zone_ids) == 2

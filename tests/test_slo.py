@@ -6,25 +6,24 @@ from __future__ import annotations
 import pytest
 from plans import make_plan, plan_dict
 
-from llmfleet.assemble import build_fleet_plan
 from llmfleet.errors import StackError
-from llmfleet.plan import TokenLength
-from llmfleet.queueing import length_at_percentile
-from llmfleet.report import fleet_text
-from llmfleet.stack import parse_plan
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.outputs.report import fleet_text
+from llmfleet.plan.schema import TokenLength
+from llmfleet.plan.stacks import parse_plan
 
 
 def test_the_p99_prompt_of_a_lognormal_through_mean_1000_and_p95_2500_is_4057_tokens() -> None:
     # p95/mean = 2.5 = exp(1.645 s - s^2/2) -> s = 0.711; mu = ln 1000 - s^2/2 = 6.655;
     # p99 = exp(mu + 2.326 s) = 4,057
     lengths = TokenLength(mean=1000, p95=2500)
-    assert length_at_percentile(lengths, 99) == 4057
-    assert length_at_percentile(lengths, 95) == 2500
+    assert lengths.at_percentile(99) == 4057
+    assert lengths.at_percentile(95) == 2500
 
 
 def test_a_given_p99_is_used_as_is_and_only_a_mean_means_constant_lengths() -> None:
-    assert length_at_percentile(TokenLength(mean=1000, p95=2500, p99=3000), 99) == 3000
-    assert length_at_percentile(TokenLength(mean=800), 99) == 800
+    assert TokenLength(mean=1000, p95=2500, p99=3000).at_percentile(99) == 3000
+    assert TokenLength(mean=800).at_percentile(99) == 800
 
 
 def test_every_prod_region_keeps_its_longest_token_gap_within_the_itl_slo(stack_plans) -> None:

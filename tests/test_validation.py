@@ -11,17 +11,17 @@ import json
 
 import pytest
 
-from llmfleet import releases
-from llmfleet.calibration import load, load_prior
-from llmfleet.cli import main
-from llmfleet.measurements import (
+from llmfleet.calibration.measurements import (
     REQUIRED_COLUMNS,
     load_measurements,
     normalize_gpu,
     normalize_precision,
     parse_row,
 )
-from llmfleet.validation import validation_report
+from llmfleet.calibration.report import validation_report
+from llmfleet.catalog import vllm_release
+from llmfleet.catalog.constants import load, load_prior
+from llmfleet.cli import main
 
 # Median absolute percentage error on vLLM rows, leave one source out (README.md: KV
 # capacity 5.0 %, ITL 20 %, output throughput 18 %, TTFT 26 %, end-to-end latency 17 %).
@@ -216,7 +216,7 @@ def test_server_flags_and_the_prompt_count_a_row_states_reach_the_prediction():
     [("v0.11.0", (0, 11)), ("0.5.4 (stated in benchmark_v0.md)", (0, 5)), ("not stated", None)],
 )
 def test_engine_releases_are_read_from_the_version_a_row_states(text, release):
-    assert releases.release(text) == release
+    assert vllm_release.release(text) == release
 
 
 def test_rows_of_v0_era_vllm_are_predicted_but_not_fitted_on():

@@ -30,17 +30,19 @@ from pulumi.runtime import settings
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_in_stack
 
-from components.preview.mock_monitor import FleetMocks, RecordingMonitor
+from components.preview.mocks import FleetMocks
+from components.preview.monitor import RecordingMonitor
 from components.preview.text import format_preview
 from components.preview.wire import collect, has_secret, reveal
-from llmfleet.fleet import FleetPlan
+from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.gc_pause import gc_paused
-from llmfleet.stack import REPO_ROOT, read_stack_config
+from llmfleet.paths import PROJECT_ROOT
+from llmfleet.plan.stacks import read_stack_config
 
-PROGRAM = REPO_ROOT / "__main__.py"
+PROGRAM = PROJECT_ROOT / "__main__.py"
 
 
-def project_name(root: Path = REPO_ROOT) -> str:
+def project_name(root: Path = PROJECT_ROOT) -> str:
     return str(yaml.safe_load((root / "Pulumi.yaml").read_text())["name"])
 
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from llmfleet.fleet import FleetPlan
+from llmfleet.fleetplan.fleet import FleetPlan
 
 KEY_INPUTS: dict[str, tuple[str, ...]] = {
     "pulumi:providers:aws": ("region",),

@@ -8,7 +8,7 @@ from typing import Any
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
-from components.preview.mock_monitor import STACK_TYPE, RecordingMonitor, urn_name, urn_type
+from components.preview.monitor import STACK_TYPE, RecordingMonitor, urn_name, urn_type
 
 SECRET = "[secret]"
 UNKNOWN = "[unknown]"

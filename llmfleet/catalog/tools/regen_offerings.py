@@ -1,4 +1,4 @@
-"""Rebuild offerings.csv, zone_id_offerings.csv and zone_offerings.csv from local files.
+"""Rebuild offerings.csv and zone_id_offerings.csv from local files.
 
 Nothing is downloaded: give the moto wheel (its DescribeInstanceTypeOfferings dumps say where
 each instance type is offered) and, to price new rows, the instances.vantage.sh snapshot
@@ -13,7 +13,7 @@ Rules, so a rerun changes nothing and a hand-checked price is never lost:
   warns); an unpriced row takes the snapshot's price when it has one, else stays unpriced
   with the reason;
 - zones come from moto's `availability-zone-id` dump (the IDs name the same physical zone in
-  every account); `zone_offerings.csv` keeps moto's zone names for callers not yet on IDs.
+  every account); a name is per account (`hardware.zone_names` derives the catalog's).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmfleet.catalog import zone_id_order
+from llmfleet.catalog.hardware import zone_id_order
 
 CATALOG_DIR = Path(__file__).resolve().parent.parent
 DUMPS = "moto/ec2/resources/instance_type_offerings"
@@ -187,13 +187,13 @@ def no_price_reason(itype: str, vantage: VantagePrices | None, old: str) -> str:
     )
 
 
-def zone_rows(order: Sequence[str], moto: MotoOfferings, kind: str) -> list[dict[str, str]]:
-    column = "zone_id" if kind == "availability-zone-id" else "availability_zone"
+def zone_rows(order: Sequence[str], moto: MotoOfferings) -> list[dict[str, str]]:
+    kind, column = "availability-zone-id", "zone_id"
     source = f"[MOTO-OFF] moto-{moto.version} DescribeInstanceTypeOfferings --location-type {kind}"
     table = moto.by_kind[kind]
     rows = []
     for itype, reg in sorted(table, key=lambda k: (order.index(k[0]), k[1])):
-        for zone in sorted(table[(itype, reg)], key=zone_id_order if column == "zone_id" else str):
+        for zone in sorted(table[(itype, reg)], key=zone_id_order):
             rows.append({"instance_type": itype, "region": reg, column: zone, "source": source})
     return rows
 
@@ -211,20 +211,16 @@ def warn(message: str) -> None:
 
 
 def build(catalog_dir: Path, wheel: Path, vantage_js: Path | None) -> dict[str, str]:
-    """File name -> new text, for the three files this tool owns."""
+    """File name -> new text, for the two files this tool owns."""
     order = [r["instance_type"] for r in read_rows(catalog_dir / "instances.csv")]
     moto = read_moto(wheel, set(order))
     print(f"moto {moto.version}, sha256 {moto.sha256}", file=sys.stderr)
     vantage = read_vantage(vantage_js, set(order)) if vantage_js else None
     offerings = offering_rows(order, moto, read_rows(catalog_dir / "offerings.csv"), vantage)
-    by_id = zone_rows(order, moto, "availability-zone-id")
-    by_name = zone_rows(order, moto, "availability-zone")
+    by_id = zone_rows(order, moto)
     return {
         "offerings.csv": csv_text(OFFERING_COLUMNS, offerings),
         "zone_id_offerings.csv": csv_text(("instance_type", "region", "zone_id", "source"), by_id),
-        "zone_offerings.csv": csv_text(
-            ("instance_type", "region", "availability_zone", "source"), by_name
-        ),
     }
 
 

@@ -1,0 +1,59 @@
+"""The fake engine a preview runs against: Pulumi's MockMonitor plus what it leaves out.
+
+A resource's parent: MockResourceArgs does not carry it, and a URN encodes only the parent's
+*type* chain (`...::llmfleet:index:Fleet$aws:eks/cluster:Cluster::name`), not its name. The
+monitor below records the `parent` URN of each RegisterResource request (the URN's last
+`::` segment is the parent's name), its provider reference, ignoreChanges and dependencies,
+and the stack's outputs. What the mocks answer is `mocks.FleetMocks`.
+"""
+
+from __future__ import annotations
+
+from threading import Lock
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks, rpc
+
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+def urn_name(urn: str) -> str:
+    return urn.split("::")[-1]
+
+
+def urn_type(urn: str) -> str:
+    return urn.split("::")[2].split("$")[-1]
+
+
+class RecordingMonitor(mocks.MockMonitor):
+    """MockMonitor that also records what a preview shows and MockResourceArgs leaves out:
+    each registration's inputs, parent, provider and options, and the stack's outputs."""
+
+    def __init__(self, mocks_: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks_)
+        self.requests: dict[str, dict[str, Any]] = {}
+        self.stack_outputs: dict[str, Any] = {}
+        self._lock = Lock()
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        if request.type != STACK_TYPE:
+            record = {
+                "id": response.id if request.custom else None,
+                "inputs": rpc.deserialize_properties(request.object),
+                "parent": request.parent,
+                "provider": request.provider,
+                "ignore_changes": list(request.ignoreChanges),
+                "depends_on": sorted(request.dependencies),
+            }
+            with self._lock:
+                self.requests[response.urn] = record
+        return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802
+        if urn_type(request.urn) == STACK_TYPE:
+            outputs = rpc.deserialize_properties(request.outputs)
+            with self._lock:
+                self.stack_outputs = outputs
+        return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]

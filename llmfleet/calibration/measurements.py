@@ -1,0 +1,250 @@
+"""Published measurements: read benchmarks/measurements.csv and map each row to a prediction.
+
+Rows name models, GPUs and engines as their sources print them; `normalize_*` maps that
+text to catalog names, and a row that cannot be mapped is skipped with the reason."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmfleet.catalog import model_facts, vllm_release
+from llmfleet.errors import LlmfleetError, MeasurementsError
+from llmfleet.paths import MEASUREMENTS
+from llmfleet.perf.replica import PredictRequest
+
+
+def normalize_engine(text: str) -> str | None:
+    t = text.lower()
+    if "sglang" in t:
+        return "sglang"
+    if "tensorrt" in t or "trtllm" in t or "nim" in t:
+        # NIM's optimized profiles (this fp8 TP2 H100 one among them) run TensorRT-LLM.
+        return "trtllm"
+    if "vllm" in t or "not named" in t:
+        return "vllm"
+    return None
+
+
+def normalize_gpu(text: str) -> str | None:
+    t = text.lower()
+    if "rtx" in t or t.strip() in ("", "not stated"):
+        return None
+    for name in ("h200", "h100", "b200", "l40s", "a10g"):
+        if name in t:
+            return name.upper()
+    if re.search(r"\bl4\b", t):
+        return "L4"
+    if "a100" in t:
+        if "40gb" in t.replace(" ", "") or "39.38" in t:
+            return "A100-40GB"
+        if "80" in t and "not stated" not in t:
+            return "A100-80GB"
+    return None
+
+
+def normalize_precision(text: str, model: str) -> str:
+    t = f"{text} {model}".lower()
+    for key, name in (
+        ("mxfp4", "mxfp4"),
+        ("awq", "int4-awq"),
+        ("gptq", "int4-gptq"),
+        ("fp8", "fp8"),
+    ):
+        if key in t:
+            return name
+    return "bf16"
+
+
+def normalize_model(text: str) -> str | None:
+    name = text.split(" (")[0].strip()
+    try:
+        return model_facts.model_entry(name).id
+    except LlmfleetError:
+        return None
+
+
+def _num(text: str) -> float | None:
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return None if math.isinf(value) else value
+
+
+def _int(text: str) -> int | None:
+    value = _num(text)
+    return int(value) if value else None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    row_id: str
+    source_id: str
+    engine: str
+    request: PredictRequest
+    measured: dict[str, float]
+    legacy: bool = False  # a vLLM release of the V0 engine era (before 0.8): not fitted on
+
+
+
+@dataclass
+class Loaded:
+    rows: list[Measurement] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (row_id, reason)
+
+
+# Optional, read where present: engine_version, e2e_latency_mean_ms, max_num_seqs,
+# max_num_batched_tokens, num_prompts (files written before they existed still validate).
+REQUIRED_COLUMNS = (
+    "row_id",
+    "source_id",
+    "model",
+    "engine",
+    "gpu",
+    "gpu_count",
+    "tensor_parallel",
+    "precision",
+    "kv_cache_dtype",
+    "input_len",
+    "output_len",
+    "workload",
+    "concurrency",
+    "request_rate_qps",
+    "output_tok_s",
+    "total_tok_s",
+    "req_s",
+    "ttft_mean_ms",
+    "tpot_mean_ms",
+    "itl_mean_ms",
+    "kv_cache_gib_per_gpu",
+    "kv_cache_tokens",
+    "gpu_memory_utilization",
+    "max_model_len",
+)
+
+
+def load_measurements(path: Path = MEASUREMENTS) -> Loaded:
+    out = Loaded()
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise MeasurementsError(f"{path}: cannot read the measurements ({e.strerror})") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise MeasurementsError(
+            f"{path}: missing columns {', '.join(missing)}; the header of "
+            f"benchmarks/measurements.csv lists every column"
+        )
+    for raw in reader:
+        result = parse_row(raw)
+        if isinstance(result, str):
+            out.skipped.append((raw["row_id"], result))
+        else:
+            out.rows.append(result)
+    return out
+
+
+def parse_row(r: dict[str, str]) -> Measurement | str:
+    """A measurement, or the reason the row cannot be predicted."""
+    model = normalize_model(r["model"])
+    if model is None:
+        return f"model {r['model']!r} is not in the catalog"
+    gpu = normalize_gpu(r["gpu"])
+    if gpu is None:
+        return f"GPU {r['gpu']!r} is not a catalog GPU (or its variant is not stated)"
+    engine = normalize_engine(r["engine"])
+    if engine is None:
+        return f"engine {r['engine']!r} is not vllm, trtllm or sglang"
+    tp = int(_num(r["tensor_parallel"]) or _num(r["gpu_count"]) or 1)
+    measured = {}
+    for metric, col in (
+        ("kv_cache_gib", "kv_cache_gib_per_gpu"),
+        ("kv_cache_tokens", "kv_cache_tokens"),
+        ("output_tokens_per_s", "output_tok_s"),
+        ("ttft_ms", "ttft_mean_ms"),
+        ("e2e_latency_ms", "e2e_latency_mean_ms"),
+    ):
+        v = _num(r.get(col, ""))  # columns added later (e2e) may be absent
+        if v is not None:
+            measured[metric] = v
+    itl = _num(r["tpot_mean_ms"]) or _num(r["itl_mean_ms"])
+    if itl is not None:
+        measured["itl_ms"] = itl
+    if not measured:
+        return "no metric llmfleet predicts"
+    i, o = _num(r["input_len"]), _num(r["output_len"])
+    req_s, out_s, tot_s = _num(r["req_s"]), _num(r["output_tok_s"]), _num(r["total_tok_s"])
+    if (i is None or o is None) and req_s and out_s and tot_s:
+        # Dataset workloads (ShareGPT): mean lengths from the source's own token rates.
+        o = out_s / req_s
+        i = tot_s / req_s - o
+    e2e, ttft, tpot = (
+        _num(r.get(c, "")) for c in ("e2e_latency_mean_ms", "ttft_mean_ms", "tpot_mean_ms")
+    )
+    if i and o and e2e and ttft and tpot and e2e > ttft:
+        # Lengths drawn around the nominal (a random-range ratio): a request's mean output
+        # is 1 + (E2E - TTFT) / TPOT by the benchmark's own definition of TPOT, and the
+        # input scales with it (or follows from the total / output token rates).
+        mean_o = 1 + (e2e - ttft) / tpot
+        i = mean_o * (tot_s / out_s - 1) if out_s and tot_s else i * mean_o / o
+        o = mean_o
+    elif i and o and out_s and tot_s and tot_s > out_s and i * out_s / (tot_s - out_s) < 0.97 * o:
+        # Without ignore_eos outputs stop early (S20's random runs): the random dataset's
+        # input is as asked, so the mean output is the input times the run's own ratio of
+        # output to input tokens (the totals the benchmark prints; 3 %: beyond rounding).
+        o = i * out_s / (tot_s - out_s)
+    timing = {"output_tokens_per_s", "ttft_ms", "itl_ms", "e2e_latency_ms"} & set(measured)
+    if timing and (i is None or o is None or i < 1 or o < 1):
+        return "no input/output lengths for its throughput or latency"
+    conc_text = r["concurrency"].strip().lower()
+    concurrency = _num(conc_text)
+    rate = _num(r["request_rate_qps"])
+    prompts = re.search(r"(\d+) prompts|num-prompts (\d+)", r["workload"])
+    # "at once", "no rate limit": a burst of prompts; "fixed batch size": benchmark_latency's
+    # one batch of N prompts generated together.
+    burst = re.search(r"at once|no rate limit|fixed batch size", r["workload"].lower()) is not None
+    num_requests = _int(r.get("num_prompts", ""))
+    if num_requests is None and prompts:
+        num_requests = int(prompts.group(1) or prompts.group(2))
+    if burst and concurrency and not num_requests:
+        # "--num-prompts N" sent at once: the concurrency column is the burst size
+        num_requests = int(concurrency)
+    if burst:
+        concurrency = None
+    if not timing:
+        i, o = 1, 1
+    try:
+        req = PredictRequest(
+            model=model,
+            engine=engine,
+            gpu=gpu,
+            tensor_parallel_size=tp,
+            precision=normalize_precision(r["precision"], r["model"]),
+            kv_cache_dtype="fp8" if "fp8" in r["kv_cache_dtype"].lower() else "auto",
+            input_tokens=max(1, round(i or 1)),
+            output_tokens=max(1, round(o or 1)),
+            concurrency=concurrency if concurrency and concurrency > 0 else None,
+            request_rate=rate if rate and not concurrency and not math.isinf(rate) else None,
+            gpu_memory_utilization=_num(r["gpu_memory_utilization"])
+            or (0.95 if engine == "trtllm" else 0.9),
+            max_model_len=_int(r["max_model_len"]),
+            max_num_seqs=_int(r.get("max_num_seqs", "")),
+            max_num_batched_tokens=_int(r.get("max_num_batched_tokens", "")),
+            num_requests=num_requests,
+            output_lengths="sharegpt" if "sharegpt" in r["workload"].lower() else "fixed",
+            engine_version=r.get("engine_version", ""),  # "" (not stated): an old release
+        )
+    except ValueError as e:
+        return f"row does not parse: {e}"
+    release = vllm_release.release(r.get("engine_version", ""))
+    legacy = engine == "vllm" and release is not None and release < vllm_release.V1_ENGINE
+    return Measurement(r["row_id"], r["source_id"], engine, req, measured, legacy)

@@ -1,0 +1,73 @@
+"""The validation report: median and p90 absolute error per engine, metric and source, in
+sample and held out (leave one source out)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+from llmfleet.calibration.fit import leave_one_source_out
+from llmfleet.calibration.measurements import Loaded
+from llmfleet.calibration.rows import Point, predict_rows
+from llmfleet.catalog.constants import Constants
+from llmfleet.perf.replica import ENGINES
+
+
+def summarize(points: Iterable[Point]) -> dict[str, dict[str, float | None]]:
+    """Per metric: count, median and p90 absolute percentage error, and how many rows
+    llmfleet wrongly predicts cannot run (kept out of the percentages, never dropped)."""
+    by: dict[str, list[float]] = {}
+    infeasible: dict[str, int] = {}
+    for pt in points:
+        if pt.infeasible:
+            infeasible[pt.metric] = infeasible.get(pt.metric, 0) + 1
+            by.setdefault(pt.metric, [])
+        else:
+            by.setdefault(pt.metric, []).append(pt.ape)
+    return {k: _stats(v, infeasible.get(k, 0)) for k, v in sorted(by.items())}
+
+
+def _stats(errors: list[float], infeasible: int) -> dict[str, float | None]:
+    errors = sorted(errors)
+    if not errors:
+        return {"n": 0, "median_ape": None, "p90_ape": None, "infeasible": infeasible}
+    p90 = errors[min(len(errors) - 1, math.ceil(0.9 * len(errors)) - 1)]
+    return {
+        "n": len(errors),
+        "median_ape": statistics.median(errors),
+        "p90_ape": p90,
+        "infeasible": infeasible,
+    }
+
+
+def summarize_by(
+    points: Iterable[Point], key: str
+) -> dict[str, dict[str, dict[str, float | None]]]:
+    """summarize() per value of `key` (source_id or engine)."""
+    groups: dict[str, list[Point]] = {}
+    for pt in points:
+        groups.setdefault(getattr(pt, key), []).append(pt)
+    return {k: summarize(v) for k, v in sorted(groups.items())}
+
+
+def validation_report(
+    loaded: Loaded, consts: Constants, prior: Constants, loso: bool
+) -> dict[str, Any]:
+    """What `llmfleet validate` prints: errors per engine and per source, in sample and, with
+    `loso`, held out (each source predicted by constants refitted from `prior` without it)."""
+    # calibrate builds on this module's points, so it is imported only when refits are asked.
+
+    points = predict_rows(loaded.rows, consts)
+    held_out = leave_one_source_out(loaded.rows, prior) if loso else []
+    return {
+        "rows": len(loaded.rows),
+        "skipped": [{"row_id": r, "reason": why} for r, why in loaded.skipped],
+        "in_sample": {e: summarize([p for p in points if p.engine == e]) for e in ENGINES},
+        "leave_one_source_out": {
+            e: summarize([p for p in held_out if p.engine == e]) for e in ENGINES
+        },
+        "by_source": summarize_by(points, "source_id"),
+        "by_source_held_out": summarize_by(held_out, "source_id"),
+    }

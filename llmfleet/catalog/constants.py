@@ -1,0 +1,68 @@
+"""The performance model's free constants, kept as data so calibration can refit them.
+
+constants.json holds, per constant, the fitted `value`, the hand-derived `prior` and the
+reason for it; `uncertainty` holds quantiles of measured/predicted from the last fit."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+PATH = Path(__file__).parent / "constants.json"
+
+
+SECTIONS = ("memory", "compute")
+
+
+class Constants(BaseModel):
+    # A misspelt or retired key in constants.json is refused, not silently ignored.
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cuda_visible_fraction: float
+    non_torch_gib: float
+    non_torch_gib_multi_gpu: float
+    sampler_logit_copies: float
+    token_activation_factor: float
+    mbu: dict[str, float]
+    mfu: dict[str, float]
+    step_overhead_ms: dict[str, float]
+    allreduce_latency_us: dict[str, float]
+    link_efficiency: float
+    engine_step_factor: dict[str, float]
+    ttft_overhead_ms: float
+    moe_efficiency: float
+    roofline_overlap: float
+    moe_layer_overhead_us: float
+    tp_sync_overhead_us: float
+    sequence_overhead_us: dict[str, float]
+    # measured/predicted quantiles per metric: {"itl_ms": {"p10": .., "p90": ..}}
+    uncertainty: dict[str, dict[str, float]] = {}
+
+    def ratio(self, metric: str, quantile: str) -> float:
+        return self.uncertainty.get(metric, {}).get(quantile, 1.0)
+
+
+def parse(doc: dict[str, Any], field: str = "value") -> Constants:
+    flat = {k: v[field] for section in SECTIONS for k, v in doc[section].items()}
+    flat["uncertainty"] = doc.get("uncertainty", {}).get("ratios", {})
+    return Constants.model_validate(flat)
+
+
+def document() -> dict[str, Any]:
+    return dict(json.loads(PATH.read_text()))
+
+
+@cache
+def load() -> Constants:
+    """The fitted constants every prediction uses."""
+    return parse(document())
+
+
+@cache
+def load_prior() -> Constants:
+    """The hand-derived constants calibration starts from (and leave-one-out refits use)."""
+    return parse(document(), "prior")

@@ -1,0 +1,159 @@
+"""Stage 2's autoscaling section: KEDA triggers on signals vLLM exports, with thresholds
+taken from the operating point.
+
+Each threshold is what the performance model predicts at the load a replica was sized for
+(capacity x (1 - headroom)): scale-out starts when a replica leaves that load, before the
+SLO is at risk. Every signal resolves at its threshold: gauges (waiting requests, KV use)
+and a mean from a histogram's `_sum` and `_count` are exact; the one quantile (TTFT at the
+SLO percentile, a guard) sits where the release's bucket bounds can resolve it, with
+`--custom-histogram-buckets` adding the bound when they cannot."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from llmfleet.catalog.vllm_release import bucket_family, default_buckets, quantile_problem
+from llmfleet.data import Data
+from llmfleet.perf.queueing import length_cv2, prefill_wait
+from llmfleet.search.choice import Choice
+from llmfleet.search.replica_slo import predict_at, ttft_percentile_s
+
+
+class Trigger(Data):
+    """One KEDA prometheus trigger, AverageValue: the HPA wants ceil(query / threshold)
+    replicas. Every query reads a signal the pinned vLLM exports at a resolution that can
+    cross the threshold (checked by `render`)."""
+
+    name: str
+    metric: str = Field(description="The vllm:* metric family the query reads.")
+    query: str = Field(description="PromQL over this namespace's and model's series.")
+    threshold: float = Field(description="Per replica, in the metric's unit.")
+    quantile: float | None = Field(
+        default=None, description="histogram_quantile's q (0-1) when the query takes one."
+    )
+    reason: str
+
+
+class Autoscaling(Data):
+    """KEDA ScaledObject settings. The replica bounds are `RegionPlan.replicas` (min, max;
+    the fallback holds the desired count)."""
+
+    polling_interval_s: int
+    cooldown_period_s: int
+    scale_down_stabilization_s: int
+    fallback_failure_threshold: int = Field(
+        description="Failed Prometheus polls in a row before KEDA holds the desired replicas."
+    )
+    triggers: list[Trigger]
+    reasons: list[str]
+
+
+POLLING_INTERVAL_S = 15
+COOLDOWN_PERIOD_S = 300
+SCALE_DOWN_STABILIZATION_S = 600
+FALLBACK_FAILURE_THRESHOLD = 3
+RATE_WINDOW = "2m"
+TTFT_METRIC = "vllm:time_to_first_token_seconds"
+
+
+def selector(namespace: str, served_model_name: str) -> str:
+    return f'{{namespace="{namespace}",model_name="{served_model_name}"}}'
+
+
+def _per_replica(expr: str, sel: str) -> str:
+    """A fleet-wide mean or quantile times the replicas reporting it (AverageValue), and 0
+    when idle (NaN) instead of a failed poll that would trigger the fallback."""
+    return f"({expr} * count(vllm:kv_cache_usage_perc{sel})) > 0 or vector(0)"
+
+
+def custom_buckets(choice: Choice) -> dict[str, list[float]] | None:
+    """Bounds for families whose defaults cannot resolve a threshold: the guard's TTFT."""
+    threshold = choice.plan.slo.ttft_ms / 1000
+    if quantile_problem(TTFT_METRIC, threshold) is None:
+        return None
+    family = bucket_family(TTFT_METRIC)
+    assert family is not None
+    return {family: sorted({*default_buckets(family), threshold})}
+
+
+def autoscaling(choice: Choice, namespace: str, served_model_name: str) -> Autoscaling:
+    """Triggers whose thresholds are the signals at the load a replica was sized for."""
+    plan, sizing, eng = choice.plan, choice.sizing, choice.step_model
+    replicas, t = choice.replicas, plan.traffic
+    i, o = t.input_tokens.mean, t.output_tokens.mean
+    rate = sizing.capacity_rps * (1 - plan.headroom)
+    steps, ttft_s = predict_at(eng, plan, sizing.batch, sizing.chunk_tokens, rate)
+    running = rate * o * steps.mean_token_s
+    kv_p95 = running * (t.input_tokens.p95_or_mean + t.output_tokens.p95_or_mean / 2)
+    kv_use = min(kv_p95 / sizing.memory.kv_cache_tokens, 0.95)
+    service = i / sizing.chunk_tokens * steps.mixed_s
+    cv2 = length_cv2(i, t.input_tokens.p95_or_mean)
+    wait = prefill_wait(steps.mixed_share, service, cv2, plan.slo.percentile)
+    queued = rate * wait.mean_s  # Little's law
+    limit_ttft = ttft_percentile_s(eng, plan, sizing.steps, sizing.batch, sizing.chunk_tokens)
+    p, sel, w = plan.slo.percentile, selector(namespace, served_model_name), RATE_WINDOW
+    queue_depth = round(max(queued, 0.5), 2)
+    queue_wait = round(max(wait.mean_s, 0.001), 4)
+    triggers = [
+        Trigger(
+            name="queue-depth",
+            metric="vllm:num_requests_waiting",
+            query=f"sum(vllm:num_requests_waiting{sel})",
+            threshold=queue_depth,
+            reason=f"{queued:.2f} requests wait per replica at the sized load (Little's law: "
+            f"{rate:.2f} req/s x {wait.mean_s * 1000:.0f} ms mean wait), at least half a "
+            "request so one arrival does not scale out",
+        ),
+        Trigger(
+            name="kv-cache-usage",
+            metric="vllm:kv_cache_usage_perc",
+            query=f"sum(vllm:kv_cache_usage_perc{sel})",
+            threshold=round(kv_use, 3),
+            reason=f"{running:.1f} running sequences at the sized load, each holding a p95 "
+            f"context ({t.input_tokens.p95_or_mean:,} + {t.output_tokens.p95_or_mean:,} / 2 "
+            f"tokens), fill {kv_use:.1%} of {sizing.memory.kv_cache_tokens:,} KV tokens: "
+            "above it the replica holds more work than it was sized for",
+        ),
+        Trigger(
+            name="queue-wait-mean",
+            metric="vllm:request_queue_time_seconds",
+            query=_per_replica(
+                f"(sum(rate(vllm:request_queue_time_seconds_sum{sel}[{w}])) / "
+                f"sum(rate(vllm:request_queue_time_seconds_count{sel}[{w}])))",
+                sel,
+            ),
+            threshold=queue_wait,
+            reason=f"the mean prefill-queue wait at the sized load is "
+            f"{wait.mean_s * 1000:.1f} ms; a mean from _sum and _count resolves any value, "
+            "where a quantile of this family's buckets (lowest bound 0.3 s) could not",
+        ),
+        Trigger(
+            name="ttft-slo-guard",
+            metric=TTFT_METRIC,
+            query=_per_replica(
+                f"histogram_quantile({p / 100:g}, sum by (le) "
+                f"(rate({TTFT_METRIC}_bucket{sel}[{w}])))",
+                sel,
+            ),
+            threshold=plan.slo.ttft_ms / 1000,
+            quantile=round(p / 100, 4),
+            reason=f"scale out as soon as the fleet's p{p:g} TTFT crosses the SLO "
+            f"({plan.slo.ttft_ms:g} ms), whatever the queue signals say",
+        ),
+    ]
+    return Autoscaling(
+        polling_interval_s=POLLING_INTERVAL_S,
+        cooldown_period_s=COOLDOWN_PERIOD_S,
+        scale_down_stabilization_s=SCALE_DOWN_STABILIZATION_S,
+        fallback_failure_threshold=FALLBACK_FAILURE_THRESHOLD,
+        triggers=triggers,
+        reasons=[
+            f"a replica sustains {sizing.capacity_rps:.2f} req/s at the SLO; with "
+            f"{plan.headroom:.0%} headroom it is sized for {rate:.2f} req/s (TTFT "
+            f"{ttft_s * 1000:.0f} ms there; at capacity {limit_ttft * 1000:.0f} ms)",
+            "each trigger fires at its value at that load, so scale-out starts when a replica "
+            "leaves the load it was sized for, before the headroom is consumed",
+            f"min {replicas.min} replicas carry the trough, max {replicas.max} the peak; if "
+            f"Prometheus is unreachable KEDA holds {replicas.desired} (the peak size)",
+        ],
+    )

@@ -1,0 +1,118 @@
+"""What a region costs per month: GPU nodes at the peak, at the trough and over the day's
+traffic profile (reachable now that Karpenter removes nodes), plus the EBS root volumes,
+the EKS control plane, the NAT gateways and the NAT data of cold starts; and the cost per
+million output tokens served over the profile.
+
+Prices besides the GPU nodes are us-east-1 list prices (other regions differ by a few per
+cent): EKS $0.10 per cluster-hour (aws.amazon.com/eks/pricing, standard support), NAT
+gateway $0.045 per hour and per GB processed (aws.amazon.com/vpc/pricing), gp3 $0.08 per
+GB-month (aws.amazon.com/ebs/pricing)."""
+
+from __future__ import annotations
+
+from llmfleet.data import Data
+from llmfleet.fleetplan.capacity import Floors, NodeCapacity, SystemPool
+from llmfleet.fleetplan.cold_start import IMAGE_GB
+from llmfleet.search.choice import Choice
+from llmfleet.units import GIB, HOURS_PER_MONTH
+
+
+class Costs(Data):
+    """Monthly USD (730 h) of one region: GPU nodes at the peak, the trough and over the day
+    profile, and what runs beside them."""
+
+    gpu_peak: float
+    gpu_trough: float
+    gpu_day_profile: float
+    ebs_day_profile: float
+    eks_control_plane: float
+    nat_gateways: float
+    nat_data: float
+    total_day_profile: float
+    output_tokens_per_month: float
+    usd_per_million_output_tokens: float | None  # None: a standby without traffic
+    assumptions: list[str]
+
+
+EKS_USD_PER_HOUR = 0.10
+NAT_USD_PER_HOUR = 0.045
+NAT_USD_PER_GB = 0.045
+GP3_USD_PER_GB_MONTH = 0.08
+DAYS_PER_MONTH = HOURS_PER_MONTH / 24
+
+
+def gpu_usd_per_hour(choice: Choice, capacity: NodeCapacity, nodes: float) -> float:
+    """GPU nodes running `nodes` at once, billed as the purchase bills them."""
+    cap, od = choice.region.capacity, choice.price_usd_per_hour
+    if cap.type == "reservation":  # the reservation is billed used or not
+        return max(nodes, cap.reserved_nodes) * od
+    if cap.type == "capacity_block":  # the block is paid whole; above it on-demand
+        return (
+            cap.reserved_nodes * capacity.price_usd_per_hour
+            + max(0.0, nodes - cap.reserved_nodes) * od
+        )
+    if cap.type == "spot":  # the floor stays on-demand
+        floor = capacity.floor_nodes
+        return min(nodes, floor) * od + max(0.0, nodes - floor) * capacity.price_usd_per_hour
+    return nodes * od
+
+
+def nat_gateways(choice: Choice, zones: int) -> int:
+    """NAT gateways of a new VPC (none of ours in an existing one)."""
+    if choice.region.network is not None:
+        return 0
+    return zones if choice.plan.cluster.nat_gateways == "per_az" else 1
+
+
+def costs(
+    choice: Choice,
+    capacity: NodeCapacity,
+    floor: Floors,
+    system: SystemPool,
+    node_volume_gib: int,
+    weights_gib: float,
+    cluster_zones: int,
+) -> Costs:
+    profile = choice.plan.day_profile
+    peak_n, trough_n = choice.nodes.desired, floor.nodes
+    hours = {"peak": profile.peak_hours, "trough": profile.trough_hours}
+    hours["ramp"] = profile.ramp_hours
+    nodes = {"peak": peak_n, "trough": trough_n, "ramp": (peak_n + trough_n) / 2}
+    per_hour = {k: gpu_usd_per_hour(choice, capacity, n) for k, n in nodes.items()}
+    day_avg = sum(per_hour[k] * hours[k] for k in hours) / 24
+    avg_nodes = sum(nodes[k] * hours[k] for k in hours) / 24
+    gib_months = avg_nodes * node_volume_gib + system.nodes.desired * system.volume_gib
+    ebs = gib_months * GIB / 1e9 * GP3_USD_PER_GB_MONTH
+    nat_count = nat_gateways(choice, cluster_zones)
+    launches = (peak_n - trough_n) * DAYS_PER_MONTH  # one rise to the peak a day
+    through_nat_gb = 0.0 if choice.plan.startup.ecr_account_id else IMAGE_GB
+    if choice.region.network is not None:  # no S3 gateway endpoint of ours: weights too
+        through_nat_gb += weights_gib * GIB / 1e9 * choice.replicas_per_node
+    nat_data = launches * through_nat_gb * NAT_USD_PER_GB
+    peak_rps, trough_rps = choice.peak_requests_per_s, choice.trough_requests_per_s
+    rates = {"peak": peak_rps, "trough": trough_rps, "ramp": (peak_rps + trough_rps) / 2}
+    mean_rps = sum(rates[k] * hours[k] for k in hours) / 24
+    tokens = mean_rps * choice.plan.traffic.output_tokens.mean * HOURS_PER_MONTH * 3600
+    parts = {
+        "gpu_day_profile": day_avg * HOURS_PER_MONTH,
+        "ebs_day_profile": ebs,
+        "eks_control_plane": EKS_USD_PER_HOUR * HOURS_PER_MONTH,
+        "nat_gateways": nat_count * NAT_USD_PER_HOUR * HOURS_PER_MONTH,
+        "nat_data": nat_data,
+    }
+    total = sum(parts.values())
+    return Costs(
+        gpu_peak=round(per_hour["peak"] * HOURS_PER_MONTH, 2),
+        gpu_trough=round(per_hour["trough"] * HOURS_PER_MONTH, 2),
+        **{k: round(v, 2) for k, v in parts.items()},
+        total_day_profile=round(total, 2),
+        output_tokens_per_month=round(tokens),
+        usd_per_million_output_tokens=round(total / (tokens / 1e6), 4) if tokens > 0 else None,
+        assumptions=[
+            f"day: {profile.peak_hours:g} h at the peak, {profile.trough_hours:g} h at the "
+            f"trough, {profile.ramp_hours:g} h halfway (plan.day_profile)",
+            f"one rise to the peak a day: {peak_n - trough_n} node launch(es) a day, each "
+            f"pulling {through_nat_gb:.0f} GB through NAT",
+            "EKS, NAT and gp3 at us-east-1 list prices; system nodes are not priced",
+        ],
+    )

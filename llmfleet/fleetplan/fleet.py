@@ -1,0 +1,223 @@
+"""Plan -> FleetPlan: the search chooses per region, the section builders assemble.
+
+`build_fleet_plan` is the one entry point the CLI, the renderer's callers and the Pulumi
+program use; the same plan always gives the same FleetPlan. The FleetPlan is plain data:
+components, templates and the CLI read it and recompute nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from llmfleet import __version__
+from llmfleet.catalog.constants import Constants
+from llmfleet.catalog.constants import load as load_constants
+from llmfleet.data import Data, MinDesiredMax
+from llmfleet.fleetplan.capacity import check_region_size
+from llmfleet.fleetplan.entry_point import entry_point
+from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, lever_report
+from llmfleet.fleetplan.region import RegionPlan, region_plan
+from llmfleet.fleetplan.resilience import Resilience, resilience
+from llmfleet.paths import PROJECT_ROOT
+from llmfleet.perf.architecture import kv_dtype_bytes
+from llmfleet.plan.checks import check_plan
+from llmfleet.plan.cluster import ClusterAccess, Startup
+from llmfleet.plan.model import ResolvedModel, resolve_model
+from llmfleet.plan.routing import ApiKey, Dns, Routing
+from llmfleet.plan.schema import CapacityPlan, Slo, Traffic
+from llmfleet.search.optimizer import Sizer, choose_region
+from llmfleet.search.replicas import RegionFloor, region_floors
+from llmfleet.units import GB, GIB
+
+
+class ModelSummary(Data):
+    id: str
+    hf_repo: str | None
+    source: str
+    params_b: float
+    active_params_b: float
+    precision: str
+    kv_cache_dtype: str
+    weights_gib: float
+    kv_bytes_per_token: float
+
+
+class RuleOfThumb(Data):
+    rule: str
+    rule_value: str
+    computed: str
+    verdict: str
+
+
+class FleetPlan(Data):
+    name: str
+    llmfleet_version: str = __version__
+    model: ModelSummary
+    slo: Slo
+    traffic: Traffic
+    headroom: float
+    confidence: str
+    kubernetes_version: str
+    cluster: ClusterAccess
+    regions: list[RegionPlan]
+    monthly_cost_usd: float
+    monthly_cost_usd_at_trough: float
+    gpus: MinDesiredMax
+    rules_of_thumb: list[RuleOfThumb]
+    levers_report: LeverReport | None = Field(
+        default=None,
+        description="Memory per precision, speculative speed-up against batch, cost per lever.",
+    )
+    environment: str = Field(description="development or production (plan.environment).")
+    routing: Routing
+    dns: Dns | None
+    api_key: ApiKey | None
+    resilience: Resilience = Field(
+        description="Loss scenarios, warm floors, recovery time; monthly_cost_usd includes "
+        "the floors, resilience.monthly_cost_usd_without_resilience does not."
+    )
+    startup: Startup = Field(
+        default_factory=Startup, description="The plan's image digest, registry and growth."
+    )
+    monthly_cost_usd_day_profile: float = Field(
+        default=0.0,
+        description="Every region's costs.total_day_profile: GPUs over the day's profile, "
+        "EBS, EKS control planes, NAT gateways and their data.",
+    )
+
+    def region(self, name: str) -> RegionPlan:
+        return next(r for r in self.regions if r.region == name)
+
+
+def sizing_constants(plan: CapacityPlan, consts: Constants) -> Constants:
+    """`confidence: pessimistic` slows the GPU part of every vLLM step to the p90 of the
+    calibration's held-out measured/predicted ITL ratio."""
+    if plan.confidence != "pessimistic":
+        return consts
+    factors = dict(consts.engine_step_factor)
+    factors["vllm"] = factors.get("vllm", 1.0) * max(1.0, consts.ratio("itl_ms", "p90"))
+    return consts.model_copy(update={"engine_step_factor": factors})
+
+
+def model_summary(
+    plan: CapacityPlan, model: ResolvedModel, levers: ChosenLevers | None = None
+) -> ModelSummary:
+    """The model as served: the levers the first region chose (the plan's own values when
+    none are given)."""
+    arch = model.arch
+    precision = levers.precision if levers else plan.model.precision
+    kv = levers.kv_cache_dtype if levers else plan.model.kv_cache_dtype
+    return ModelSummary(
+        id=model.id,
+        hf_repo=model.hf_repo,
+        source=model.source,
+        params_b=round(arch.total_params / 1e9, 3),
+        active_params_b=round(arch.active_params / 1e9, 3),
+        precision=precision,
+        kv_cache_dtype=kv,
+        weights_gib=round(arch.weight_bytes(precision) / GIB, 2),
+        kv_bytes_per_token=arch.kv_bytes_per_token(kv_dtype_bytes(kv)),
+    )
+
+
+def build_fleet_plan(
+    plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = PROJECT_ROOT
+) -> FleetPlan:
+    check_plan(plan)
+    base = consts or load_constants()
+    consts = sizing_constants(plan, base)
+    pessimistic = sizing_constants(plan.model_copy(update={"confidence": "pessimistic"}), base)
+    model = resolve_model(plan, base_dir)
+    sizer = Sizer(plan, model, consts)
+    searched = [choose_region(plan, model, region, consts, sizer) for region in plan.regions]
+    # Stage 4: the search sized each region to survive the losses it absorbs; record the
+    # floors, then give each region its entry point.
+    choices = [choice for choice, _ in searched]
+    floors = region_floors(plan, choices)
+    regions = [
+        _with_routing(plan, region_plan(choice, alts, consts, pessimistic, floor), floor)
+        for choice, (_, alts), floor in zip(choices, searched, floors, strict=True)
+    ]
+    for r in regions:
+        check_region_size(
+            r.region, r.instance_type, r.gpus_per_node, r.nodes.max,
+            plan.traffic.peak_requests_per_s,
+        )
+    gpus = MinDesiredMax(
+        min=sum(r.nodes.min * r.gpus_per_node for r in regions),
+        desired=sum(r.nodes.desired * r.gpus_per_node for r in regions),
+        max=sum(r.nodes.max * r.gpus_per_node for r in regions),
+    )
+    return FleetPlan(
+        name=plan.name,
+        model=model_summary(plan, model, regions[0].levers),
+        slo=plan.slo,
+        traffic=plan.traffic,
+        headroom=plan.headroom,
+        confidence=plan.confidence,
+        cluster=plan.cluster,
+        kubernetes_version=plan.kubernetes_version,
+        regions=regions,
+        monthly_cost_usd=round(sum(r.monthly_cost_usd for r in regions), 2),
+        monthly_cost_usd_at_trough=round(sum(r.monthly_cost_usd_at_trough for r in regions), 2),
+        gpus=gpus,
+        rules_of_thumb=rules_of_thumb(model, plan),
+        levers_report=lever_report(plan, model, [c for c, _ in searched], sizer, consts),
+        environment=plan.environment,
+        routing=plan.routing,
+        dns=plan.dns,
+        api_key=plan.api_key,
+        resilience=resilience(plan, regions, floors),
+        startup=plan.startup,
+        monthly_cost_usd_day_profile=round(sum(r.costs.total_day_profile for r in regions), 2),
+    )
+
+
+def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: RegionFloor) -> RegionPlan:
+    """The region with its entry point, and why its floor rose (when it did)."""
+    reasons = list(rp.reasons)
+    if floor.worst_case_lost:
+        reasons.append(
+            f"warm floor {floor.warm_replicas} replicas: carries "
+            f"{floor.worst_load_requests_per_s:g} req/s when {', '.join(floor.worst_case_lost)} "
+            f"is lost (min/desired/max without resilience "
+            f"{'/'.join(str(v) for v in floor.replicas_without_resilience.values())})"
+        )
+    entry = entry_point(plan, rp.region, rp.serving.vllm.served_model_name)
+    return rp.model_copy(update={"entry_point": entry, "reasons": reasons})
+
+
+def rules_of_thumb(model: ResolvedModel, plan: CapacityPlan) -> list[RuleOfThumb]:
+    arch = model.arch
+    kv_mb = arch.kv_bytes_per_token(kv_dtype_bytes(plan.model.kv_cache_dtype)) / 1e6
+    kv_verdict = (
+        f"the rule is {1.5 / kv_mb:.1f}-{2.5 / kv_mb:.1f}x too high for this model"
+        if kv_mb < 1.5
+        else f"the rule is {kv_mb / 2.5:.1f}x too low for this model"
+        if kv_mb > 2.5
+        else "within the rule"
+    )
+    why = (
+        f"{arch.kv_heads} KV heads of {arch.heads} (GQA)"
+        if arch.mla_kv_dim is None
+        else f"MLA latent of {arch.mla_kv_dim} values per layer"
+    )
+    weights_gb = arch.weight_bytes(plan.model.precision) / GB
+    fp16_gb = 2 * arch.total_params / GB
+    return [
+        RuleOfThumb(
+            rule="KV cache per token of context",
+            rule_value="1.5-2.5 MB",
+            computed=f"{kv_mb:.3f} MB ({why}, {arch.layers} layers)",
+            verdict=kv_verdict,
+        ),
+        RuleOfThumb(
+            rule="16-bit weights = 2 bytes x parameters",
+            rule_value=f"{fp16_gb:.0f} GB",
+            computed=f"{weights_gb:.0f} GB at {plan.model.precision}",
+            verdict="matches"
+            if plan.model.precision in ("bf16", "fp16")
+            else f"{plan.model.precision} saves {1 - weights_gb / fp16_gb:.0%}",
+        ),
+    ]

@@ -1,0 +1,168 @@
+"""What a replica is predicted to do at the region's peak, its memory, and its latency and
+throughput against the running batch (the report's chart data).
+
+The search picks one batch per region (max_num_seqs, the largest meeting both SLOs); a
+reviewer asks how close that is to the edge. `batch_curve` evaluates the same performance
+model with the region's engine and prefill chunk at batches from one sequence to twice the
+operating point (or what the KV pool holds, if less), so the chart's curve passes exactly
+through the FleetPlan's operating point."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import Field
+
+from llmfleet.catalog.constants import Constants
+from llmfleet.data import Data
+from llmfleet.perf.chunked import mixed_steps
+from llmfleet.perf.step import StepModel
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.choice import Choice
+from llmfleet.search.replica_slo import (
+    itl_percentile_s,
+    predict_at,
+    ttft_percentile_s,
+    ttft_prompt_tokens,
+)
+
+
+class Predicted(Data):
+    """Per replica, at the region's peak load unless a name says otherwise."""
+
+    ttft_ms: float = Field(
+        description="TTFT at the SLO percentile at the peak load per replica: the prompt of "
+        "ttft_prompt_tokens plus the queue wait at that percentile."
+    )
+    ttft_prompt_tokens: int = Field(
+        description="The prompt TTFT is predicted for: that percentile of the input lengths."
+    )
+    itl_ms: float = Field(description="ITL as the SLO defines it (slo.itl) at the percentile.")
+    token_gap_ms: float = Field(description="The longest gap between two tokens of a stream.")
+    tpot_ms: float = Field(description="A request's mean time per output token at the percentile.")
+    decode_only_itl_ms: float = Field(description="Gap between tokens in a step without prefill.")
+    mixed_step_ms: float = Field(
+        description="Gap in a step that carries a prefill chunk: the longest token gap."
+    )
+    mixed_step_share: float = Field(description="Share of steps that carry a prefill chunk.")
+    output_tokens_per_s: float = Field(
+        description="Output tokens/s one replica sustains inside the SLOs."
+    )
+    requests_per_s: float = Field(description="Requests/s one replica sustains inside the SLOs.")
+    requests_per_s_at_peak: float = Field(description="Requests/s each replica serves at the peak.")
+    kv_cache_tokens: int = Field(description="KV capacity of a replica, as vLLM logs it.")
+    max_concurrency: float = Field(description="Sequences of max_model_len the KV pool holds.")
+    ranges: dict[str, tuple[float, float]] = Field(
+        description="Per metric, where the measured value is expected (p10-p90 of the "
+        "calibration's held-out measured/predicted ratios)."
+    )
+
+
+class Memory(Data):
+    gpu_total_gib: float
+    weights_gib_per_gpu: float
+    activation_gib: float
+    non_torch_gib: float
+    kv_cache_gib_per_gpu: float
+    kv_bytes_per_token: float
+
+
+class BatchPoint(Data):
+    """One replica at a running batch: what the performance model predicts (curves.py)."""
+
+    batch: int = Field(description="Running sequences (max_num_seqs at the operating point).")
+    itl_ms: float = Field(description="TPOT at the SLO percentile, with the chosen chunk.")
+    ttft_ms: float | None = Field(description="TTFT at the percentile; None: prefill saturated.")
+    output_tokens_per_s: float = Field(description="batch / mean step time.")
+
+
+def _round(x: float, nd: int = 2) -> float:
+    return round(x, nd)
+
+
+def predicted(choice: Choice, consts: Constants) -> Predicted:
+    """Per replica at the region's peak; ranges from the calibration's held-out errors."""
+    plan, s = choice.plan, choice.sizing
+    o = plan.traffic.output_tokens.mean
+    at_peak, ttft_s = predict_at(
+        choice.step_model, plan, s.batch, s.chunk_tokens, choice.peak_requests_per_s_per_replica
+    )
+    itl_ms = itl_percentile_s(plan, at_peak) * 1000
+    values = {
+        "ttft_ms": ttft_s * 1000,
+        "itl_ms": itl_ms,
+        "output_tokens_per_s": s.capacity_rps * o,
+        "kv_cache_tokens": float(s.memory.kv_cache_tokens),
+    }
+    ranges = {
+        k: (_round(v * consts.ratio(k, "p10"), 1), _round(v * consts.ratio(k, "p90"), 1))
+        for k, v in sorted(values.items())
+    }
+    return Predicted(
+        ttft_ms=_round(ttft_s * 1000, 1),
+        ttft_prompt_tokens=ttft_prompt_tokens(plan),
+        itl_ms=_round(itl_ms, 2),
+        token_gap_ms=_round(at_peak.longest_gap_s * 1000, 2),
+        tpot_ms=_round(at_peak.tpot_percentile_s(o, plan.slo.percentile) * 1000, 2),
+        decode_only_itl_ms=_round(at_peak.decode_only_s * 1000, 2),
+        mixed_step_ms=_round(at_peak.mixed_s * 1000, 2),
+        mixed_step_share=_round(min(1.0, at_peak.mixed_share), 4),
+        output_tokens_per_s=_round(s.capacity_rps * o, 1),
+        requests_per_s=_round(s.capacity_rps, 3),
+        requests_per_s_at_peak=_round(choice.peak_requests_per_s_per_replica, 3),
+        kv_cache_tokens=s.memory.kv_cache_tokens,
+        max_concurrency=_round(s.memory.max_concurrency),
+        ranges=ranges,
+    )
+
+
+def memory(choice: Choice) -> Memory:
+    mem = choice.sizing.memory
+    return Memory(
+        gpu_total_gib=_round(mem.total_gib),
+        weights_gib_per_gpu=_round(mem.weights_gib_per_gpu),
+        activation_gib=_round(mem.activation_gib),
+        non_torch_gib=_round(mem.non_torch_gib),
+        kv_cache_gib_per_gpu=_round(mem.kv_cache_gib_per_gpu),
+        kv_bytes_per_token=mem.kv_bytes_per_token,
+    )
+
+
+CURVE_POINTS = 32
+"""Batches evaluated per region (plus the operating point)."""
+
+
+def curve_batches(operating_batch: int, kv_batch: int, points: int = CURVE_POINTS) -> list[int]:
+    """1 .. min(2 x operating, KV limit), evenly spaced, always holding the operating batch."""
+    top = max(operating_batch, min(kv_batch, 2 * operating_batch))
+    step = (top - 1) / max(1, points - 1)
+    grid = {1 + round(k * step) for k in range(points)} | {operating_batch}
+    return sorted(b for b in grid if 1 <= b <= top)
+
+
+def batch_point(
+    eng: StepModel, plan: CapacityPlan, batch: int, chunk_tokens: int
+) -> BatchPoint:
+    """One replica running `batch` sequences with `chunk_tokens`-token prefill chunks."""
+    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
+    steps = mixed_steps(eng, batch, i, o, chunk_tokens)
+    ttft_s = (
+        ttft_percentile_s(eng, plan, steps, batch, chunk_tokens)
+        if steps.mixed_share < 1
+        else math.inf
+    )
+    return BatchPoint(
+        batch=batch,
+        itl_ms=round(itl_percentile_s(plan, steps) * 1000, 2),
+        ttft_ms=round(ttft_s * 1000, 1) if math.isfinite(ttft_s) else None,
+        output_tokens_per_s=round(batch / steps.mean_s, 1),
+    )
+
+
+def batch_curve(
+    eng: StepModel, plan: CapacityPlan, chunk_tokens: int, operating_batch: int, kv_batch: int
+) -> list[BatchPoint]:
+    """The curve the report draws for one region (see the module docstring)."""
+    return [
+        batch_point(eng, plan, b, chunk_tokens) for b in curve_batches(operating_batch, kv_batch)
+    ]

@@ -1,0 +1,236 @@
+"""One region's section of the FleetPlan, assembled from the search's `Choice`: the predicted
+figures, memory, zones and volumes, and the reasons; each sub-section has its builder."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import Field, computed_field
+
+from llmfleet.catalog import hardware
+from llmfleet.catalog.constants import Constants
+from llmfleet.data import Data, MinDesiredMax
+from llmfleet.errors import PlanError
+from llmfleet.fleetplan.alerts import Alerts, region_alerts
+from llmfleet.fleetplan.autoscaling import Autoscaling, autoscaling
+from llmfleet.fleetplan.capacity import (
+    NodeCapacity,
+    SystemPool,
+    cluster_zone_ids,
+    floors,
+    node_capacity,
+    node_zone_ids,
+    replicas_filling_slots,
+    system_pool,
+)
+from llmfleet.fleetplan.cold_start import ColdStart, cold_start
+from llmfleet.fleetplan.costs import Costs, costs
+from llmfleet.fleetplan.entry_point import EntryPoint
+from llmfleet.fleetplan.levers import ChosenLevers, chosen_levers, download_gib
+from llmfleet.fleetplan.predicted import (
+    BatchPoint,
+    Memory,
+    Predicted,
+    _round,
+    batch_curve,
+    memory,
+    predicted,
+)
+from llmfleet.fleetplan.risk import Risk, risk
+from llmfleet.fleetplan.serving import Serving, serving
+from llmfleet.fleetplan.workload import Workload, workload
+from llmfleet.search.choice import Choice
+from llmfleet.search.optimizer import Alternative
+from llmfleet.search.replica_slo import itl_percentile_s, ttft_prompt_tokens
+from llmfleet.search.replicas import RegionFloor
+
+
+class RegionPlan(Data):
+    region: str
+    traffic_share: float
+    peak_requests_per_s: float
+    trough_requests_per_s: float
+    instance_type: str
+    gpu: str
+    gpus_per_node: int
+    replicas_per_node: int
+    replicas: MinDesiredMax = Field(
+        description="min carries the trough, desired and max the peak; KEDA scales between."
+    )
+    nodes: MinDesiredMax
+    price_usd_per_hour: float
+    price_source: str
+    monthly_cost_usd: float = Field(description="At desired nodes (provisioned for the peak).")
+    monthly_cost_usd_at_trough: float
+    predicted: Predicted
+    risk: Risk
+    memory: Memory
+    serving: Serving
+    autoscaling: Autoscaling
+    workload: Workload
+    system_pool: SystemPool
+    node_zones: list[str] = Field(
+        description="node_zone_ids as zone names of the catalog's (moto's) account; another "
+        "account's names differ, so deploys use node_zone_ids."
+    )
+    availability_zones: list[str] = Field(
+        description="cluster_zone_ids as the catalog account's zone names (informational)."
+    )
+    node_volume_gib: int = Field(description="Root volume per node: images and weights.")
+    vpc_id: str | None
+    private_subnet_ids: list[str] | None
+    vpc_cidr: str
+    reasons: list[str]
+    alternatives: list[Alternative]
+    batch_curve: list[BatchPoint] = Field(
+        description="ITL, TTFT and throughput against the running batch, from one sequence to "
+        "what the KV pool holds; includes the operating point (the report's chart)."
+    )
+    levers: ChosenLevers | None = Field(
+        default=None, description="Precision, KV dtype, checkpoint and speculation chosen."
+    )
+    alerts: Alerts
+    entry_point: EntryPoint | None = Field(
+        default=None, description="The region's TLS entry point (None without plan.dns)."
+    )
+    node_zone_ids: list[str] = Field(description="Zone IDs of the GPU nodes (2+ where offered).")
+    cluster_zone_ids: list[str] = Field(
+        description="Zone IDs of the cluster's private subnets: the GPU zones topped up to 2-3."
+    )
+    capacity: NodeCapacity
+    cold_start: ColdStart
+    costs: Costs
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def tensor_parallel_size(self) -> int:
+        """GPUs per replica = vLLM's --tensor-parallel-size (its home: serving.vllm)."""
+        return self.serving.vllm.tensor_parallel_size
+
+
+IMAGE_AND_OS_GIB = 100
+
+
+VOLUME_STEP_GIB = 50
+
+
+def node_volume_gib(weights_gib: float, replicas_per_node: int) -> int:
+    """Root volume: image and OS plus each replica's weight cache (+20 %), in 50 GiB steps."""
+    volume = IMAGE_AND_OS_GIB + math.ceil(weights_gib * replicas_per_node * 1.2)
+    return math.ceil(volume / VOLUME_STEP_GIB) * VOLUME_STEP_GIB
+
+
+def reasons(choice: Choice, stage4: RegionFloor | None = None) -> list[str]:
+    plan, s, inst, mem = choice.plan, choice.sizing, choice.instance, choice.sizing.memory
+    p = plan.slo.percentile
+    itl_name = "longest token gap" if plan.slo.itl == "token_gap" else f"TPOT p{p:g}"
+    limit_itl_ms = itl_percentile_s(plan, s.steps) * 1000
+    given = {95: plan.traffic.input_tokens.p95, 99: plan.traffic.input_tokens.p99}.get(int(p))
+    prompt_from = "as given" if given else "lognormal through the plan's mean and percentiles"
+    own = stage4.replicas_without_resilience["desired"] if stage4 else choice.replicas.desired
+    return [
+        f"{inst.instance_type} at TP {choice.tp}: weights {mem.weights_gib_per_gpu:.1f} GiB per "
+        f"GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = {mem.kv_cache_tokens:,} tokens",
+        f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token prefill "
+        f"chunks in {min(1.0, s.steps.mixed_share):.0%} of steps: decode step "
+        f"{s.steps.decode_only_s * 1000:.1f} ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, "
+        f"{itl_name} {limit_itl_ms:.1f} ms <= {plan.slo.itl_ms:g} ms",
+        f"TTFT p{p:g} is for the p{p:g} prompt ({ttft_prompt_tokens(plan):,} tokens, "
+        f"{prompt_from}) plus the prefill-queue wait at that percentile",
+        f"one replica sustains {s.capacity_rps:.2f} req/s inside TTFT {plan.slo.ttft_ms:g} ms and "
+        f"ITL {plan.slo.itl_ms:g} ms; with {plan.headroom:.0%} headroom {own} replicas carry "
+        f"the peak {choice.peak_requests_per_s:.2f} req/s"
+        + (
+            f"; {choice.replicas.desired} run for the region losses it survives (below), "
+            f"{choice.peak_requests_per_s_per_replica:.2f} req/s each at its own peak"
+            if choice.replicas.desired > own
+            else f" ({choice.peak_requests_per_s_per_replica:.2f} each)"
+        ),
+        f"{choice.replicas_per_node} replica(s) per {inst.gpu_count}-GPU node -> "
+        f"{choice.nodes.desired} nodes at ${choice.price_usd_per_hour:.3f}/h "
+        f"({choice.price_source})",
+    ]
+
+
+def region_plan(
+    choice: Choice,
+    alternatives: list[Alternative],
+    consts: Constants,
+    pessimistic: Constants,
+    stage4: RegionFloor | None = None,
+) -> RegionPlan:
+    """The region's section of the FleetPlan, from the search's choice (and, when stage 4
+    raised its floor, why)."""
+    plan, region, inst = choice.plan, choice.region, choice.instance
+    field = f"regions[{plan.regions.index(region)}]"
+    weights_gib = download_gib(choice)
+    gpu_zone_ids = node_zone_ids(region, field, inst.instance_type)
+    zone_ids = cluster_zone_ids(region.name, gpu_zone_ids)
+    floor = floors(choice, stage4)
+    cold = cold_start(choice, weights_gib)
+    work = workload(plan, inst)
+    capacity = node_capacity(
+        choice, floor, gpu_zone_ids, field, cold, work.pdb_max_unavailable
+    )
+    if not cold.headroom_carries_growth:
+        raise PlanError(
+            "headroom",
+            plan.headroom,
+            f"traffic may grow {cold.growth_during_cold_start:.1%} of the peak during one "
+            f"{cold.total_s / 60:.1f}-minute cold start in {region.name} "
+            f"(startup.traffic_growth_per_min {plan.startup.traffic_growth_per_min:g}); "
+            f"raise headroom to {cold.growth_during_cold_start:.2f} or more",
+        )
+    replicas = replicas_filling_slots(choice, floor)
+    serve = serving(choice, weights_gib, cold)
+    expected = predicted(choice, consts)
+    volume = node_volume_gib(weights_gib, choice.replicas_per_node)
+    cost = costs(choice, capacity, floor, system_pool(), volume, weights_gib, len(zone_ids))
+    return RegionPlan(
+        region=region.name,
+        traffic_share=region.traffic_share,
+        peak_requests_per_s=_round(choice.peak_requests_per_s, 4),
+        trough_requests_per_s=_round(choice.trough_requests_per_s, 4),
+        instance_type=inst.instance_type,
+        gpu=inst.gpu,
+        gpus_per_node=inst.gpu_count,
+        replicas_per_node=choice.replicas_per_node,
+        replicas=replicas,
+        nodes=MinDesiredMax(
+            min=floor.nodes, desired=choice.nodes.desired, max=choice.nodes.max
+        ),
+        price_usd_per_hour=choice.price_usd_per_hour,
+        price_source=choice.price_source,
+        monthly_cost_usd=cost.gpu_peak,
+        monthly_cost_usd_at_trough=cost.gpu_trough,
+        predicted=expected,
+        risk=risk(choice, expected, pessimistic),
+        batch_curve=batch_curve(
+            choice.step_model,
+            plan,
+            choice.sizing.chunk_tokens,
+            choice.sizing.batch,
+            choice.sizing.memory.kv_cache_tokens
+            // (plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean),
+        ),
+        memory=memory(choice),
+        serving=serve,
+        autoscaling=autoscaling(choice, work.namespace, serve.vllm.served_model_name),
+        workload=work,
+        system_pool=system_pool(),
+        node_zones=hardware.zone_names(region.name, gpu_zone_ids),
+        availability_zones=hardware.zone_names(region.name, zone_ids),
+        node_volume_gib=volume,
+        vpc_id=region.network.vpc_id if region.network else None,
+        private_subnet_ids=region.network.private_subnet_ids if region.network else None,
+        vpc_cidr=region.vpc_cidr,
+        reasons=reasons(choice, stage4),
+        alternatives=alternatives,
+        levers=chosen_levers(choice),
+        alerts=region_alerts(plan, replicas, serve, work),
+        node_zone_ids=gpu_zone_ids,
+        cluster_zone_ids=zone_ids,
+        capacity=capacity,
+        cold_start=cold,
+        costs=cost,
+    )

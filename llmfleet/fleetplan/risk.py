@@ -1,0 +1,71 @@
+"""Risk in the open: does a region's SLO hold where the calibration says a measurement may
+land (the p90 end of the held-out measured/predicted ratios), and what would the chosen
+configuration cost sized there (`confidence: pessimistic`)?"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from llmfleet.catalog import hardware
+from llmfleet.catalog.constants import Constants
+from llmfleet.data import Data
+from llmfleet.fleetplan.predicted import Predicted
+from llmfleet.search.choice import Choice
+from llmfleet.search.operating_point import Rejection, size_replica
+from llmfleet.search.replicas import deployed_replicas, nodes_for
+from llmfleet.units import HOURS_PER_MONTH
+
+
+class Risk(Data):
+    """Whether the SLO holds where the calibration says measurements may land (the p90 end
+    of the held-out ranges), and what the fleet would cost sized there."""
+
+    slo_holds_at_p90: bool = Field(
+        description="TTFT and ITL stay inside the SLO at the p90 end of their ranges."
+    )
+    ttft_ms_p90: float
+    itl_ms_p90: float
+    pessimistic_replicas: int | None = Field(
+        description="Replicas of the chosen configuration sized at confidence: pessimistic "
+        "(None: it cannot hold the SLO there)."
+    )
+    pessimistic_monthly_cost_usd: float | None
+    summary: str
+
+
+def risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> Risk:
+    """The region's risk: SLO at the p90 ends, and the chosen configuration re-sized with the
+    pessimistic constants (the same instance type and TP; `confidence: pessimistic` searches
+    every configuration)."""
+    plan = choice.plan
+    ttft_p90 = expected.ranges["ttft_ms"][1]
+    itl_p90 = expected.ranges["itl_ms"][1]
+    holds = ttft_p90 <= plan.slo.ttft_ms and itl_p90 <= plan.slo.itl_ms
+    inst = choice.instance
+    sized = size_replica(
+        choice.model.arch, hardware.gpu(inst.gpu), inst, choice.tp, plan, pessimistic, choice.lever
+    )
+    if isinstance(sized, Rejection):
+        replicas, cost = None, None
+        outcome = f"at the p90 step time {inst.instance_type} TP {choice.tp} cannot hold the "
+        outcome += f"SLO ({sized.reason}); confidence: pessimistic searches the others"
+    else:
+        rep = deployed_replicas(plan, choice.region, sized.capacity_rps)
+        nodes = nodes_for(rep, choice.replicas_per_node)
+        replicas = rep.desired
+        cost = round(nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH, 2)
+        outcome = (
+            f"sized at the p90 step time it needs {rep.desired} replicas on {nodes.desired} "
+            f"nodes (${cost:,.0f}/month against ${choice.monthly_cost_usd:,.0f})"
+        )
+    verdict = "holds" if holds else "does NOT hold"
+    return Risk(
+        slo_holds_at_p90=holds,
+        ttft_ms_p90=ttft_p90,
+        itl_ms_p90=itl_p90,
+        pessimistic_replicas=replicas,
+        pessimistic_monthly_cost_usd=cost,
+        summary=f"the SLO {verdict} at the p90 end of the calibration ranges (TTFT "
+        f"{ttft_p90:g} ms vs {plan.slo.ttft_ms:g}, ITL {itl_p90:g} ms vs {plan.slo.itl_ms:g}); "
+        + outcome,
+    )

@@ -1,0 +1,251 @@
+"""Stage 2: how each replica serves: the vLLM engine arguments, the image, pod sizing,
+probes and drain, all derived from the region's choice (`Choice`).
+
+The image: through the region's ECR pull-through cache of Docker Hub when the plan names
+the account (nodes then pull from ECR, whose layers come through the VPC's S3 gateway
+endpoint, not the NAT gateways, and a Docker Hub outage or rate limit does not stop a
+scale-up), pinned by digest when the plan gives one. llmfleet cannot read a digest offline
+and never invents one: without `startup.image_digest` the image is pinned by its release
+tag only (the report says so)."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import ConfigDict, Field, computed_field
+
+from llmfleet.catalog.vllm_release import VLLM_VERSION, vllm_release
+from llmfleet.data import Data
+from llmfleet.fleetplan.autoscaling import custom_buckets
+from llmfleet.fleetplan.cold_start import STARTUP_PERIOD_S, ColdStart
+from llmfleet.fleetplan.workload import PORT
+from llmfleet.plan.cluster import Startup
+from llmfleet.search.choice import Choice
+from llmfleet.search.levers import served
+
+
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class VllmArgs(Data):
+    """The `vllm serve --config` file: one field per flag of the pinned release, serialised
+    under the flag's name (`config()`). It is the one home of the engine's numbers: TP,
+    batch, token budget, context, memory share, KV dtype, drain time."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=_kebab, populate_by_name=True
+    )
+
+    model: str = Field(description="The checkpoint served: the region's S3 copy of it.")
+    served_model_name: str
+    host: str
+    port: int
+    tensor_parallel_size: int
+    max_model_len: int
+    max_num_seqs: int = Field(description="Running sequences at the operating point.")
+    max_num_batched_tokens: int = Field(description="Decode tokens + one prefill chunk a step.")
+    gpu_memory_utilization: float
+    kv_cache_dtype: str
+    block_size: int
+    enable_chunked_prefill: bool
+    enable_prefix_caching: bool
+    quantization: str | None = Field(default=None, description="Absent: the checkpoint's own.")
+    speculative_config: dict[str, object] | None = Field(
+        default=None, description="vLLM SpeculativeConfig keys; absent: no speculation."
+    )
+    revision: str | None = Field(
+        default=None, description="The checkpoint's commit (plan model.revision); absent: main."
+    )
+    custom_histogram_buckets: dict[str, list[float]] | None = Field(
+        default=None,
+        description="Bucket families whose default bounds cannot resolve a trigger's threshold.",
+    )
+    shutdown_timeout: int = Field(description="Seconds to finish in-flight requests on SIGTERM.")
+    enforce_eager: bool | None = Field(
+        default=None, description="True: no CUDA graphs (plan.model.enforce_eager); absent: graphs."
+    )
+    load_format: str | None = Field(
+        default=None, description="runai_streamer: stream safetensors from S3 to the GPUs."
+    )
+    model_loader_extra_config: dict[str, object] | None = Field(
+        default=None, description="The Run:ai streamer's options (distributed with TP > 1)."
+    )
+
+    def config(self) -> dict[str, object]:
+        """The config file's keys (flag names), sorted; unset options are left out."""
+        return dict(sorted(self.model_dump(by_alias=True, exclude_none=True).items()))
+
+
+class Paging(Data):
+    contiguous_sequences: int = Field(description="Sequences if each reserved max_model_len.")
+    paged_sequences: int = Field(description="Mean-length sequences the paged pool holds.")
+    explanation: str
+
+
+class Serving(Data):
+    """Stage 2: what each replica runs: its engine arguments, pod, probes and drain."""
+
+    image: str
+    vllm_version: str
+    vllm: VllmArgs
+    cpu_per_pod: int
+    memory_gib_per_pod: int
+    shm_gib: int
+    model_cache_gib: int
+    startup_period_s: int
+    startup_failure_threshold: int = Field(
+        description="Failed /health probes, startup_period_s apart, before a restart."
+    )
+    prestop_sleep_s: int
+    termination_grace_s: int
+    paging: Paging
+    reasons: list[str]
+    probe_period_s: int = Field(description="Readiness and liveness probe period.")
+    probe_timeout_s: int
+    readiness_failure_threshold: int
+    liveness_failure_threshold: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def startup_budget_s(self) -> int:
+        """How long a pod may take to start: the startup probe's failures x period."""
+        return self.startup_failure_threshold * self.startup_period_s
+
+
+ECR_PREFIX = "docker-hub"
+"""Repository prefix of the pull-through cache rule (components.weights)."""
+DOCKER_HUB = "registry-1.docker.io"
+
+
+def image_ref(startup: Startup, region: str) -> str:
+    image = str(vllm_release()["image"])  # vllm/vllm-openai:v0.33.0
+    if startup.ecr_account_id:
+        registry = f"{startup.ecr_account_id}.dkr.ecr.{region}.amazonaws.com"
+        image = f"{registry}/{ECR_PREFIX}/{image}"
+    return f"{image}@{startup.image_digest}" if startup.image_digest else image
+
+
+def image_notes(startup: Startup) -> list[str]:
+    notes = []
+    if not startup.image_digest:
+        notes.append("image pinned by tag only: give startup.image_digest to pin the digest")
+    if not startup.ecr_account_id:
+        notes.append(
+            "image pulled from Docker Hub through the NAT gateways: give "
+            "startup.ecr_account_id to pull through the region's ECR cache"
+        )
+    return notes
+
+
+PRESTOP_SLEEP_S = 10
+SYSTEM_RESERVED_VCPU = 2
+SYSTEM_RESERVED_MEMORY_SHARE = 0.1
+PROBE_PERIOD_S = 10
+PROBE_TIMEOUT_S = 5
+READINESS_FAILURE_THRESHOLD = 3
+# A busy engine answers /health late; restart only after a minute of silence.
+LIVENESS_FAILURE_THRESHOLD = 6
+
+
+def longest_request_s(choice: Choice) -> float:
+    """A p95 request at the SLO: TTFT + its p95 output tokens at the ITL target."""
+    plan = choice.plan
+    itl_s = plan.slo.itl_ms / 1000
+    return plan.slo.ttft_ms / 1000 + plan.traffic.output_tokens.p95_or_mean * itl_s
+
+
+def vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
+    """The `vllm serve --config` keys: every key a flag of the pinned release. The served
+    checkpoint's weights stream from the region's S3 copy (`cold.weights_uri`); with TP > 1
+    the streamer's `distributed` mode lets each rank read a share and exchange the rest."""
+    plan, s, lv = choice.plan, choice.sizing, choice.lever
+    checkpoint = served(plan, choice.model, lv)
+    return VllmArgs(
+        model=cold.weights_uri,
+        load_format=cold.load_format,
+        model_loader_extra_config={"distributed": True} if choice.tp > 1 else None,
+        served_model_name=plan.name,
+        host="0.0.0.0",
+        port=PORT,
+        tensor_parallel_size=choice.tp,
+        max_model_len=plan.max_model_len,
+        max_num_seqs=s.batch,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        gpu_memory_utilization=plan.gpu_memory_utilization,
+        kv_cache_dtype=lv.kv_cache_dtype,
+        block_size=s.memory.block_size,
+        enable_chunked_prefill=True,
+        enable_prefix_caching=True,
+        # fp8 without a published FP8 checkpoint: dynamic FP8 of the 16-bit one at load time
+        quantization=checkpoint.quantization,
+        speculative_config=lv.spec.vllm_config(choice.tp) if lv.spec else None,
+        revision=plan.model.revision,
+        custom_histogram_buckets=custom_buckets(choice),
+        shutdown_timeout=math.ceil(longest_request_s(choice)) + 5,
+        enforce_eager=True if plan.model.enforce_eager else None,
+    )
+
+
+def paging(choice: Choice, block_size: int) -> Paging:
+    """What PagedAttention buys over a contiguous allocator, for the plan's mean request."""
+    kv_tokens = choice.sizing.memory.kv_cache_tokens
+    max_model_len = choice.plan.max_model_len
+    t = choice.plan.traffic
+    request_tokens = t.input_tokens.mean + t.output_tokens.mean
+    contiguous = kv_tokens // max_model_len
+    per_request = math.ceil(request_tokens / block_size) * block_size
+    paged = kv_tokens // per_request
+    waste = 1 - request_tokens / max_model_len
+    return Paging(
+        contiguous_sequences=contiguous,
+        paged_sequences=paged,
+        explanation=(
+            f"A contiguous allocator reserves max_model_len ({max_model_len:,} tokens) per "
+            f"sequence: {kv_tokens:,} KV tokens hold {contiguous} sequences and "
+            f"{waste:.0%} of each reservation sits empty for a mean request of "
+            f"{request_tokens:,} tokens. PagedAttention allocates {block_size}-token blocks as "
+            f"a sequence grows, so the same pool holds {paged} such sequences "
+            f"({paged / max(1, contiguous):.1f}x)."
+        ),
+    )
+
+
+def serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Serving:
+    """The serving section: engine arguments, pod resources, probes (the startup budget is
+    the cold start's, `cold_start.cold_start`) and drain."""
+    inst, tp = choice.instance, choice.tp
+    per_node = choice.replicas_per_node
+    cpu = max(1, (inst.vcpus - SYSTEM_RESERVED_VCPU) // per_node)
+    mem = int(inst.host_memory_gib * (1 - SYSTEM_RESERVED_MEMORY_SHARE) // per_node)
+    startup_probes = cold.startup_budget_s // STARTUP_PERIOD_S
+    args = vllm_args(choice, cold)
+    shutdown = args.shutdown_timeout
+    o_p95 = choice.plan.traffic.output_tokens.p95_or_mean
+    return Serving(
+        image=image_ref(choice.plan.startup, choice.region.name),
+        vllm_version=VLLM_VERSION,
+        vllm=args,
+        cpu_per_pod=cpu,
+        memory_gib_per_pod=mem,
+        shm_gib=2 * tp,
+        model_cache_gib=math.ceil(weights_gib * 1.2) + 10,
+        startup_period_s=STARTUP_PERIOD_S,
+        startup_failure_threshold=startup_probes,
+        probe_period_s=PROBE_PERIOD_S,
+        probe_timeout_s=PROBE_TIMEOUT_S,
+        readiness_failure_threshold=READINESS_FAILURE_THRESHOLD,
+        liveness_failure_threshold=LIVENESS_FAILURE_THRESHOLD,
+        prestop_sleep_s=PRESTOP_SLEEP_S,
+        termination_grace_s=shutdown + PRESTOP_SLEEP_S + 5,
+        paging=paging(choice, args.block_size),
+        reasons=[
+            f"startup budget {cold.startup_budget_s} s: 1.5x the predicted "
+            f"{cold.container_s:.0f} s from container start to ready (weights streamed "
+            f"from {cold.weights_uri}; cold_start.terms)",
+            f"drain: a p95 request lasts up to {longest_request_s(choice):.0f} s (TTFT + {o_p95} "
+            f"tokens at the ITL target); --shutdown-timeout {shutdown} s after a "
+            f"{PRESTOP_SLEEP_S} s preStop that lets endpoints drop the pod",
+            f"/dev/shm {2 * tp} GiB: NCCL and the TP workers' shared-memory queues",
+        ],
+    )

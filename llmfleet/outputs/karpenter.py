@@ -1,0 +1,149 @@
+"""The GPU NodePool and EC2NodeClass of a region (Karpenter 1.14.1: karpenter.sh/v1 and
+karpenter.k8s.aws/v1), built from the RegionPlan: rendered to `rendered/<env>/<region>/`
+and deployed unchanged by `components.karpenter.Karpenter`.
+
+- Requirements: the chosen instance type, the purchase's capacity types and the GPU zone
+  IDs (`topology.k8s.aws/zone-id`, the same physical zones in every account).
+- `limits: nvidia.com/gpu`: the GPUs above the floor up to the ceiling (the floor runs on
+  the managed node group, see `llmfleet.capacity`).
+- Disruption: only empty nodes go (`WhenEmpty`; a vLLM pod moved costs a full cold
+  start), after `consolidateAfter` >= the predicted cold start (a node whose pod is still
+  pulling or loading is not empty), one node at a time; the pods carry
+  `karpenter.sh/do-not-disrupt`; `expireAfter: Never`, because an expiry drain ignores
+  budgets and do-not-disrupt (kubernetes-sigs/karpenter#3185): AMI updates come as drift
+  when the pinned alias changes, through the same budgets.
+- EC2NodeClass: the AL2023 alias pinned to an EKS AMI release (Karpenter picks its NVIDIA
+  variant for GPU instances), IMDSv2 with hop limit 2, an encrypted gp3 root volume of
+  `node_volume_gib`, no public IP, subnets and security groups by the cluster's discovery
+  tag, the reservations' ids when the region buys reserved capacity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.fleetplan.region import RegionPlan
+
+KARPENTER_VERSION = "1.14.1"
+"""Chart and controller; its compatibility matrix covers Kubernetes 1.26-1.36
+(karpenter-provider-aws hack/docs/compatibilitymatrix_gen/compatibility.yaml @v1.14.1)."""
+AMI_ALIAS = "al2023@v20260714"
+"""EKS AMI release v20260714 (awslabs/amazon-eks-ami CHANGELOG.md: AL2023_x86_64_NVIDIA for
+Kubernetes 1.33-1.35). Pinned: `@latest` would roll every GPU node on each AMI release."""
+DISCOVERY_TAG = "karpenter.sh/discovery"
+ROOT_DEVICE = "/dev/xvda"
+IMDS_HOP_LIMIT = 2
+"""As the managed node groups: pods behind the node's network namespace need the second hop."""
+POOL_LABEL = "llmfleet.io/pool"
+
+
+def cluster_name(fleet_name: str, region: str) -> str:
+    """The EKS cluster's physical name (components.fleet names it so)."""
+    return f"{fleet_name}-{region}"
+
+
+def node_role_name(fleet_name: str, region: str) -> str:
+    """IAM role of Karpenter's nodes (its own, with an EKS access entry)."""
+    return f"{cluster_name(fleet_name, region)}-karpenter-node"
+
+
+def resource_name(fleet: FleetPlan) -> str:
+    return f"{fleet.name}-gpu"
+
+
+def _duration(seconds: int) -> str:
+    return f"{seconds // 60}m" if seconds % 60 == 0 else f"{seconds}s"
+
+
+def nodepool(fleet: FleetPlan, region: RegionPlan) -> dict[str, Any]:
+    cap, cold = region.capacity, region.cold_start
+    labels = {**region.workload.node_labels, POOL_LABEL: "gpu"}
+    requirements = [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In",
+         "values": [region.instance_type]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In",
+         "values": cap.karpenter_capacity_types},
+        {"key": "topology.k8s.aws/zone-id", "operator": "In", "values": cap.node_zone_ids},
+    ]  # fmt: skip
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": resource_name(fleet), "labels": dict(region.workload.labels)},
+        "spec": {
+            "template": {
+                "metadata": {"labels": dict(sorted(labels.items()))},
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.k8s.aws",
+                        "kind": "EC2NodeClass",
+                        "name": resource_name(fleet),
+                    },
+                    "requirements": requirements,
+                    "taints": [
+                        {
+                            "key": region.workload.gpu_taint_key,
+                            "value": region.workload.gpu_taint_value,
+                            "effect": "NoSchedule",
+                        }
+                    ],
+                    "expireAfter": "Never",
+                    "terminationGracePeriod": _duration(cold.consolidate_after_s),
+                },
+            },
+            "limits": {"nvidia.com/gpu": str(cap.karpenter_gpu_limit)},
+            "disruption": {
+                "consolidationPolicy": "WhenEmpty",
+                "consolidateAfter": _duration(cold.consolidate_after_s),
+                "budgets": [{"nodes": "1"}],
+            },
+        },
+    }
+
+
+def ec2nodeclass(fleet: FleetPlan, region: RegionPlan) -> dict[str, Any]:
+    cluster = cluster_name(fleet.name, region.region)
+    discovery = [{"tags": {DISCOVERY_TAG: cluster}}]
+    spec: dict[str, Any] = {
+        "amiSelectorTerms": [{"alias": AMI_ALIAS}],
+        "role": node_role_name(fleet.name, region.region),
+        "subnetSelectorTerms": discovery,
+        "securityGroupSelectorTerms": discovery,
+        "associatePublicIPAddress": False,
+        "metadataOptions": {
+            "httpEndpoint": "enabled",
+            "httpProtocolIPv6": "disabled",
+            "httpPutResponseHopLimit": IMDS_HOP_LIMIT,
+            "httpTokens": "required",
+        },
+        "blockDeviceMappings": [
+            {
+                "deviceName": ROOT_DEVICE,
+                "rootVolume": True,
+                "ebs": {
+                    "volumeSize": f"{region.node_volume_gib}Gi",
+                    "volumeType": "gp3",
+                    "encrypted": True,
+                    "deleteOnTermination": True,
+                },
+            }
+        ],
+        "tags": {"llmfleet.io/fleet": fleet.name, POOL_LABEL: "gpu"},
+    }
+    if region.capacity.reservation_ids:
+        spec["capacityReservationSelectorTerms"] = [
+            {"id": rid} for rid in region.capacity.reservation_ids
+        ]
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": resource_name(fleet), "labels": dict(region.workload.labels)},
+        "spec": spec,
+    }
+
+
+def karpenter_manifests(fleet: FleetPlan, region: RegionPlan) -> dict[str, dict[str, Any]]:
+    """File stem -> document, in apply order (the NodePool names the class)."""
+    return {
+        "karpenter-ec2nodeclass": ec2nodeclass(fleet, region),
+        "karpenter-nodepool": nodepool(fleet, region),
+    }

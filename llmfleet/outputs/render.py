@@ -1,0 +1,244 @@
+"""Render a FleetPlan into the files a reviewer reads and Pulumi deploys.
+
+Per region: `vllm-config.yaml` (the `vllm serve --config` file, exactly `serving.vllm`) and
+one Kubernetes object per file (Namespace, ConfigMap, Deployment, Service,
+PodDisruptionBudget, NetworkPolicy, ServiceMonitor, KEDA ScaledObject); per stack a
+`REPORT.md`. Each YAML template is rendered, parsed, checked against the pinned vLLM
+release (every config key a flag, every metric in a query a metric it exports), and dumped
+back with sorted keys, so the same plan always gives byte-identical files and the files are
+exactly the documents `components.VllmService` deploys.
+
+The report's charts (`charts/*.svg`, deterministic SVG text) are drawn by charts.py.
+
+Pure: templates are read from templates/, nothing else is touched. Writing and comparing
+files (`write`, `drift`) is in llmfleet/rendered_files.py, used by the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from llmfleet.errors import RenderError
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.fleetplan.serving import image_notes
+from llmfleet.outputs import charts, economics
+from llmfleet.outputs.dashboard import dashboard
+from llmfleet.outputs.karpenter import KARPENTER_VERSION, karpenter_manifests
+from llmfleet.outputs.vllm_checks import (
+    config_key_problems,
+    metric_problems,
+    prometheus_queries,
+    resolution_problems,
+)
+from llmfleet.paths import TEMPLATES_DIR
+
+VLLM_CONFIG = "vllm-config.yaml"
+
+
+REPORT = "REPORT.md"
+
+
+MANIFESTS = (
+    "namespace",
+    "serviceaccount",
+    "configmap",
+    "deployment",
+    "service",
+    "poddisruptionbudget",
+    "networkpolicy",
+    "servicemonitor",
+    "scaledobject",
+    "prometheusrule",
+    "dashboard",
+)
+"""One template and one file per Kubernetes object, in the order they are applied."""
+
+
+ENTRY_MANIFESTS = ("ingress",)
+"""Rendered after MANIFESTS in regions with an entry point (plan.dns)."""
+
+
+def manifest_kinds(region: RegionPlan) -> tuple[str, ...]:
+    return MANIFESTS + (ENTRY_MANIFESTS if region.entry_point is not None else ())
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Stable YAML: no anchors/aliases, multi-line strings as literal blocks (libyaml's
+    emitter where PyYAML has it: the same text as SafeDumper's, several times faster)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser where PyYAML has it (its manylinux and macOS wheels do): the same safe
+types as SafeLoader, several times faster, and parsing the templates' output is most of the
+time a render or a preview spends in YAML."""
+
+
+def load_yaml(text: str) -> Any:
+    """Parse a rendered template (our own output, never a user's file)."""
+    return yaml.load(text, Loader=_LOADER)
+
+
+def dump_yaml(data: Any) -> str:
+    """The one YAML serialisation of every rendered file: sorted keys, block style."""
+    text: str = yaml.dump(
+        data, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=4096
+    )
+    return text
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _num(value: float, digits: int | None = None) -> str:
+    if digits is None:
+        return f"{value:,.6g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+def _usd(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"${value:,.{digits}f}"
+
+
+def _pct(value: float, digits: int = 0) -> str:
+    return f"{value:.{digits}%}"
+
+
+def _md(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+FILTERS: dict[str, Any] = {
+    "json": _json,
+    "json_block": lambda value: json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False),
+    "yaml": dump_yaml,
+    "sha256": lambda text: hashlib.sha256(text.encode()).hexdigest(),
+    "gib": lambda n: f"{n}Gi",
+    "dirname": posixpath.dirname,
+    "basename": posixpath.basename,
+    "num": _num,
+    "usd": _usd,
+    "pct": _pct,
+    "md": _md,
+}
+"""Every filter the templates may use, registered in one place."""
+
+
+@cache
+def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(FILTERS)
+    return env
+
+
+def _template(name: str, **context: Any) -> str:
+    return environment().get_template(name).render(**context)
+
+
+def vllm_config(region: RegionPlan) -> str:
+    """The region's `vllm serve --config` file."""
+    args = load_yaml(_template("vllm-config.yaml.j2", vllm=region.serving.vllm))
+    problems = config_key_problems(args)
+    if problems:
+        raise RenderError(f"{region.region}/{VLLM_CONFIG}:\n  " + "\n  ".join(problems))
+    return dump_yaml(args)
+
+
+def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any]]:
+    """The region's Kubernetes objects, parsed, in apply order (MANIFESTS)."""
+    context = {
+        "fleet": fleet,
+        "region": region,
+        "serving": region.serving,
+        "workload": region.workload,
+        "autoscaling": region.autoscaling,
+        "vllm_config": vllm_config(region),
+        "dashboard": dashboard(fleet, region),
+    }
+    docs = [
+        load_yaml(_template(f"kubernetes/{kind}.yaml.j2", **context))
+        for kind in manifest_kinds(region)
+    ]
+    problems = metric_problems(prometheus_queries(docs)) + resolution_problems(region)
+    if problems:
+        raise RenderError(f"{region.region} queries:\n  " + "\n  ".join(problems))
+    return docs
+
+
+def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
+    """`<region>/<file>` -> text for one region."""
+    files = {f"{region.region}/{VLLM_CONFIG}": vllm_config(region)}
+    for kind, doc in zip(manifest_kinds(region), region_manifests(fleet, region), strict=True):
+        files[f"{region.region}/{kind}.yaml"] = dump_yaml(doc)
+    for stem, doc in karpenter_manifests(fleet, region).items():
+        files[f"{region.region}/{stem}.yaml"] = dump_yaml(doc)
+    return files
+
+
+def render_stack(fleet: FleetPlan, drawn: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every file of a stack, relative to rendered/<env>/, sorted by path. `drawn`: charts
+    already on disk, reused where their stamp matches (`drawn_charts`)."""
+    files: dict[str, str] = {}
+    per_region: dict[str, list[str]] = {}
+    for region in fleet.regions:
+        produced = region_files(fleet, region)
+        files.update(produced)
+        per_region[region.region] = sorted(produced)
+    files.update(charts.chart_files(fleet, drawn))
+    files[REPORT] = _template(
+        "REPORT.md.j2",
+        fleet=fleet,
+        files=per_region,
+        review=review_context(fleet),
+        fleet_karpenter_version=KARPENTER_VERSION,
+        image_notes=image_notes(fleet.startup),
+    )
+    return dict(sorted(files.items()))
+
+
+def drawn_charts(root: Path) -> dict[str, str]:
+    """The charts under `root` (rendered/<env>/), by their path relative to it."""
+    folder = root / charts.CHARTS_DIR
+    if not folder.is_dir():
+        return {}
+    return {f"{charts.CHARTS_DIR}/{p.name}": p.read_text() for p in sorted(folder.glob("*.svg"))}
+
+
+def review_context(fp: FleetPlan) -> dict[str, Any]:
+    """The report's charts, cost per token and price provenance (its review block)."""
+    per_mtok = economics.usd_per_million_output_tokens
+    return {
+        "charts": charts.chart_index(fp),
+        "prices": economics.price_notes(fp),
+        "usd_per_mtok": {
+            name: {load: per_mtok(fp, rp, load) for load in ("peak", "trough")}
+            for name, rp in [("fleet", None), *((r.region, r) for r in fp.regions)]
+        },
+    }

@@ -1,0 +1,231 @@
+"""Text views: the fleet (`llmfleet plan`), one replica (`llmfleet predict`), the
+calibration's errors (`llmfleet validate`) and the capacity lines of a region."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.perf.replica import PredictResult
+
+
+def _console(buf: io.StringIO) -> Console:
+    return Console(
+        file=buf, width=160, color_system=None, force_terminal=False, markup=False, highlight=False
+    )
+
+
+def fleet_text(fp: FleetPlan) -> str:
+    buf = io.StringIO()
+    con = _console(buf)
+    m = fp.model
+    con.print(
+        f"Fleet {fp.name}: {m.id} ({m.params_b:g}B params, {m.active_params_b:g}B active) at "
+        f"{m.precision}, KV {m.kv_cache_dtype}; weights {m.weights_gib:.1f} GiB, KV "
+        f"{m.kv_bytes_per_token:,.0f} bytes/token"
+    )
+    con.print(
+        f"SLO: TTFT <= {fp.slo.ttft_ms:g} ms, ITL ({fp.slo.itl}) <= {fp.slo.itl_ms:g} ms at "
+        f"p{fp.slo.percentile:g}; peak {fp.traffic.peak_requests_per_s:g} req/s, trough "
+        f"{fp.traffic.trough_requests_per_s:g} req/s; headroom {fp.headroom:.0%}; "
+        f"sizing confidence {fp.confidence}"
+    )
+    t = Table(title="Sized fleet (per replica predictions at the region's peak)")
+    for col in (
+        "region",
+        "instance",
+        "GPU",
+        "TP",
+        "replicas min/des/max",
+        "nodes min/des/max",
+        "TTFT ms",
+        "ITL ms",
+        "out tok/s",
+        "KV tokens",
+        "$/month",
+    ):
+        t.add_column(col, justify="left" if col in ("region", "instance", "GPU") else "right")
+    for r in fp.regions:
+        p = r.predicted
+        t.add_row(
+            r.region,
+            r.instance_type,
+            r.gpu,
+            str(r.tensor_parallel_size),
+            f"{r.replicas.min}/{r.replicas.desired}/{r.replicas.max}",
+            f"{r.nodes.min}/{r.nodes.desired}/{r.nodes.max}",
+            f"{p.ttft_ms:.0f} / {fp.slo.ttft_ms:g}",
+            f"{p.itl_ms:.1f} / {fp.slo.itl_ms:g}",
+            f"{p.output_tokens_per_s:,.0f}",
+            f"{p.kv_cache_tokens:,}",
+            f"{r.monthly_cost_usd:,.0f}",
+        )
+    con.print(t)
+    con.print(
+        f"Total: {fp.gpus.desired} GPUs at peak ({fp.gpus.min} at trough), "
+        f"${fp.monthly_cost_usd:,.0f}/month provisioned for the peak "
+        f"(${fp.monthly_cost_usd_at_trough:,.0f} at trough)"
+    )
+    res = fp.resilience
+    con.print(
+        f"Routing {res.policy}, survives {res.survive_region_losses} region loss(es): "
+        f"${fp.monthly_cost_usd:,.0f}/month with resilience, "
+        f"${res.monthly_cost_usd_without_resilience:,.0f} without"
+        + (f"; recovery {res.recovery.worst_s} s at worst" if res.recovery else "")
+    )
+    for line in [*res.reasons, *(f"flag: {f}" for f in res.flags)]:
+        con.print(f"  - {line}")
+    for r in fp.regions:
+        con.print(f"\n{r.region}: why {r.instance_type} TP {r.tensor_parallel_size}")
+        rng = r.predicted.ranges
+        con.print(
+            "  calibration range (p10-p90 of measured/predicted): "
+            + ", ".join(f"{k} {lo:,.1f}-{hi:,.1f}" for k, (lo, hi) in rng.items())
+        )
+        risk = r.risk
+        flag = "" if risk.slo_holds_at_p90 else "RISK: "
+        con.print(f"  {flag}{risk.summary}")
+        for line in r.reasons:
+            con.print(f"  - {line}")
+        runners = [a for a in r.alternatives[1:4] if a.feasible]
+        for a in runners:
+            con.print(f"  - not {a.instance_type} TP {a.tensor_parallel_size}: {a.reason}")
+        rejected = [a for a in r.alternatives if not a.feasible and not a.no_price]
+        unpriced = sorted({a.instance_type for a in r.alternatives if a.no_price})
+        if unpriced:
+            con.print(f"  - offered without a known price (not sized): {', '.join(unpriced)}")
+        if rejected:
+            con.print(
+                f"  - {len(rejected)} candidates infeasible, e.g. {rejected[0].instance_type} "
+                f"TP {rejected[0].tensor_parallel_size}: {rejected[0].reason}"
+            )
+    for line in capacity_lines(fp):
+        con.print(line)
+    rt = Table(title="The seed article's rules of thumb against this model")
+    for col in ("rule", "rule says", "computed", "verdict"):
+        rt.add_column(col)
+    for rule in fp.rules_of_thumb:
+        rt.add_row(rule.rule, rule.rule_value, rule.computed, rule.verdict)
+    con.print()
+    con.print(rt)
+    return buf.getvalue()
+
+
+def _kv_pool(gib_per_gpu: float) -> str:
+    """The KV pool, or by how much the weights, activations and runtime overrun the usable
+    memory."""
+    if gib_per_gpu >= 0:
+        return f"KV pool {gib_per_gpu:.2f} GiB/GPU"
+    return (
+        f"no KV pool: weights, activations and runtime exceed the usable memory by "
+        f"{-gib_per_gpu:.2f} GiB/GPU (more GPUs, a smaller precision or a larger GPU)"
+    )
+
+
+def predict_text(r: PredictResult) -> str:
+    lines = [
+        f"{r.model} on {r.tensor_parallel_size} x {r.gpu} ({r.precision}, KV {r.kv_cache_dtype}), "
+        f"{r.mode} load",
+        f"  weights {r.weights_gib_per_gpu:.2f} GiB/GPU, "
+        f"activation peak {r.activation_gib:.2f} GiB, " + _kv_pool(r.kv_cache_gib_per_gpu),
+        f"  KV cache {r.kv_cache_tokens:,} tokens ({r.kv_bytes_per_token:,.0f} bytes/token); "
+        f"max concurrency {r.max_concurrency:.2f}x at {r.max_model_len:,} tokens",
+    ]
+    if r.overloaded:
+        lines.append(f"  OVERLOADED: {r.ttft_reason}")
+    if r.fits and r.ttft_ms is None and r.itl_ms is not None:
+        lines.append(
+            f"  batch {r.batch_size:.1f} ({r.step_bound}-bound): TTFT unbounded, ITL "
+            f"{r.itl_ms:.2f} ms, {r.output_tokens_per_s:,.0f} output tok/s at capacity"
+        )
+    elif r.fits and r.ttft_ms is not None and r.itl_ms is not None:
+        lines.append(
+            f"  batch {r.batch_size:.1f} ({r.step_bound}-bound): TTFT {r.ttft_ms:.1f} ms, ITL "
+            f"{r.itl_ms:.2f} ms, {r.output_tokens_per_s:,.0f} output tok/s, "
+            f"{r.total_tokens_per_s:,.0f} total tok/s, {r.requests_per_s:.3f} req/s"
+        )
+        if r.e2e_latency_ms is not None:
+            lines.append(f"  a request's mean latency (E2E) {r.e2e_latency_ms / 1000:.2f} s")
+    else:
+        lines.append("  does not fit: the KV pool cannot hold one request")
+    return "\n".join(lines) + "\n"
+
+
+def validation_text(report: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    con = _console(buf)
+    con.print(f"{report['rows']} measurement rows predicted, {len(report['skipped'])} skipped")
+    con.print(
+        _error_table(
+            "Absolute percentage error: median / p90 (n)",
+            "engine",
+            report["in_sample"],
+            report["leave_one_source_out"],
+        )
+    )
+    con.print(
+        _error_table("By source", "source", report["by_source"], report["by_source_held_out"])
+    )
+    reasons: dict[str, int] = {}
+    for skip in report["skipped"]:
+        reason = skip["reason"].split(" is not")[0].split(" (")[0]
+        reasons[reason] = reasons.get(reason, 0) + 1
+    con.print("Skipped rows: " + "; ".join(f"{k} x{v}" for k, v in sorted(reasons.items())))
+    return buf.getvalue()
+
+
+def _error_table(title: str, group: str, sample: dict[str, Any], held_out: dict[str, Any]) -> Table:
+    """One row per (group, metric): the in-sample error beside the held-out one."""
+    t = Table(title=title)
+    for col in (group, "metric", "in sample", "leave one source out"):
+        t.add_column(col)
+    for key, metrics in sample.items():
+        for metric, s in metrics.items():
+            held = held_out.get(key, {}).get(metric)
+            t.add_row(key, metric, _fmt(s), _fmt(held) if held else "-")
+    return t
+
+
+def _fmt(s: dict[str, Any]) -> str:
+    if s["median_ape"] is None:
+        text = "no prediction"
+    else:
+        text = f"{s['median_ape']:.1f}% / {s['p90_ape']:.1f}% ({int(s['n'])})"
+    if s.get("infeasible"):
+        text += f" +{int(s['infeasible'])} wrongly infeasible"
+    return text
+
+
+def capacity_lines(fp: FleetPlan) -> list[str]:
+    lines = ["", "Capacity (Karpenter above an always-on floor; zones by ID):"]
+    for r in fp.regions:
+        cap, cold, cost = r.capacity, r.cold_start, r.costs
+        zones = ", ".join(cap.node_zone_ids) + (" (ONE ZONE ONLY)" if cap.single_zone else "")
+        lines += [
+            f"  {r.region}: {cap.purchase}; floor {cap.floor_nodes} node(s), ceiling "
+            f"{cap.ceiling_nodes} (Karpenter nvidia.com/gpu <= {cap.karpenter_gpu_limit}); "
+            f"GPU zones {zones}",
+            f"    cold start {cold.total_s:.0f} s (node {cold.node_s:.0f} s, container "
+            f"{cold.container_s:.0f} s; startup probe {cold.startup_budget_s} s); weights "
+            f"{cold.weights_uri}",
+            f"    $/month: GPUs {cost.gpu_peak:,.0f} at peak, {cost.gpu_trough:,.0f} at trough, "
+            f"{cost.gpu_day_profile:,.0f} over the day; all-in {cost.total_day_profile:,.0f}"
+            + (
+                f" = ${cost.usd_per_million_output_tokens:.2f} per million output tokens"
+                if cost.usd_per_million_output_tokens is not None
+                else " (no traffic of its own: a standby)"
+            ),
+        ]
+    lines += ["", "Service quotas to request before `pulumi up` (EC2, per region):"]
+    for r in fp.regions:
+        for q in r.capacity.quotas:
+            lines.append(
+                f"  {r.region}: {q.quota_name} ({q.quota_code}) >= {q.vcpus_needed:,} vCPUs"
+            )
+        if not r.capacity.quotas:
+            lines.append(f"  {r.region}: none counted in vCPUs ({r.capacity.purchase})")
+    return lines

@@ -1,0 +1,195 @@
+"""One replica under a load (offline, a fixed concurrency, or an arrival rate): its steady
+state, or, above its capacity, its overload.
+
+Flow balance: a request spends `output` decode steps and contributes `input` prefill
+tokens, so a step that runs D decodes also carries D * input / output prefill tokens
+on average. The token budget (max_num_batched_tokens), max_num_seqs and the KV pool cap D."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmfleet.catalog import model_facts
+from llmfleet.perf import overload
+from llmfleet.perf.chunked import MixedSteps, mixed_steps, prefill_s
+from llmfleet.perf.memory import MemoryBudget
+from llmfleet.perf.queueing import running_batch
+from llmfleet.perf.step import StepModel, step_time
+
+Mode = Literal["offline", "concurrency", "rate"]
+
+
+# "fixed": every request generates its output length (random datasets with ignore_eos);
+# "sharegpt": lengths spread as ShareGPT's do around their mean (a dataset workload).
+OutputLengths = Literal["fixed", "sharegpt"]
+
+
+class Load(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_tokens: int = Field(gt=0)
+    output_tokens: int = Field(gt=0)
+    concurrency: float | None = Field(default=None, gt=0)
+    request_rate: float | None = Field(default=None, gt=0)
+    num_requests: int | None = Field(default=None, gt=0, description="Requests the run sends.")
+    output_lengths: OutputLengths = "fixed"
+
+    @property
+    def mode(self) -> Mode:
+        if self.concurrency is not None:
+            return "concurrency"
+        if self.request_rate is not None:
+            return "rate"
+        return "offline"
+
+
+class Prediction(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    mode: Mode
+    batch_size: float
+    prefill_tokens_per_step: float
+    step_bound: str
+    ttft_ms: float | None  # None: the KV pool cannot hold one request
+    itl_ms: float | None
+    e2e_latency_ms: float | None  # a request's mean latency: TTFT + (output - 1) * ITL
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    requests_per_s: float
+    saturated: bool
+    overloaded: bool = False  # above capacity (overload.py): TTFT for a run of N, or None
+    capacity_requests_per_s: float | None = None
+    ttft_reason: str | None = None
+
+
+def _decode_cap(mem: MemoryBudget, load: Load, max_num_seqs: int, budget_tokens: int) -> float:
+    """Most sequences that can decode together: seq limit, KV pool, token budget."""
+    i, o = load.input_tokens, load.output_tokens
+    kv_seqs = mem.kv_cache_tokens / (i + o / 2)
+    budget_seqs = budget_tokens * o / (i + o)
+    return max(0.0, min(float(max_num_seqs), kv_seqs, budget_seqs))
+
+
+def _steps(eng: StepModel, load: Load, decode: float, budget_tokens: int) -> MixedSteps:
+    chunk = max(1.0, budget_tokens - decode)
+    return mixed_steps(eng, decode, load.input_tokens, load.output_tokens, chunk)
+
+
+def predict(
+    eng: StepModel, mem: MemoryBudget, load: Load, max_num_seqs: int, max_num_batched_tokens: int
+) -> Prediction:
+    """Mean TTFT, mean ITL (TPOT) and throughput of one replica in steady state."""
+    i, o = load.input_tokens, load.output_tokens
+    cap = _decode_cap(mem, load, max_num_seqs, max_num_batched_tokens)
+    saturated, rate_cap = False, None
+    if load.mode == "offline":
+        decode = overload.run_batch(cap, load.num_requests)
+        saturated = True
+    elif load.mode == "concurrency":
+        assert load.concurrency is not None
+        decode = min(load.concurrency, cap)
+        saturated = load.concurrency > cap
+    else:
+        assert load.request_rate is not None
+        rate_cap, over = overload.assess(
+            eng, i, o, load.request_rate, load.num_requests, cap, max_num_batched_tokens
+        )
+        if over is not None:
+            return Prediction(mode="rate", **overload.fields(eng, over))
+        run_cap = overload.run_batch(cap, load.num_requests)  # at most the run's requests
+        decode, saturated = _rate_fixed_point(eng, load, run_cap, max_num_batched_tokens)
+    decode = max(decode, 1e-9)
+    steps = _steps(eng, load, decode, max_num_batched_tokens)
+    t, tpot = steps.mean_token_s, steps.others(decode).mean_token_s  # the run's; a request's
+    req_s = decode / (o * t)
+    out_s = decode / t
+    chunk = max(1, int(max_num_batched_tokens - decode))
+    service = prefill_s(eng, decode, i + o / 2, i, chunk)
+    rho = min(steps.mixed_share, 0.999)
+    if load.mode == "offline":
+        # Every request queued at once: the first `cap` start together, the rest as slots free.
+        n = load.num_requests or 0
+        burst = min(n or cap, cap) * i / chunk * steps.mixed_s / 2
+        backlog = (n - cap) ** 2 / (2 * n * req_s) if n > cap else 0.0
+        ttft = service + burst + backlog
+        if n and load.output_lengths == "sharegpt":
+            out_s = n * o / _burst_duration_s(eng, load, n, decode, req_s, chunk, steps)
+    elif load.mode == "concurrency":
+        assert load.concurrency is not None
+        # A client's request queues behind the other clients' prefills, never its own.
+        others = min(steps.others(decode).mixed_share, 0.999)
+        ttft = service * (1 + others / (2 * (1 - others)))
+        if load.num_requests:
+            n = load.num_requests
+            # A benchmark of n requests from C clients starts with all C at once: that
+            # first wave waits for each other's prefill like a burst; the rest arrive as
+            # earlier requests finish.
+            wave = min(load.concurrency, cap, float(n))
+            first = service + wave * i / chunk * steps.mixed_s / 2
+            ttft = (wave * first + (n - wave) * ttft) / n
+        ttft += max(0.0, load.concurrency - cap) / req_s
+    else:
+        ttft = service * (1 + rho / (2 * (1 - rho)))
+    ttft += eng.consts.ttft_overhead_ms / 1000
+    bound = step_time(eng, decode, i + o / 2, chunk if rho > 0.5 else 0, i / 2).bound
+    return Prediction(
+        mode=load.mode,
+        batch_size=decode,
+        prefill_tokens_per_step=decode * i / o,
+        step_bound=bound,
+        ttft_ms=ttft * 1000,
+        itl_ms=tpot * 1000,
+        e2e_latency_ms=(ttft + (o - 1) * tpot) * 1000,
+        output_tokens_per_s=out_s,
+        total_tokens_per_s=out_s * (i + o) / o,
+        requests_per_s=out_s / o,
+        saturated=saturated,
+        capacity_requests_per_s=rate_cap,
+    )
+
+
+def _burst_duration_s(
+    eng: StepModel, load: Load, n: int, running: float, req_s: float, chunk: int, steps: MixedSteps
+) -> float:
+    """How long a burst of n requests with ShareGPT-spread output lengths takes to finish.
+
+    While requests wait, `running` decode in steady state; the last wave then prefills and
+    drains, and its longest requests decode on at a shrinking batch: with lengths spread
+    as ShareGPT's, the batch after k steps is running x P(length > k), down to the
+    expected longest of `running` requests. Its throughput is below running / step.
+    """
+    i, o = load.input_tokens, load.output_tokens
+    context = i + o / 2
+    last = 1 / (running + 1)  # the survival at the expected longest of `running`
+    drain, survival, length = 0.0, 1.0, _length_at(1.0)
+    while survival > last:
+        nxt = max(survival / 2, last)
+        nxt_length = _length_at(nxt)
+        batch = max(1.0, running * math.sqrt(survival * nxt))  # the octave's geometric middle
+        drain += o * (nxt_length - length) * step_time(eng, batch, context).total_s
+        survival, length = nxt, nxt_length
+    queued = max(0.0, n - running) / req_s
+    prefill = running * i / chunk * steps.mixed_s
+    return queued + prefill + drain
+
+
+def _length_at(survival: float) -> float:
+    """The ShareGPT output length (over the mean) that a share `survival` of requests exceed."""
+
+    shape = model_facts.sharegpt_length_shape()
+    return shape[min(len(shape) - 1, int(len(shape) * (1 - survival)))]
+
+
+def _rate_fixed_point(
+    eng: StepModel, load: Load, cap: float, budget_tokens: int
+) -> tuple[float, bool]:
+    """Running decodes D = rate * output * mean_step(D) (Little's law), by bisection."""
+    o, rate = load.output_tokens, load.request_rate
+    assert rate is not None
+    if cap < rate * o * _steps(eng, load, cap, budget_tokens).mean_token_s:
+        return cap, True
+    token_s = lambda d: _steps(eng, load, d, budget_tokens).mean_token_s  # noqa: E731
+    return running_batch(rate, o, cap, token_s, 1e-9, halvings=60), False

@@ -1,0 +1,251 @@
+"""One engine step of a continuous-batching engine (docs/architecture.md).
+
+One step processes `decode` running sequences (one token each, at an average context)
+plus `prefill` prompt tokens (a chunk). Its time is the roofline of the bytes it reads and
+the FLOPs it does, plus tensor-parallel all-reduces and a fixed overhead:
+
+    t = max(bytes / (BW * MBU), flops / (TP * F * MFU)) + allreduce + overhead
+
+(with a fitted share of the shorter term added where memory and math do not overlap).
+
+`--enforce-eager` (vLLM without CUDA graphs): every kernel is launched from Python each
+step, so a decode step of a small batch, whose kernels take microseconds, waits on the
+host: the step takes at least `EAGER_LAYER_LAUNCH_US` per layer. Long prefill chunks, far
+above that floor, are unchanged. (Its memory side, no CUDA-graph pool, is
+`vllm_release.graph_pool_gib`.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from llmfleet.catalog.constants import Constants
+from llmfleet.catalog.hardware import Gpu
+from llmfleet.perf.architecture import Arch, kv_dtype_bytes
+from llmfleet.perf.speculation import Speculation
+
+# Qwen2.5-Omni-7B's thinker (28 layers) on A800 decodes at 22-23 ms TPOT eager against
+# 13 ms with CUDA graphs (vllm-project/vllm-omni#7960): about 9.5 ms, 330 us per layer.
+# Not fitted: no measured row runs eager with a timing metric.
+EAGER_LAYER_LAUNCH_US = 330.0
+
+
+def eager_launch_s(arch: Arch, enforce_eager: bool) -> float:
+    """Least time of a step launched eagerly (0 with CUDA graphs)."""
+    return arch.layers * EAGER_LAYER_LAUNCH_US * 1e-6 if enforce_eager else 0.0
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """What a step's cost depends on besides the batch: model, GPU, parallelism, precision."""
+
+    arch: Arch
+    gpu: Gpu
+    tp: int
+    precision: str
+    kv_cache_dtype: str
+    consts: Constants
+    engine: str = "vllm"
+    speculation: Speculation | None = None
+    enforce_eager: bool = False  # no CUDA graphs: a step waits on Python's kernel launches
+
+    @property
+    def step_factor(self) -> float:
+        """Per-engine multiplier on GPU time, fitted on that engine's measurements."""
+        return self.per_engine(self.consts.engine_step_factor)
+
+    @cached_property
+    def draft(self) -> StepModel | None:
+        """The drafter's own step model (at the target's TP and KV dtype), or None without
+        one (no speculation, or ngram's CPU lookup)."""
+        spec = self.speculation
+        if spec is None or spec.draft_arch is None:
+            return None
+        return StepModel(
+            spec.draft_arch, self.gpu, self.tp, spec.draft_precision, self.kv_cache_dtype,
+            self.consts,
+        )
+
+    def per_engine(self, values: dict[str, float]) -> float:
+        """This engine's value of a per-engine constant (vLLM's when it has none)."""
+        return values.get(self.engine, values["vllm"])
+
+    @property
+    def compute_flops(self) -> float:
+        """Dense tensor FLOP/s per GPU at the compute precision: W8A8 FP8 only on FP8 parts,
+        MXFP4 at the FP4 rate only where tensor cores take FP4 (Blackwell); elsewhere the
+        low-bit weights are widened and the math runs at 16-bit."""
+        if self.precision == "fp8" and self.gpu.fp8_dense_tflops:
+            return self.gpu.fp8_dense_tflops * 1e12
+        if self.precision == "mxfp4" and self.gpu.fp4_dense_tflops:
+            return self.gpu.fp4_dense_tflops * 1e12
+        return self.gpu.bf16_dense_tflops * 1e12
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        return self.arch.weight_bytes(self.precision, self.tp) / self.tp
+
+    @cached_property
+    def weight_split(self) -> tuple[float, float]:
+        """(shared, expert) weight bytes of the whole model as this precision and TP store them."""
+        return self.arch.weight_bytes_split(self.precision, self.tp)
+
+    @cached_property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        a = self.arch
+        return a.kv_bytes_per_token(kv_dtype_bytes(self.kv_cache_dtype)) / a.kv_shards(self.tp)
+
+    @cached_property
+    def terms(self) -> StepTerms:
+        """What `step_time` needs that does not depend on the batch, computed once (the
+        search calls step_time tens of thousands of times)."""
+        a, c, g = self.arch, self.consts, self.gpu
+        shared_b, expert_b = self.weight_split
+        if a.lm_head_params:  # untied input embeddings are a row lookup, not streamed
+            shared_b -= 2.0 * a.embed_params
+        lm_head = a.lm_head_params or a.embed_params
+        routed = a.expert_params * a.experts_per_token / a.experts if a.experts else 0.0
+        # Grouped expert GEMMs run at a lower efficiency than dense ones.
+        body = a.active_params - lm_head - routed + routed / c.moe_efficiency
+        att_dim = a.heads * (a.mla_kv_dim if a.mla_kv_dim else a.head_dim)
+        link = "nvlink" if g.has_nvlink else "pcie"
+        per_dir_gb_s = g.nvlink_gb_s / 2 if g.has_nvlink else g.pcie_gb_s
+        latency_us = c.allreduce_latency_us[link] + c.tp_sync_overhead_us
+        return StepTerms(
+            shared_b=shared_b,
+            expert_b=expert_b,
+            kv_tok=self.kv_bytes_per_token_per_gpu,
+            mem_bw=g.hbm_bandwidth_gb_s * 1e9 * c.mbu[g.architecture],
+            lm_head=lm_head,
+            body=body,
+            att4=4.0 * a.layers * att_dim,
+            flops=self.tp * self.compute_flops * c.mfu[g.architecture],
+            link_bw=per_dir_gb_s * 1e9 * c.link_efficiency,
+            latency_s=latency_us * 1e-6,
+            ring=2 * (self.tp - 1) / self.tp,
+            moe_fixed_s=a.moe_layers * c.moe_layer_overhead_us * 1e-6,
+            step_overhead_s=self.per_engine(c.step_overhead_ms) / 1000,
+            sequence_overhead_us=self.per_engine(c.sequence_overhead_us),
+            factor=self.step_factor,
+            overlap=c.roofline_overlap,
+            launch_s=eager_launch_s(a, self.enforce_eager),
+        )
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    shared_b: float
+    expert_b: float
+    kv_tok: float
+    mem_bw: float
+    lm_head: float
+    body: float
+    att4: float
+    flops: float
+    link_bw: float
+    latency_s: float
+    ring: float
+    moe_fixed_s: float
+    step_overhead_s: float
+    sequence_overhead_us: float
+    factor: float
+    overlap: float
+    launch_s: float
+
+
+@dataclass(frozen=True)
+class StepTime:
+    memory_s: float
+    compute_s: float
+    comm_s: float
+    overhead_s: float
+    factor: float = 1.0  # the engine's GPU time relative to vLLM's kernels
+    overlap: float = 1.0  # 1: memory and math overlap fully (the ideal roofline)
+    draft_s: float = 0.0  # the drafter's k passes (speculative decoding)
+    launch_s: float = 0.0  # host time to launch the step's kernels eagerly (0: CUDA graphs)
+
+    @property
+    def gpu_s(self) -> float:
+        longer, shorter = max(self.memory_s, self.compute_s), min(self.memory_s, self.compute_s)
+        return longer + (1 - self.overlap) * shorter + self.comm_s
+
+    @property
+    def total_s(self) -> float:
+        return max(self.gpu_s * self.factor, self.launch_s) + self.overhead_s + self.draft_s
+
+    @property
+    def bound(self) -> str:
+        return "memory" if self.memory_s >= self.compute_s else "compute"
+
+
+def experts_touched_fraction(experts: int, top_k: int, tokens: float) -> float:
+    """Expected share of experts a step reads when `tokens` route uniformly to top-k of N."""
+    if experts == 0 or tokens <= 0:
+        return 0.0
+    return 1.0 - float(((experts - top_k) / experts) ** tokens)
+
+
+def _attended_context(arch: Arch, context: float) -> float:
+    """Average tokens one layer attends to: sliding-window layers stop at the window."""
+    if not arch.sliding_layers or arch.sliding_window is None:
+        return context
+    full = arch.layers - arch.sliding_layers
+    return (full * context + arch.sliding_layers * min(context, arch.sliding_window)) / arch.layers
+
+
+def step_time(
+    eng: StepModel,
+    decode: float,
+    decode_context: float,
+    prefill: float = 0.0,
+    prefill_context: float = 0.0,
+) -> StepTime:
+    """Time of one step with `decode` sequences at `decode_context` and a `prefill` chunk.
+
+    `prefill_context` is the prompt position where the chunk starts (its prefix). With
+    speculation each decoding sequence verifies its k drafted tokens plus one: the step reads
+    the same weights and KV but multiplies k + 1 tokens per sequence, so the gain fades once
+    the batch makes the step compute-bound.
+    """
+    a, t = eng.arch, eng.terms
+    spec = eng.speculation
+    per_seq = 1 + spec.k if spec else 1
+    tokens = decode * per_seq + prefill
+    # Bytes read: weights (MoE: only experts some token routes to) and the KV of the context.
+    touched = experts_touched_fraction(a.experts, a.experts_per_token, tokens)
+    weights = (t.shared_b + t.expert_b * touched) / eng.tp
+    ctx = _attended_context(a, decode_context)
+    kv_read = decode * ctx * t.kv_tok
+    if prefill:
+        kv_read += _attended_context(a, prefill_context) * t.kv_tok
+    memory_s = (weights + kv_read) / t.mem_bw
+
+    # FLOPs: 2 per active weight per token (the LM head only for sampled rows) + attention.
+    sampled = decode * per_seq + (1 if prefill else 0)
+    linear = 2.0 * t.body * tokens + 2.0 * t.lm_head * sampled
+    attention = t.att4 * decode * per_seq * ctx
+    if prefill:
+        mid = _attended_context(a, prefill_context + prefill / 2)
+        attention += t.att4 * prefill * mid
+    compute_s = (linear + attention) / t.flops
+
+    # Two all-reduces of the activations per layer across the TP group.
+    comm_s = 0.0
+    if eng.tp > 1:
+        msg = tokens * a.hidden * 2
+        comm_s = 2 * a.layers * (t.latency_s + t.ring * msg / t.link_bw)
+    # MoE layers add a fixed cost per step (routing, permutation, grouped-GEMM launches).
+    comm_s += t.moe_fixed_s
+    overhead_s = t.step_overhead_s + decode * t.sequence_overhead_us * 1e-6
+    draft_s = 0.0
+    draft = eng.draft
+    if spec and draft and decode:
+        # k draft passes over the running batch; the first also carries the prefill chunk.
+        rest = step_time(draft, decode, decode_context).total_s
+        first = rest
+        if prefill:
+            first = step_time(draft, decode, decode_context, prefill, prefill_context).total_s
+        draft_s = first + (spec.k - 1) * rest
+    return StepTime(
+        memory_s, compute_s, comm_s, overhead_s, t.factor, t.overlap, draft_s, t.launch_s
+    )

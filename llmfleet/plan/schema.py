@@ -1,0 +1,348 @@
+"""The capacity plan: what the user wants, read from the stack's `llmfleet:plan` config.
+
+Every model is `data.Data` (`extra="forbid"`, frozen) so a typo is an error, not a default.
+Per region inputs are in `regions`, the routing and DNS policy in `routing`, the cluster's
+access and start-up in `cluster`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from llmfleet.data import Data
+from llmfleet.perf.architecture import KvCacheDtype, Precision
+from llmfleet.perf.queueing import length_at_percentile
+from llmfleet.plan.cluster import ClusterAccess, Startup
+from llmfleet.plan.regions import Region
+from llmfleet.plan.routing import ApiKey, Dns, Routing
+
+
+class ModelSpec(Data):
+    id: str | None = Field(
+        default=None, description="Catalog id or alias, e.g. Llama-3.1-8B-Instruct."
+    )
+    config_path: str | None = Field(
+        default=None, description="Path to a Hugging Face config.json, relative to the repo root."
+    )
+    hf_repo: str | None = Field(
+        default=None,
+        description="Checkpoint vLLM loads; defaults to the catalog model's repository.",
+    )
+    precision: Precision = Field(
+        default="bf16",
+        description="Pins the serving precision of the weights when given (the search then "
+        "tries only it); when left out the search tries allowed.precisions.",
+    )
+    kv_cache_dtype: KvCacheDtype = Field(
+        default="auto",
+        description="Pins the KV cache dtype when given (auto keeps 16-bit KV; fp8 halves "
+        "it); when left out the search tries allowed.kv_cache_dtypes.",
+    )
+    enforce_eager: bool = Field(
+        default=False, description="vLLM without CUDA graphs: slower small-batch decode."
+    )
+
+    @property
+    def pins_precision(self) -> bool:
+        return "precision" in self.model_fields_set
+
+    @property
+    def pins_kv_cache_dtype(self) -> bool:
+        return "kv_cache_dtype" in self.model_fields_set
+    revision: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{40}$",
+        description="The checkpoint's commit (40 hex digits) vLLM loads (`--revision`), so a "
+        "re-pushed branch cannot change what is served; absent: the repository's main branch.",
+    )
+
+    @field_validator("precision", "kv_cache_dtype", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        """BF16 and bf16 are the same precision, as H100 and h100 are the same GPU."""
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSpec:
+        if (self.id is None) == (self.config_path is None):
+            raise ValueError("give exactly one of model.id (a catalog model) or model.config_path")
+        return self
+
+
+class TokenLength(Data):
+    """Tokens per request. A lognormal through the mean and the highest percentile given
+    gives any other percentile (`at_percentile`)."""
+
+    mean: int = Field(gt=0, description="Mean tokens per request.")
+    p95: int | None = Field(
+        default=None, gt=0, description="95th percentile; defaults to the mean."
+    )
+    p99: int | None = Field(
+        default=None,
+        gt=0,
+        description="99th percentile; fitted from the mean and p95 when absent.",
+    )
+
+    @model_validator(mode="after")
+    def _percentiles_ordered(self) -> TokenLength:
+        if self.p95 is not None and self.p95 < self.mean:
+            raise ValueError(f"p95 ({self.p95}) is below the mean ({self.mean}); give p95 >= mean")
+        if self.p99 is not None and self.p99 < max(self.mean, self.p95 or 0):
+            raise ValueError(
+                f"p99 ({self.p99}) is below the mean or p95 ({self.mean}, {self.p95}); "
+                "give p99 >= p95 >= mean"
+            )
+        return self
+
+    @property
+    def p95_or_mean(self) -> int:
+        return self.p95 if self.p95 is not None else self.mean
+
+    def at_percentile(self, percentile: float) -> int:
+        """Tokens at a percentile (50-100): the value given for it, else the lognormal."""
+        return length_at_percentile(self.mean, self.p95, self.p99, percentile)
+
+
+class Traffic(Data):
+    peak_requests_per_s: float = Field(gt=0, description="Fleet-wide peak request rate.")
+    trough_requests_per_s: float = Field(gt=0, description="Fleet-wide trough request rate.")
+    input_tokens: TokenLength
+    output_tokens: TokenLength
+
+    @model_validator(mode="after")
+    def _trough_below_peak(self) -> Traffic:
+        if self.trough_requests_per_s > self.peak_requests_per_s:
+            raise ValueError(
+                f"trough_requests_per_s ({self.trough_requests_per_s}) exceeds "
+                f"peak_requests_per_s ({self.peak_requests_per_s})"
+            )
+        return self
+
+
+class Slo(Data):
+    ttft_ms: float = Field(
+        gt=0,
+        description="Time to first token at the percentile: the prompt at that percentile of "
+        "the input lengths plus the queue wait at that percentile.",
+    )
+    itl_ms: float = Field(gt=0, description="Inter-token latency target (see `itl`).")
+    itl: Literal["token_gap", "tpot"] = Field(
+        default="token_gap",
+        description="token_gap: every gap between two tokens of a stream, at the percentile "
+        "(vLLM's benchmark `itl`; the seed's 'ms per token'); tpot: a request's mean time per "
+        "output token at the percentile across requests (vLLM's `tpot`), a looser target.",
+    )
+    percentile: float = Field(
+        default=99, gt=50, lt=100, description="Percentile both targets hold at."
+    )
+
+
+class DayProfile(Data):
+    """The day's traffic shape the daily cost is averaged over (an assumption: state yours)."""
+
+    peak_hours: float = Field(default=8, ge=0, le=24, description="Hours a day at the peak.")
+    trough_hours: float = Field(default=8, ge=0, le=24, description="Hours a day at the trough.")
+
+    @model_validator(mode="after")
+    def _a_day(self) -> DayProfile:
+        if self.peak_hours + self.trough_hours > 24:
+            raise ValueError(
+                f"peak_hours + trough_hours = {self.peak_hours + self.trough_hours:g} > 24"
+            )
+        return self
+
+    @property
+    def ramp_hours(self) -> float:
+        """The rest of the day, costed halfway between trough and peak."""
+        return 24 - self.peak_hours - self.trough_hours
+
+
+SpeculativeMethod = Literal["ngram", "eagle", "eagle3", "mtp", "draft_model"]
+
+
+class SpeculativeSpec(Data):
+    """One speculative-decoding setup the search may try (beside none)."""
+
+    method: SpeculativeMethod = Field(description="vLLM speculative-config method.")
+    num_speculative_tokens: int | None = Field(
+        default=None, ge=1, le=10, description="Tokens drafted per step (k); default 3."
+    )
+    acceptance_rate: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="Probability that each drafted token is accepted; defaults per method and "
+        "model in catalog/levers/speculative.json (ngram and draft_model have none).",
+    )
+    draft_model: str | None = Field(
+        default=None,
+        description="eagle/eagle3: the head's Hugging Face repo (default per model); "
+        "draft_model: a catalog model id with the target's tokenizer.",
+    )
+
+
+class Allowed(Data):
+    instance_types: list[str] | None = Field(default=None, description="Only these instance types.")
+    gpus: list[str] | None = Field(default=None, description="Only instances with these GPUs.")
+    precisions: list[Precision] | None = Field(
+        default=None,
+        min_length=1,
+        description="Weight precisions the search tries. Default: the model's native "
+        "precision plus fp8 where the catalog lists a published FP8 checkpoint; int4 only "
+        "when listed here (it needs a pre-quantized checkpoint).",
+    )
+    kv_cache_dtypes: list[KvCacheDtype] | None = Field(
+        default=None,
+        min_length=1,
+        description="KV cache dtypes the search tries. Default: auto and fp8 (fp8 only on "
+        "GPUs with FP8 support).",
+    )
+    speculative: list[SpeculativeSpec] = Field(
+        default_factory=list,
+        description="Speculative decoding setups the search tries besides none (default: "
+        "none, as acceptance depends on the workload).",
+    )
+
+
+class PriceOverride(Data):
+    instance_type: str
+    usd_per_hour: float = Field(gt=0)
+    region: str | None = Field(default=None, description="One region, or every region if absent.")
+
+
+class CapacityPlan(Data):
+    name: str = Field(
+        min_length=1,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="DNS-safe name of the service; prefixes every resource.",
+    )
+    model: ModelSpec
+    max_model_len: int = Field(gt=0, description="Longest prompt + output a request may have.")
+    traffic: Traffic
+    slo: Slo
+    regions: list[Region] = Field(min_length=1)
+    allowed: Allowed = Field(default_factory=Allowed)
+    headroom: float = Field(
+        default=0.20,
+        ge=0,
+        lt=0.9,
+        description="Share of capacity kept free for spikes (seed: 20-25 %).",
+    )
+    gpu_memory_utilization: float = Field(default=0.90, gt=0.1, le=0.98)
+    prices: list[PriceOverride] = Field(default_factory=list)
+    confidence: Literal["expected", "pessimistic"] = Field(
+        default="expected",
+        description="pessimistic sizes with the GPU part of every step at the p90 of the "
+        "calibration's measured/predicted ITL ratio",
+    )
+    cluster: ClusterAccess = Field(default_factory=ClusterAccess)
+    kubernetes_version: str = Field(default="1.33", pattern=r"^1\.\d+$")
+    environment: Literal["development", "production"] = Field(
+        default="development",
+        description="production refuses an EKS API endpoint open to 0.0.0.0/0 and tags every "
+        "AWS resource `llmfleet.io/environment`, which the policy pack reads.",
+    )
+    routing: Routing = Field(default_factory=Routing)
+    dns: Dns | None = Field(
+        default=None,
+        description="The global name; with it every region gets a TLS entry point, a "
+        "Route53 health check and a routed record.",
+    )
+    api_key: ApiKey | None = Field(default=None, description="Require an API key (vLLM).")
+
+    @property
+    def survive_region_losses(self) -> int:
+        given = self.routing.survive_region_losses
+        return given if given is not None else min(1, len(self.regions) - 1)
+    startup: Startup = Field(default_factory=Startup)
+    day_profile: DayProfile = Field(default_factory=DayProfile)
+
+    @model_validator(mode="after")
+    def _regions(self) -> CapacityPlan:
+        names = [r.name for r in self.regions]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"regions are listed twice: {', '.join(dupes)}")
+        idle = [r.name for r in self.regions if r.traffic_share == 0]
+        if idle and self.routing.policy != "failover":
+            raise ValueError(
+                f"regions {', '.join(idle)} have traffic_share 0; with policy latency every "
+                "region serves a share above 0 (only a failover secondary takes 0)"
+            )
+        total = sum(r.traffic_share for r in self.regions)
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"regions[].traffic_share must sum to 1.0, not {total:g}")
+        if self.model.pins_precision and self.allowed.precisions is not None:
+            raise ValueError(
+                "model.precision pins one precision and allowed.precisions lists those the "
+                "search tries: give one of them"
+            )
+        if self.model.pins_kv_cache_dtype and self.allowed.kv_cache_dtypes is not None:
+            raise ValueError(
+                "model.kv_cache_dtype pins one KV dtype and allowed.kv_cache_dtypes lists those "
+                "the search tries: give one of them"
+            )
+        _check_routing(self)
+        needed = self.traffic.input_tokens.mean + self.traffic.output_tokens.mean
+        if needed > self.max_model_len:
+            raise ValueError(
+                f"max_model_len ({self.max_model_len}) is below a mean request (input "
+                f"{self.traffic.input_tokens.mean} + output {self.traffic.output_tokens.mean})"
+            )
+        t = self.traffic
+        p95 = t.input_tokens.p95_or_mean + t.output_tokens.p95_or_mean
+        if p95 > self.max_model_len:
+            raise ValueError(
+                f"max_model_len ({self.max_model_len}) is below a p95 request (input p95 "
+                f"{t.input_tokens.p95_or_mean} + output p95 {t.output_tokens.p95_or_mean} = "
+                f"{p95}): vLLM would refuse about one request in 20; raise max_model_len to "
+                f"{p95} or more"
+            )
+        if self.environment == "production" and self.cluster.endpoint_public_access:
+            open_to_all = [c for c in self.cluster.public_access_cidrs if c.endswith("/0")]
+            if open_to_all:
+                raise ValueError(
+                    f"environment is production but cluster.public_access_cidrs has "
+                    f"{', '.join(open_to_all)}: the EKS API would be reachable from anywhere; "
+                    "give your CI and office CIDRs, or cluster.endpoint_public_access: false"
+                )
+        return self
+
+
+def _check_routing(plan: CapacityPlan) -> None:
+    """Losses the region count allows; failover's two regions and their shares; an existing
+    VPC with an entry point names where its load balancers live."""
+    names = [r.name for r in plan.regions]
+    losses = plan.routing.survive_region_losses
+    if losses is not None and losses > len(names) - 1:
+        raise ValueError(
+            f"routing.survive_region_losses = {losses} with {len(names)} region(s) would leave "
+            f"none to serve; use at most {len(names) - 1} or add regions"
+        )
+    if plan.routing.policy == "failover":
+        if len(names) != 2:
+            raise ValueError(
+                f"routing.policy failover takes exactly two regions (a primary and a "
+                f"secondary), not {len(names)}; use policy: latency for {len(names)}"
+            )
+        primary = plan.routing.primary or names[0]
+        if primary not in names:
+            raise ValueError(
+                f"routing.primary {primary!r} is not a listed region ({', '.join(names)})"
+            )
+        shares = {r.name: r.traffic_share for r in plan.regions}
+        if shares[primary] != 1.0:
+            raise ValueError(
+                f"routing.policy failover sends every user to the primary {primary}: give it "
+                f"traffic_share 1.0 (and the secondary 0), not {shares[primary]:g}"
+            )
+    elif plan.routing.primary is not None:
+        raise ValueError("routing.primary applies to policy: failover only; remove it")
+    if plan.dns is not None:
+        for r in plan.regions:
+            if r.network is not None and not r.network.load_balancer_cidrs:
+                raise ValueError(
+                    f"regions[{r.name}].network.load_balancer_cidrs is required with dns: the "
+                    "NetworkPolicy admits the load balancer from the public subnets' CIDRs"
+                )

@@ -1,0 +1,89 @@
+"""What the search chose for one region: the one object every FleetPlan section builder
+reads, so none of them takes nine arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmfleet.catalog.hardware import Instance
+from llmfleet.data import MinDesiredMax
+from llmfleet.perf.step import StepModel
+from llmfleet.plan.model import ResolvedModel
+from llmfleet.plan.regions import Region
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.levers import Levers, pinned
+from llmfleet.search.operating_point import ReplicaSizing
+from llmfleet.units import HOURS_PER_MONTH
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One sized candidate: (instance type, TP) with its operating point, price, replicas and
+    nodes. The optimizer builds one per feasible candidate and keeps the cheapest."""
+
+    plan: CapacityPlan
+    model: ResolvedModel
+    region: Region
+    instance: Instance
+    step_model: StepModel
+    sizing: ReplicaSizing
+    price_usd_per_hour: float
+    price_source: str
+    replicas: MinDesiredMax
+    nodes: MinDesiredMax
+    levers: Levers | None = None  # None: the plan's pinned precision and KV dtype
+
+    @property
+    def lever(self) -> Levers:
+        """Precision, KV dtype and speculation this candidate serves with."""
+        return self.levers or pinned(self.plan)
+
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        """Monthly cost over the output tokens of the region's peak rate held all month (a
+        floor: traffic averages lower than its peak); None without traffic (a standby)."""
+        tokens = self.peak_requests_per_s * self.plan.traffic.output_tokens.mean
+        if tokens <= 0:
+            return None
+        return self.monthly_cost_usd / (tokens * 3600 * HOURS_PER_MONTH) * 1e6
+
+    @property
+    def tp(self) -> int:
+        return self.step_model.tp
+
+    @property
+    def replicas_per_node(self) -> int:
+        return self.instance.gpu_count // self.tp
+
+    @property
+    def peak_requests_per_s(self) -> float:
+        return self.plan.traffic.peak_requests_per_s * self.region.traffic_share
+
+    @property
+    def trough_requests_per_s(self) -> float:
+        return self.plan.traffic.trough_requests_per_s * self.region.traffic_share
+
+    @property
+    def peak_requests_per_s_per_replica(self) -> float:
+        return self.peak_requests_per_s / self.replicas.desired
+
+    @property
+    def monthly_cost_usd(self) -> float:
+        return self.nodes.desired * self.price_usd_per_hour * HOURS_PER_MONTH
+
+    @property
+    def monthly_cost_usd_at_trough(self) -> float:
+        return self.nodes.min * self.price_usd_per_hour * HOURS_PER_MONTH
+
+    @property
+    def rank(self) -> tuple[float, int, float, str, int]:
+        """Cheapest; then fewest GPUs; then most spare capacity on the nodes paid for."""
+        gpus = self.nodes.desired * self.instance.gpu_count
+        spare = self.nodes.desired * self.replicas_per_node * self.sizing.capacity_rps
+        return (
+            round(self.monthly_cost_usd, 6),
+            gpus,
+            -round(spare, 6),
+            self.instance.instance_type,
+            self.tp,
+        )

@@ -1,0 +1,277 @@
+"""Stage 1: size one replica on one (instance type, TP, levers) candidate against the SLOs.
+
+With chunked prefill a share of steps carries a prefill chunk (`perf.chunked.MixedSteps`);
+once more than 1 - p of steps carry one, the gap at percentile p is a mixed step, and a
+mixed step stalls every stream, so the token-gap target bounds the longest gap: the chunk
+size and the batch together set it.
+
+For each chunk size C the largest running batch D is found such that
+  - ITL at the percentile <= the ITL target,
+  - TTFT at the percentile <= the TTFT target (`replica_slo`),
+  - D sequences of input + output tokens fit the KV pool.
+The replica then sustains D / (output * mean step) requests/s. The best C wins."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llmfleet.catalog import vllm_release
+from llmfleet.catalog.constants import Constants
+from llmfleet.catalog.hardware import Gpu, Instance
+from llmfleet.perf.architecture import Arch
+from llmfleet.perf.chunked import MixedSteps, mixed_steps, prefill_s
+from llmfleet.perf.memory import MemoryBudget, budget
+from llmfleet.perf.step import StepModel, step_time
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.levers import Levers, gpu_problem, pinned
+from llmfleet.search.replica_slo import (
+    BATCH_RESOLUTION,
+    itl_percentile_s,
+    ttft_percentile_s,
+    ttft_prompt_tokens,
+)
+
+CHUNK_GRID = (128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+MAX_BATCH = 1024
+
+
+
+
+@dataclass(frozen=True)
+class ReplicaSizing:
+    """A feasible operating point of one replica."""
+
+    batch: int  # running sequences at the SLO limit: max_num_seqs
+    chunk_tokens: int  # prefill tokens a mixed step carries
+    steps: MixedSteps
+    capacity_rps: float  # requests/s one replica sustains inside both SLOs
+    memory: MemoryBudget
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.batch + self.chunk_tokens
+
+
+@dataclass(frozen=True)
+class Rejection:
+    reason: str
+    kind: str  # shape | memory | itl | ttft | price
+    floor_ms: float | None = None  # the physical floor, for the nearest feasible change
+
+
+def memory_for(
+    arch: Arch,
+    gpu: Gpu,
+    tp: int,
+    plan: CapacityPlan,
+    max_num_seqs: int,
+    budget_tokens: int,
+    consts: Constants,
+    levers: Levers | None = None,
+) -> MemoryBudget:
+    lv = levers or pinned(plan)
+    return budget(
+        arch,
+        gpu,
+        tp,
+        lv.precision,
+        lv.kv_cache_dtype,
+        plan.gpu_memory_utilization,
+        plan.max_model_len,
+        max_num_seqs,
+        budget_tokens,
+        consts,
+        speculation=lv.spec,
+        graph_pool_gib=vllm_release.graph_pool_gib("vllm", None, lv.enforce_eager),  # pinned
+    )
+
+
+def _meets(eng: StepModel, plan: CapacityPlan, batch: float, chunk: int) -> MixedSteps | None:
+    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
+    steps = mixed_steps(eng, batch, i, o, chunk)
+    if steps.mixed_share >= 1:
+        return None
+    if itl_percentile_s(plan, steps) * 1000 > plan.slo.itl_ms:
+        return None
+    if ttft_percentile_s(eng, plan, steps, batch, chunk) * 1000 > plan.slo.ttft_ms:
+        return None
+    return steps
+
+
+def size_replica(
+    arch: Arch,
+    gpu: Gpu,
+    instance: Instance,
+    tp: int,
+    plan: CapacityPlan,
+    consts: Constants,
+    levers: Levers | None = None,
+) -> ReplicaSizing | Rejection:
+    """The best operating point of one replica with these levers (default: the plan's own
+    precision and KV dtype, no speculation), or why there is none."""
+    lv = levers or pinned(plan)
+    shape = _shape_problem(arch, instance, tp)
+    if shape:
+        return Rejection(shape, "shape")
+    unsupported = gpu_problem(arch, gpu, lv)
+    if unsupported:
+        return Rejection(unsupported, "shape")
+    # Feasibility at the smallest engine (one sequence, the smallest chunk): the activation
+    # peak grows with max_num_seqs and the token budget, which the search then picks.
+    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, lv)
+    if mem.kv_cache_gib_per_gpu <= 0:
+        return Rejection(
+            f"weights {mem.weights_gib_per_gpu:.1f} GiB + runtime "
+            f"{mem.activation_gib + mem.non_torch_gib:.1f} GiB per GPU exceed "
+            f"{mem.requested_gib:.1f} GiB usable at TP {tp}",
+            "memory",
+        )
+    if not mem.holds_one_sequence:
+        return Rejection(
+            f"KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU holds {mem.kv_cache_tokens:,} "
+            f"tokens, less than one max_model_len sequence ({plan.max_model_len:,})",
+            "memory",
+        )
+
+    eng = lv.step_model(arch, gpu, tp, consts)
+    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
+    floor = step_time(eng, 1, i + o / 2).total_s * 1000
+    if plan.slo.itl == "tpot" and lv.spec:
+        floor /= lv.spec.tokens_per_step
+    if floor > plan.slo.itl_ms:
+        return Rejection(f"ITL {floor:.1f} ms > {plan.slo.itl_ms:g} ms at batch 1", "itl", floor)
+    best: ReplicaSizing | None = None
+    ttft_floor = gap_floor = math.inf
+    prompt = ttft_prompt_tokens(plan)
+    for chunk in CHUNK_GRID:
+        ttft_floor = min(ttft_floor, 1000 * prefill_s(eng, 1, i + o / 2, prompt, chunk))
+        gap_floor = min(gap_floor, 1000 * itl_percentile_s(plan, mixed_steps(eng, 1, i, o, chunk)))
+        kv_batch = _kv_batch(arch, gpu, tp, plan, chunk, consts, lv)
+        if kv_batch < 1 or _meets(eng, plan, 1, chunk) is None:
+            continue
+        lo, hi = 1.0, float(kv_batch)
+        if _meets(eng, plan, hi, chunk) is not None:
+            lo = hi
+        else:
+            while hi - lo > BATCH_RESOLUTION:
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if _meets(eng, plan, mid, chunk) else (lo, mid)
+        steps = _meets(eng, plan, lo, chunk)
+        assert steps is not None
+        rate = lo / (o * steps.mean_token_s)
+        if best is None or rate > best.capacity_rps * (1 + 1e-9):
+            best = ReplicaSizing(max(1, math.floor(lo)), chunk, steps, rate, mem)
+    if best is None and gap_floor > plan.slo.itl_ms:
+        return Rejection(
+            f"no prefill chunk keeps the longest token gap within "
+            f"{plan.slo.itl_ms:g} ms: a step carrying the smallest chunk ({CHUNK_GRID[0]} "
+            f"tokens) beside one sequence takes {gap_floor:.1f} ms",
+            "itl",
+            gap_floor,
+        )
+    if best is None:
+        why = (
+            f"a lone p{plan.slo.percentile:g} prompt ({prompt:,} tokens) takes "
+            f"{ttft_floor:.0f} ms to prefill"
+            if ttft_floor > plan.slo.ttft_ms
+            else f"the prefill chunks that keep the longest token gap within "
+            f"{plan.slo.itl_ms:g} ms are too small to prefill a p{plan.slo.percentile:g} "
+            f"prompt ({prompt:,} tokens) in time (the largest chunk needs {ttft_floor:.0f} ms)"
+        )
+        return Rejection(
+            f"no batch meets TTFT {plan.slo.ttft_ms:g} ms and ITL {plan.slo.itl_ms:g} ms "
+            f"p{plan.slo.percentile:g}: {why}",
+            "ttft",
+            ttft_floor,
+        )
+    final_mem = memory_for(arch, gpu, tp, plan, best.batch, best.max_num_batched_tokens, consts, lv)
+    return ReplicaSizing(best.batch, best.chunk_tokens, best.steps, best.capacity_rps, final_mem)
+
+
+def capacity_upper_bound(
+    arch: Arch,
+    gpu: Gpu,
+    instance: Instance,
+    tp: int,
+    plan: CapacityPlan,
+    consts: Constants,
+    levers: Levers,
+    slo: bool = True,
+) -> float:
+    """Requests/s no operating point of this candidate can exceed (0: it cannot run), for
+    pruning the search. The batch D is capped by the largest KV pool (one sequence, the
+    smallest chunk) and, with `slo`, by the SLOs, found to within 10 % by a coarse search
+    for the batch where some chunk still meets them; D / decode step(D) only grows with D
+    (each term of a step is affine or concave in the batch), so D * tokens per step /
+    (output * decode step(D)) bounds the capacity."""
+    if _shape_problem(arch, instance, tp) or gpu_problem(arch, gpu, levers):
+        return 0.0
+    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, levers)
+    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
+    batch = min(MAX_BATCH, mem.kv_cache_tokens // (i + o)) if mem.kv_cache_gib_per_gpu > 0 else 0
+    if batch < 1:
+        return 0.0
+    eng = levers.step_model(arch, gpu, tp, consts)
+    per_step = levers.spec.tokens_per_step if levers.spec else 1.0
+    ctx = i + o / 2
+
+    last = [CHUNK_GRID[0]]  # the chunk that met the SLOs last is the likeliest again
+
+    def possible(d: float) -> bool:
+        """Some chunk meets both SLOs at batch d (`_meets` only gets harder as d grows)."""
+        for c in sorted(CHUNK_GRID, key=lambda c: c != last[0]):
+            if _meets(eng, plan, d, c) is not None:
+                last[0] = c
+                return True
+        return False
+
+    if slo and not possible(1):
+        return 0.0
+    lo, hi = 1.0, float(batch)
+    if not slo:
+        return hi * per_step / (o * step_time(eng, hi, ctx).total_s)
+    if not possible(hi):
+        while hi > 1.1 * lo:  # geometric bisection: a bound within 10 % is enough to prune
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if possible(mid) else (lo, mid)
+    return hi * per_step / (o * step_time(eng, hi, ctx).total_s)
+
+
+def _kv_batch(
+    arch: Arch,
+    gpu: Gpu,
+    tp: int,
+    plan: CapacityPlan,
+    chunk: int,
+    consts: Constants,
+    levers: Levers,
+) -> int:
+    """Most sequences of input + output tokens the KV pool holds with this chunk.
+
+    The pool shrinks as max_num_seqs grows (the sampler's profiling peak), so iterate from
+    the largest batch down to a fixed point.
+    """
+    need = plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean
+    seqs = MAX_BATCH
+    for _ in range(8):
+        m = memory_for(arch, gpu, tp, plan, seqs, chunk + seqs, consts, levers)
+        fits = min(MAX_BATCH, m.kv_cache_tokens // need)
+        if fits >= seqs:
+            return seqs
+        seqs = fits
+        if seqs < 1:
+            return 0
+    return seqs
+
+
+def _shape_problem(arch: Arch, instance: Instance, tp: int) -> str | None:
+    if instance.gpu_count % tp:
+        return f"TP {tp} does not divide the {instance.gpu_count} GPUs of a node"
+    if arch.heads % tp:
+        return f"TP {tp} does not divide the {arch.heads} attention heads"
+    if arch.mla_kv_dim is None and arch.kv_heads % tp and tp % arch.kv_heads:
+        return f"TP {tp} and the {arch.kv_heads} KV heads do not divide each other"
+    return None

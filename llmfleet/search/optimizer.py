@@ -1,0 +1,274 @@
+"""The search: per region, try every allowed (instance type, TP, precision, KV dtype,
+speculation) and keep the cheapest.
+
+Candidates are the allowed instance types offered in the region with a price, each at
+every TP and every point of the lever space (`levers.lever_space`); each is sized by
+`operating_point.size_replica` (memoised per instance type, TP and levers: regions share
+them); replicas cover the region's peak share with headroom, raised for the region losses
+it must survive (`region_losses`); nodes pack replicas; the cheapest monthly cost wins
+(ties: fewer GPUs, then more spare capacity, then name, then the plainer levers). The
+search only chooses: `fleetplan` turns the choice into a FleetPlan."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import Field
+
+from llmfleet.catalog import hardware
+from llmfleet.catalog.constants import Constants
+from llmfleet.catalog.hardware import Instance
+from llmfleet.data import Data, MinDesiredMax
+from llmfleet.plan.model import ResolvedModel
+from llmfleet.plan.regions import Region
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.choice import Choice
+from llmfleet.search.infeasible import infeasible
+from llmfleet.search.levers import Levers, lever_space
+from llmfleet.search.operating_point import (
+    Rejection,
+    ReplicaSizing,
+    capacity_upper_bound,
+    size_replica,
+)
+from llmfleet.search.region_losses import loss_loads
+from llmfleet.search.replicas import deployed_replicas, nodes_for
+from llmfleet.units import HOURS_PER_MONTH, round_or_none
+
+
+class Alternative(Data):
+    instance_type: str
+    tensor_parallel_size: int
+    feasible: bool
+    monthly_cost_usd: float | None
+    reason: str
+    precision: str | None = Field(default=None, description="Weight precision tried.")
+    kv_cache_dtype: str | None = Field(default=None, description="KV cache dtype tried.")
+    speculative: str | None = Field(
+        default=None, description="Speculative method tried (None: no speculation)."
+    )
+    usd_per_million_output_tokens: float | None = Field(
+        default=None,
+        description="monthly_cost_usd over the output tokens of the region's peak held all "
+        "month (a floor on the cost per token).",
+    )
+    pruned: bool = Field(
+        default=False,
+        description="Not sized: even at its capacity upper bound it costs more than the "
+        "chosen candidate (feasible is then unknown and reported false).",
+    )
+
+    no_price: bool = Field(
+        default=False,
+        description="Not sized only because no price is known in the region (add a "
+        "plan.prices override): unpriced, not infeasible.",
+    )
+
+
+Candidate = tuple[Instance, int, Levers]
+
+TP_DEGREES = (1, 2, 4, 8)
+
+
+def allowed_instances(plan: CapacityPlan) -> list[Instance]:
+    table = hardware.instances()
+    names = list(table)
+    if plan.allowed.instance_types is not None:
+        names = [
+            hardware.instance(n, f"allowed.instance_types[{k}]").instance_type
+            for k, n in enumerate(plan.allowed.instance_types)
+        ]
+    if plan.allowed.gpus is not None:
+        gpus = {hardware.gpu(g, f"allowed.gpus[{k}]").gpu for k, g in enumerate(plan.allowed.gpus)}
+        names = [n for n in names if table[n].gpu in gpus]
+    return [table[n] for n in sorted(names)]
+
+
+def price_for(plan: CapacityPlan, instance_type: str, region: str) -> tuple[float, str] | None:
+    for scope in (region, None):
+        for o in plan.prices:
+            if o.instance_type == instance_type and o.region == scope:
+                return o.usd_per_hour, "plan.prices override"
+    off = hardware.offering(instance_type, region)
+    if off and off.on_demand_usd_per_hour is not None:
+        return off.on_demand_usd_per_hour, f"on-demand list price {off.price_as_of} [catalog]"
+    return None
+
+
+
+
+
+class Sizer:
+    """size_replica memoised per (instance type, TP, levers): the plan, model and constants
+    are fixed for a FleetPlan, and regions offer mostly the same instance types."""
+
+    def __init__(self, plan: CapacityPlan, model: ResolvedModel, consts: Constants) -> None:
+        self.plan, self.model, self.consts = plan, model, consts
+        self.levers = lever_space(plan, model)
+        self.loads = loss_loads(plan)
+        self._memo: dict[tuple[str, int, Levers], ReplicaSizing | Rejection] = {}
+        self._bound: dict[tuple[str, int, Levers, bool], float] = {}
+
+    def bound(self, inst: Instance, tp: int, levers: Levers, slo: bool) -> float:
+        """`sizing.capacity_upper_bound` (KV only, or KV and SLOs), memoised like the sizing."""
+        key = (inst.instance_type, tp, levers, slo)
+        if key not in self._bound:
+            gpu = hardware.gpu(inst.gpu)
+            self._bound[key] = capacity_upper_bound(
+                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers, slo
+            )
+        return self._bound[key]
+
+    def floor_usd(
+        self, region: Region, inst: Instance, tp: int, levers: Levers, price: float, slo: bool
+    ) -> float:
+        """The least this candidate can cost a month in `region` (0: unknown; size it)."""
+        cap = self.bound(inst, tp, levers, slo)
+        if cap <= 0:
+            return 0.0
+        nodes = nodes_for(self.replicas(region, cap), inst.gpu_count // tp)
+        return nodes.desired * price * HOURS_PER_MONTH
+
+    def replicas(self, region: Region, capacity_rps: float) -> MinDesiredMax:
+        return deployed_replicas(self.plan, region, capacity_rps, self.loads)
+
+    def __call__(self, inst: Instance, tp: int, levers: Levers) -> ReplicaSizing | Rejection:
+        key = (inst.instance_type, tp, levers)
+        if key not in self._memo:
+            gpu = hardware.gpu(inst.gpu)
+            self._memo[key] = size_replica(
+                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers
+            )
+        return self._memo[key]
+
+
+def choose_region(
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    region: Region,
+    consts: Constants,
+    sizer: Sizer | None = None,
+) -> tuple[Choice, list[Alternative]]:
+    """The cheapest feasible candidate of `region`, and every candidate as an alternative."""
+    hardware.check_region(region.name, f"regions[{plan.regions.index(region)}].name")
+    size = sizer or Sizer(plan, model, consts)
+    options: list[Choice] = []
+    rejected: list[tuple[Candidate, Rejection]] = []
+    offered = [
+        i for i in allowed_instances(plan) if hardware.offering(i.instance_type, region.name)
+    ]
+    pruned: list[tuple[Candidate, float]] = []
+    cheapest = math.inf  # the cheapest feasible cost so far
+    for (inst, tp, levers), price, floor in _by_cost_floor(plan, region, size, offered):
+        if price is None:
+            why = f"no on-demand price in {region.name}; add a plan.prices override"
+            rejected.append(((inst, tp, levers), Rejection(why, "price")))
+            continue
+        best = cheapest + 1e-6
+        if floor <= best < math.inf:  # the KV-only floor does not prune it: the SLO one may
+            floor = size.floor_usd(region, inst, tp, levers, price[0], slo=True)
+        if floor > best:
+            pruned.append(((inst, tp, levers), floor))
+            continue
+        result = size(inst, tp, levers)
+        if isinstance(result, Rejection):
+            rejected.append(((inst, tp, levers), result))
+            continue
+        replicas = size.replicas(region, result.capacity_rps)
+        cost = nodes_for(replicas, inst.gpu_count // tp).desired * price[0] * HOURS_PER_MONTH
+        cheapest = min(cheapest, cost)
+        options.append(
+            Choice(
+                plan=plan,
+                model=model,
+                region=region,
+                instance=inst,
+                step_model=levers.step_model(model.arch, hardware.gpu(inst.gpu), tp, consts),
+                sizing=result,
+                price_usd_per_hour=price[0],
+                price_source=price[1],
+                replicas=replicas,
+                nodes=nodes_for(replicas, inst.gpu_count // tp),
+                levers=levers,
+            )
+        )
+    if not options:
+        # Advice reads one rejection per (instance, TP): the plainest levers' (listed first).
+        first: dict[tuple[str, int], tuple[Instance, int, Rejection]] = {}
+        for (i, tp, _), r in rejected:
+            first.setdefault((i.instance_type, tp), (i, tp, r))
+        raise infeasible(plan, model, region, offered, list(first.values()))
+    order = {lv: k for k, lv in enumerate(size.levers)}
+    options.sort(key=lambda o: (o.rank, order[o.lever]))
+    return options[0], _alternatives(options, rejected, pruned)
+
+
+def _by_cost_floor(
+    plan: CapacityPlan, region: Region, size: Sizer, offered: list[Instance]
+) -> list[tuple[Candidate, tuple[float, str] | None, float]]:
+    """Every candidate with its price and the least it can cost (from its capacity upper
+    bound), cheapest floor first, so the search can stop sizing once floors pass the best."""
+    out = []
+    for inst in offered:
+        price = price_for(plan, inst.instance_type, region.name)
+        for tp in (t for t in TP_DEGREES if t <= inst.gpu_count):
+            for levers in size.levers:
+                floor = size.floor_usd(region, inst, tp, levers, price[0], False) if price else 0
+                out.append(((inst, tp, levers), price, floor))
+    return sorted(out, key=lambda c: c[2])
+
+
+def _alternatives(
+    options: list[Choice],
+    rejected: list[tuple[Candidate, Rejection]],
+    pruned: list[tuple[Candidate, float]],
+) -> list[Alternative]:
+    best = options[0].monthly_cost_usd
+    return (
+        [
+            Alternative(
+                instance_type=o.instance.instance_type,
+                tensor_parallel_size=o.tp,
+                feasible=True,
+                monthly_cost_usd=round(o.monthly_cost_usd, 2),
+                reason="chosen: cheapest feasible"
+                if k == 0
+                else f"{o.monthly_cost_usd / best:.2f}x the cost "
+                f"({o.nodes.desired} x {o.instance.instance_type})",
+                precision=o.lever.precision,
+                kv_cache_dtype=o.lever.kv_cache_dtype,
+                speculative=o.lever.speculative,
+                usd_per_million_output_tokens=round_or_none(o.usd_per_million_output_tokens, 4),
+            )
+            for k, o in enumerate(options)
+        ]
+        + [
+            Alternative(
+                instance_type=i.instance_type,
+                tensor_parallel_size=tp,
+                feasible=False,
+                monthly_cost_usd=None,
+                reason=r.reason,
+                no_price=r.kind == "price",
+                precision=lv.precision,
+                kv_cache_dtype=lv.kv_cache_dtype,
+                speculative=lv.speculative,
+            )
+            for (i, tp, lv), r in rejected
+        ]
+        + [
+            Alternative(
+                instance_type=i.instance_type,
+                tensor_parallel_size=tp,
+                feasible=False,
+                monthly_cost_usd=None,
+                reason=f"not sized: at its capacity upper bound it costs at least "
+                f"${floor:,.0f}/month, more than the chosen ${best:,.0f}",
+                precision=lv.precision,
+                kv_cache_dtype=lv.kv_cache_dtype,
+                speculative=lv.speculative,
+                pruned=True,
+            )
+            for (i, tp, lv), floor in pruned
+        ]
+    )

@@ -1,0 +1,88 @@
+"""How many replicas and nodes a region runs: its trough (min) and peak (desired, max) with
+the plan's headroom, raised for the region losses it must survive (`region_losses`), packed
+onto nodes; and what stage 4 did to each chosen region (`RegionFloor`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from llmfleet.data import Data, MinDesiredMax
+from llmfleet.plan.regions import Region
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.choice import Choice
+from llmfleet.search.region_losses import LossLoad, loss_loads, raise_replicas, replicas_at_limit
+from llmfleet.units import HOURS_PER_MONTH
+
+
+def replicas_for(plan: CapacityPlan, region: Region, capacity_rps: float) -> MinDesiredMax:
+    """Replicas that carry the region's trough (min) and peak (desired = max) with headroom."""
+    usable = capacity_rps * (1 - plan.headroom)
+    peak = plan.traffic.peak_requests_per_s * region.traffic_share
+    trough = plan.traffic.trough_requests_per_s * region.traffic_share
+    desired = max(1, math.ceil(peak / usable - 1e-9))
+    low = max(1, math.ceil(trough / usable - 1e-9))
+    return MinDesiredMax(min=low, desired=desired, max=desired)
+
+
+def deployed_replicas(
+    plan: CapacityPlan,
+    region: Region,
+    capacity_rps: float,
+    loads: dict[str, LossLoad] | None = None,
+) -> MinDesiredMax:
+    """Replicas for the region's trough and peak, raised for the worst region loss it must
+    survive (stage 4): every candidate, lever and risk figure is priced as it would run."""
+    load = (loads if loads is not None else loss_loads(plan))[region.name]
+    return raise_replicas(replicas_for(plan, region, capacity_rps), capacity_rps, load)
+
+
+def nodes_for(replicas: MinDesiredMax, per_node: int) -> MinDesiredMax:
+    def n(r: int) -> int:
+        return math.ceil(r / per_node)
+
+    return MinDesiredMax(
+        min=n(replicas.min), desired=n(replicas.desired), max=n(replicas.max)
+    )
+
+
+class RegionFloor(Data):
+    region: str
+    capacity_requests_per_s_per_replica: float = Field(description="At the SLO limit.")
+    worst_load_requests_per_s: float = Field(description="Its peak plus the most it absorbs.")
+    worst_case_lost: list[str]
+    replicas_needed: int = Field(description="Replicas at the SLO limit for the worst load.")
+    warm_replicas: int = Field(description="The warm floor: replicas.min keeps at least these.")
+    replicas_without_resilience: dict[str, int]
+    nodes_without_resilience: dict[str, int]
+    monthly_cost_usd_without_resilience: float
+
+
+def region_floors(plan: CapacityPlan, choices: Sequence[Choice]) -> list[RegionFloor]:
+    """What stage 4 did to each chosen region: the search priced every candidate with the
+    replicas it needs to survive a loss (loss_loads.raise_replicas), so the choice carries
+    the raised counts; this records them beside the counts without resilience."""
+    loads = loss_loads(plan)
+    floors: list[RegionFloor] = []
+    for c in choices:
+        load, cap = loads[c.region.name], c.sizing.capacity_rps
+        own = replicas_for(plan, c.region, cap)
+        own_nodes = nodes_for(own, c.replicas_per_node)
+        floors.append(
+            RegionFloor(
+                region=c.region.name,
+                capacity_requests_per_s_per_replica=round(cap, 3),
+                worst_load_requests_per_s=round(load.worst_rps, 4),
+                worst_case_lost=list(load.worst_lost),
+                replicas_needed=replicas_at_limit(load.worst_rps, cap),
+                warm_replicas=c.replicas.min,
+                replicas_without_resilience=own.model_dump(),
+                nodes_without_resilience=own_nodes.model_dump(),
+                monthly_cost_usd_without_resilience=round(
+                    own_nodes.desired * c.price_usd_per_hour * HOURS_PER_MONTH, 2
+                ),
+            )
+        )
+    return floors
