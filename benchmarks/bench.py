@@ -24,7 +24,7 @@ from pathlib import Path
 from llmfleet.calibration.fit import fit_all
 from llmfleet.calibration.measurements import load_measurements
 from llmfleet.calibration.rows import predict_rows
-from llmfleet.catalog.constants import load, load_prior
+from llmfleet.catalog.constants import fitted, priors
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.perf.replica import PredictRequest, run_predict
 from llmfleet.plan.stacks import list_stacks, read_plan
@@ -120,10 +120,10 @@ def main() -> None:
     loaded = load_measurements()
     timed(
         f"predict {len(loaded.rows)} measurement rows",
-        lambda: predict_rows(loaded.rows, load()),
+        lambda: predict_rows(loaded.rows, fitted()),
         10,
     )
-    timed("calibration fit (all groups)", lambda: fit_all(loaded.rows, load_prior()), 2)
+    timed("calibration fit (all groups)", lambda: fit_all(loaded.rows, priors()), 2)
     tracemalloc.start()
     build_fleet_plan(read_plan("prod"))
     _, peak = tracemalloc.get_traced_memory()

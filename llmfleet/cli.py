@@ -18,7 +18,7 @@ from llmfleet.calibration.measurements import load_measurements
 from llmfleet.calibration.report import summarize, validation_report
 from llmfleet.calibration.rows import predict_rows
 from llmfleet.catalog import constants, model_facts
-from llmfleet.catalog.constants import load, load_prior
+from llmfleet.catalog.constants import fitted, priors
 from llmfleet.drill import drill, drill_text, parse_lost
 from llmfleet.errors import ArgumentError, LlmfleetError, PlanError
 from llmfleet.fleetplan.fleet import build_fleet_plan
@@ -112,14 +112,14 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     loaded = load_measurements(Path(args.measurements))
-    report = validation_report(loaded, load(), load_prior(), loso=not args.no_loso)
+    report = validation_report(loaded, fitted(), priors(), loso=not args.no_loso)
     sys.stdout.write(_dump(report) if args.json else validation_text(report))
     return 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     loaded = load_measurements(Path(args.measurements))
-    prior = constants.load_prior()
+    prior = constants.priors()
     fitted = fit_all(loaded.rows, prior)
     # Ranges come from held-out errors: a plan's model and GPU are usually not the rows'.
     ratios = uncertainty(leave_one_source_out(loaded.rows, prior))
@@ -161,7 +161,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    base, head = stacks.load(args.base), stacks.load(args.head)
+    base, head = stacks.plan_source(args.base), stacks.plan_source(args.head)
     d = diff_plans(base.label, build_fleet_plan(base.plan), head.label, build_fleet_plan(head.plan))
     sys.stdout.write(_dump(d.model_dump(mode="json")) if args.json else markdown(d))
     return 0

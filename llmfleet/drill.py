@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from llmfleet.catalog.constants import load as load_constants
+from llmfleet.catalog.constants import fitted
 from llmfleet.errors import PlanError
 from llmfleet.fleetplan.fleet import build_fleet_plan, sizing_constants
 from llmfleet.fleetplan.resilience import warm_at_peak
@@ -71,7 +71,7 @@ def parse_lost(plan: CapacityPlan, lose: str) -> list[str]:
 
 def drill(plan: CapacityPlan, lost: Sequence[str]) -> DrillReport:
     fp = build_fleet_plan(plan)
-    consts = sizing_constants(plan, load_constants())
+    consts = sizing_constants(plan, fitted())
     model = resolve_model(plan)
     load, moved = reroute(plan, lost)
     slo = plan.slo
@@ -79,7 +79,7 @@ def drill(plan: CapacityPlan, lost: Sequence[str]) -> DrillReport:
     for region in (r for r in plan.regions if r.name in load):
         rp = fp.region(region.name)
         choice, _ = choose_region(plan, model, region, consts)
-        capacity = choice.sizing.capacity_rps
+        capacity = choice.sizing.capacity_requests_per_s
         rps = load[region.name]
         must = max(1, math.ceil(rps / capacity - 1e-9))
         reach = min(must, rp.replicas.max)

@@ -11,7 +11,7 @@ from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.outputs import economics, render
 from llmfleet.outputs.diff import diff_plans, margin
 from llmfleet.outputs.diff_markdown import markdown
-from llmfleet.plan.stacks import load, parse_plan, stack_path
+from llmfleet.plan.stacks import parse_plan, plan_source, stack_path
 from llmfleet.units import HOURS_PER_MONTH
 
 
@@ -27,7 +27,7 @@ def doubled(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def peak_doubled(stack_plans, doubled):
-    after = build_fleet_plan(load(str(doubled)).plan)
+    after = build_fleet_plan(plan_source(str(doubled)).plan)
     return stack_plans["prod"], after, diff_plans("prod", stack_plans["prod"], "prod2", after)
 
 

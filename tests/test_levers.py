@@ -7,7 +7,7 @@ import math
 import pytest
 
 from llmfleet.catalog import hardware
-from llmfleet.catalog.constants import load
+from llmfleet.catalog.constants import fitted
 from llmfleet.cli import main
 from llmfleet.errors import PlanError
 from llmfleet.fleetplan.fleet import build_fleet_plan
@@ -63,7 +63,7 @@ def test_prod_chooses_the_cheapest_feasible_option_of_the_whole_space() -> None:
     plan = prod.model_copy(
         update={"routing": prod.routing.model_copy(update={"survive_region_losses": 0})}
     )
-    model, consts = resolve_model(plan), load()
+    model, consts = resolve_model(plan), fitted()
     fp = build_fleet_plan(plan)
     for region, chosen in zip(plan.regions, fp.regions, strict=True):
         costs = []
@@ -78,7 +78,8 @@ def test_prod_chooses_the_cheapest_feasible_option_of_the_whole_space() -> None:
                     if isinstance(sized, Rejection):
                         continue
                     nodes = nodes_for(
-                        replicas_for(plan, region, sized.capacity_rps), inst.gpu_count // tp
+                        replicas_for(plan, region, sized.capacity_requests_per_s),
+                        inst.gpu_count // tp,
                     )
                     costs.append(nodes.desired * price[0] * HOURS_PER_MONTH)
         assert chosen.monthly_cost_usd == pytest.approx(min(costs), abs=0.01)

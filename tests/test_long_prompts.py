@@ -4,7 +4,7 @@ requests' prefill chunks."""
 
 import pytest
 
-from llmfleet.catalog.constants import load
+from llmfleet.catalog.constants import fitted
 from llmfleet.perf.replica import PredictRequest, run_predict
 
 QWEN_32K = dict(model="Qwen3-8B", gpu="H200", input_tokens=32_000, output_tokens=100)
@@ -15,7 +15,7 @@ def test_a_long_prompt_takes_its_flops_at_the_fitted_efficiency():
     # (6.946e9 parameters) x 2 x 32,000 tokens = 4.45e14 FLOPs; causal attention over the
     # prompt, 4 x 36 layers x 4,096 x 32,000 tokens x 16,000 attended on average = 3.02e14.
     flops = 2 * 6.946e9 * 32_000 + 4 * 36 * 4096 * 32_000 * 16_000
-    ideal_ms = flops / (989e12 * load().mfu["Hopper"]) * 1000  # 1,879 ms at MFU 0.40
+    ideal_ms = flops / (989e12 * fitted().mfu["Hopper"]) * 1000  # 1,879 ms at MFU 0.40
     ttft_ms = run_predict(PredictRequest(**QWEN_32K, concurrency=1)).ttft_ms
     # plus a step overhead per chunk and the weights and KV each chunk reads
     assert ideal_ms < ttft_ms < 1.06 * ideal_ms

@@ -3,7 +3,7 @@
 import pytest
 
 from llmfleet.catalog import hardware, model_facts
-from llmfleet.catalog.constants import load, load_prior
+from llmfleet.catalog.constants import fitted, priors
 from llmfleet.perf.architecture import from_config
 from llmfleet.perf.memory import activation_gib, budget
 
@@ -30,7 +30,7 @@ def mem(
         max_len,
         seqs,
         tokens,
-        load(),
+        fitted(),
     )
 
 
@@ -99,7 +99,7 @@ def act(model, max_num_seqs, max_num_batched_tokens=8192):
     9.7 (read off S8's logs), so the worked numbers below do not move with a refit."""
     e = model_facts.model_entry(model)
     return activation_gib(
-        from_config(e.id, e.config), 1, max_num_seqs, max_num_batched_tokens, load_prior()
+        from_config(e.id, e.config), 1, max_num_seqs, max_num_batched_tokens, priors()
     )
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from llmfleet.catalog import hardware, model_facts
-from llmfleet.catalog.constants import load
+from llmfleet.catalog.constants import fitted
 from llmfleet.perf.architecture import from_config
 from llmfleet.perf.chunked import mixed_steps
 from llmfleet.perf.step import StepModel, experts_touched_fraction, step_time
@@ -11,15 +11,17 @@ from llmfleet.perf.step import StepModel, experts_touched_fraction, step_time
 
 def engine(model="Llama-3.1-8B-Instruct", gpu="H100", tp=1, precision="bf16"):
     e = model_facts.model_entry(model)
-    return StepModel(from_config(e.id, e.config), hardware.gpu(gpu), tp, precision, "auto", load())
+    return StepModel(
+        from_config(e.id, e.config), hardware.gpu(gpu), tp, precision, "auto", fitted()
+    )
 
 
 def test_decode_at_batch_1_is_memory_bound_and_reads_every_streamed_weight():
-    eng = engine()
-    c = load()
-    s = step_time(eng, decode=1, decode_context=1)
+    step_model = engine()
+    c = fitted()
+    s = step_time(step_model, decode=1, decode_context=1)
     assert s.bound == "memory"
-    a = eng.arch
+    a = step_model.arch
     streamed = a.weight_bytes("bf16") - 2 * a.embed_params  # input embeddings are a lookup
     assert s.memory_s == pytest.approx(streamed / (3350e9 * c.mbu["Hopper"]), rel=0.01)
 
@@ -29,9 +31,9 @@ def test_a_big_prefill_chunk_is_compute_bound():
 
 
 def test_itl_grows_with_batch_and_context():
-    eng = engine()
-    assert step_time(eng, 64, 2000).total_s > step_time(eng, 8, 2000).total_s
-    assert step_time(eng, 64, 8000).total_s > step_time(eng, 64, 2000).total_s
+    step_model = engine()
+    assert step_time(step_model, 64, 2000).total_s > step_time(step_model, 8, 2000).total_s
+    assert step_time(step_model, 64, 8000).total_s > step_time(step_model, 64, 2000).total_s
 
 
 def test_higher_bandwidth_gpu_decodes_faster():
@@ -58,8 +60,8 @@ def test_moe_decode_reads_only_the_experts_its_tokens_touch():
     # 8 experts, top-2: one token touches 2/8; many tokens touch (nearly) all
     assert experts_touched_fraction(8, 2, 1) == pytest.approx(0.25)
     assert experts_touched_fraction(8, 2, 64) == pytest.approx(1.0, abs=1e-6)
-    eng = engine("Mixtral-8x7B-Instruct-v0.1", tp=2)
-    assert step_time(eng, 1, 100).memory_s < 0.5 * step_time(eng, 64, 100).memory_s
+    step_model = engine("Mixtral-8x7B-Instruct-v0.1", tp=2)
+    assert step_time(step_model, 1, 100).memory_s < 0.5 * step_time(step_model, 64, 100).memory_s
 
 
 def test_fp8_uses_fp8_tensor_cores_only_where_the_gpu_has_them():

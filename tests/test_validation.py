@@ -20,7 +20,7 @@ from llmfleet.calibration.measurements import (
 )
 from llmfleet.calibration.report import validation_report
 from llmfleet.catalog import vllm_release
-from llmfleet.catalog.constants import load, load_prior
+from llmfleet.catalog.constants import fitted, priors
 from llmfleet.cli import main
 
 # Median absolute percentage error on vLLM rows, leave one source out (README.md: KV
@@ -58,13 +58,13 @@ def loaded():
 @pytest.fixture(scope="module")
 def in_sample(loaded):
     """The report of `llmfleet validate --no-loso`: the fitted constants on every row."""
-    return validation_report(loaded, load(), load_prior(), loso=False)
+    return validation_report(loaded, fitted(), priors(), loso=False)
 
 
 @pytest.fixture(scope="module")
 def held_out(loaded):
     """The report of `llmfleet validate`: each source also predicted by a refit without it."""
-    return validation_report(loaded, load(), load_prior(), loso=True)
+    return validation_report(loaded, fitted(), priors(), loso=True)
 
 
 def test_validate_predicts_at_least_200_rows_and_gives_every_skip_a_reason(in_sample):

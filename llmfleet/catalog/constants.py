@@ -57,12 +57,12 @@ def document() -> dict[str, Any]:
 
 
 @cache
-def load() -> Constants:
+def fitted() -> Constants:
     """The fitted constants every prediction uses."""
     return parse(document())
 
 
 @cache
-def load_prior() -> Constants:
+def priors() -> Constants:
     """The hand-derived constants calibration starts from (and leave-one-out refits use)."""
     return parse(document(), "prior")

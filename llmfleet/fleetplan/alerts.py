@@ -125,7 +125,7 @@ def _hours(window: str) -> float:
     return float(window[:-1]) * unit
 
 
-def region_alerts(plan: CapacityPlan, replicas: MinDesiredMax, serving: Serving,
+def build_alerts(plan: CapacityPlan, replicas: MinDesiredMax, serving: Serving,
                   workload: Workload) -> Alerts:
     """The region's alerting rules; every threshold is a number of the plan."""
     slo = plan.slo

@@ -76,13 +76,13 @@ def custom_buckets(choice: Choice) -> dict[str, list[float]] | None:
     return {family: sorted({*default_buckets(family), threshold})}
 
 
-def autoscaling(choice: Choice, namespace: str, served_model_name: str) -> Autoscaling:
+def build_autoscaling(choice: Choice, namespace: str, served_model_name: str) -> Autoscaling:
     """Triggers whose thresholds are the signals at the load a replica was sized for."""
-    plan, sizing, eng = choice.plan, choice.sizing, choice.step_model
+    plan, sizing, step_model = choice.plan, choice.sizing, choice.step_model
     replicas, t = choice.replicas, plan.traffic
     i, o = t.input_tokens.mean, t.output_tokens.mean
-    rate = sizing.capacity_rps * (1 - plan.headroom)
-    steps, ttft_s = predict_at(eng, plan, sizing.batch, sizing.chunk_tokens, rate)
+    rate = sizing.capacity_requests_per_s * (1 - plan.headroom)
+    steps, ttft_s = predict_at(step_model, plan, sizing.batch, sizing.chunk_tokens, rate)
     running = rate * o * steps.mean_token_s
     kv_p95 = running * (t.input_tokens.p95_or_mean + t.output_tokens.p95_or_mean / 2)
     kv_use = min(kv_p95 / sizing.memory.kv_cache_tokens, 0.95)
@@ -90,7 +90,9 @@ def autoscaling(choice: Choice, namespace: str, served_model_name: str) -> Autos
     cv2 = length_cv2(i, t.input_tokens.p95_or_mean)
     wait = prefill_wait(steps.mixed_share, service, cv2, plan.slo.percentile)
     queued = rate * wait.mean_s  # Little's law
-    limit_ttft = ttft_percentile_s(eng, plan, sizing.steps, sizing.batch, sizing.chunk_tokens)
+    limit_ttft = ttft_percentile_s(
+        step_model, plan, sizing.steps, sizing.batch, sizing.chunk_tokens
+    )
     p, sel, w = plan.slo.percentile, selector(namespace, served_model_name), RATE_WINDOW
     queue_depth = round(max(queued, 0.5), 2)
     queue_wait = round(max(wait.mean_s, 0.001), 4)
@@ -148,7 +150,7 @@ def autoscaling(choice: Choice, namespace: str, served_model_name: str) -> Autos
         fallback_failure_threshold=FALLBACK_FAILURE_THRESHOLD,
         triggers=triggers,
         reasons=[
-            f"a replica sustains {sizing.capacity_rps:.2f} req/s at the SLO; with "
+            f"a replica sustains {sizing.capacity_requests_per_s:.2f} req/s at the SLO; with "
             f"{plan.headroom:.0%} headroom it is sized for {rate:.2f} req/s (TTFT "
             f"{ttft_s * 1000:.0f} ms there; at capacity {limit_ttft * 1000:.0f} ms)",
             "each trigger fires at its value at that load, so scale-out starts when a replica "

@@ -28,7 +28,7 @@ from llmfleet.errors import PlanError
 from llmfleet.fleetplan.cold_start import ColdStart
 from llmfleet.plan.regions import CapacityPurchase, Region
 from llmfleet.search.choice import Choice
-from llmfleet.search.replicas import RegionFloor
+from llmfleet.search.replicas import LossSizing
 
 
 class Quota(Data):
@@ -91,7 +91,7 @@ SYSTEM_NODES = MinDesiredMax(min=2, desired=2, max=3)
 SYSTEM_VOLUME_GIB = 50
 
 
-def system_pool() -> SystemPool:
+def build_system_pool() -> SystemPool:
     return SystemPool(
         instance_type=SYSTEM_INSTANCE_TYPE,
         nodes=SYSTEM_NODES,
@@ -147,13 +147,13 @@ def cluster_zone_ids(region: str, node_zone_ids: list[str]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Floors:
+class AlwaysOn:
     replicas: int
     nodes: int
     reason: str
 
 
-def floors(choice: Choice, stage4: RegionFloor | None = None) -> Floors:
+def build_always_on(choice: Choice, stage4: LossSizing | None = None) -> AlwaysOn:
     """The replicas that carry the region's trough rate with the plan's headroom (the
     optimizer's `replicas.min`), on as few nodes as hold them; or, when stage 4 raised that
     minimum to keep a lost region's share warm (`stage4`, already in `choice.replicas`), the
@@ -174,7 +174,7 @@ def floors(choice: Choice, stage4: RegionFloor | None = None) -> Floors:
             f"the trough ({choice.trough_requests_per_s:.2f} req/s) needs {replicas} "
             f"replica(s) with {choice.plan.headroom:.0%} headroom, on {nodes} node(s)"
         )
-    return Floors(replicas=replicas, nodes=nodes, reason=reason)
+    return AlwaysOn(replicas=replicas, nodes=nodes, reason=reason)
 
 
 KARPENTER_CAPACITY_TYPES = {
@@ -236,7 +236,7 @@ def check_purchase(choice: Choice, field: str) -> None:
         )
 
 
-def replicas_filling_slots(choice: Choice, floor: Floors) -> MinDesiredMax:
+def replicas_filling_slots(choice: Choice, floor: AlwaysOn) -> MinDesiredMax:
     """KEDA's bounds: the floor, the peak, and up to every slot of the ceiling's nodes (a
     slot TP leaves free on a node paid for is used rather than idle)."""
     slots = choice.nodes.max * choice.replicas_per_node
@@ -274,7 +274,7 @@ def disruption_note(choice: Choice, cold: ColdStart, max_unavailable: int) -> st
             f"PodDisruptionBudget (maxUnavailable {max_unavailable}): the region serves no "
             "traffic of its own; a node replacement only delays a failover"
         )
-    share = left * choice.sizing.capacity_rps / choice.peak_requests_per_s
+    share = left * choice.sizing.capacity_requests_per_s / choice.peak_requests_per_s
     fits = "fits" if share >= 1 else "does NOT fit at the peak (schedule disruptions off-peak)"
     return (
         f"PodDisruptionBudget (maxUnavailable {max_unavailable}) {fits}: during a node "
@@ -283,9 +283,9 @@ def disruption_note(choice: Choice, cold: ColdStart, max_unavailable: int) -> st
     )
 
 
-def node_capacity(
+def build_node_capacity(
     choice: Choice,
-    floor: Floors,
+    floor: AlwaysOn,
     node_zone_ids: list[str],
     field: str,
     cold: ColdStart,

@@ -94,7 +94,7 @@ def stream_gib_per_s(choice: Choice) -> float:
     return min(S3_STREAM_GIB_PER_S, nic_gib_s * S3_SHARE_OF_NIC) / choice.replicas_per_node
 
 
-def cold_start(choice: Choice, weights_gib: float) -> ColdStart:
+def build_cold_start(choice: Choice, weights_gib: float) -> ColdStart:
     rate = stream_gib_per_s(choice)
     image_s = IMAGE_GB / IMAGE_PULL_GB_PER_S
     weights_s = weights_gib / rate

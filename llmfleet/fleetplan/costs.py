@@ -11,7 +11,7 @@ GB-month (aws.amazon.com/ebs/pricing)."""
 from __future__ import annotations
 
 from llmfleet.data import Data
-from llmfleet.fleetplan.capacity import Floors, NodeCapacity, SystemPool
+from llmfleet.fleetplan.capacity import AlwaysOn, NodeCapacity, SystemPool
 from llmfleet.fleetplan.cold_start import IMAGE_GB
 from llmfleet.search.choice import Choice
 from llmfleet.units import GIB, HOURS_PER_MONTH
@@ -64,10 +64,10 @@ def nat_gateways(choice: Choice, zones: int) -> int:
     return zones if choice.plan.cluster.nat_gateways == "per_az" else 1
 
 
-def costs(
+def build_costs(
     choice: Choice,
     capacity: NodeCapacity,
-    floor: Floors,
+    floor: AlwaysOn,
     system: SystemPool,
     node_volume_gib: int,
     weights_gib: float,

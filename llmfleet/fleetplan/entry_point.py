@@ -118,7 +118,7 @@ def health_check(plan: CapacityPlan, dns: Dns, region: str, served_model: str) -
     )
 
 
-def entry_point(plan: CapacityPlan, region_name: str, served: str) -> EntryPoint | None:
+def build_entry_point(plan: CapacityPlan, region_name: str, served: str) -> EntryPoint | None:
     """The region's entry point, or None when the plan has no global name."""
     if plan.dns is None:
         return None

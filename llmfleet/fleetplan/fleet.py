@@ -11,14 +11,13 @@ from pathlib import Path
 from pydantic import Field
 
 from llmfleet import __version__
-from llmfleet.catalog.constants import Constants
-from llmfleet.catalog.constants import load as load_constants
+from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.data import Data, MinDesiredMax
 from llmfleet.fleetplan.capacity import check_region_size
-from llmfleet.fleetplan.entry_point import entry_point
-from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, lever_report
-from llmfleet.fleetplan.region import RegionPlan, region_plan
-from llmfleet.fleetplan.resilience import Resilience, resilience
+from llmfleet.fleetplan.entry_point import build_entry_point
+from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, build_lever_report
+from llmfleet.fleetplan.region import RegionPlan, build_region_plan
+from llmfleet.fleetplan.resilience import Resilience, build_resilience
 from llmfleet.paths import PROJECT_ROOT
 from llmfleet.perf.architecture import kv_dtype_bytes
 from llmfleet.plan.checks import check_plan
@@ -27,7 +26,7 @@ from llmfleet.plan.model import ResolvedModel, resolve_model
 from llmfleet.plan.routing import ApiKey, Dns, Routing
 from llmfleet.plan.schema import CapacityPlan, Slo, Traffic
 from llmfleet.search.optimizer import Sizer, choose_region
-from llmfleet.search.replicas import RegionFloor, region_floors
+from llmfleet.search.replicas import LossSizing, loss_sizing
 from llmfleet.units import GB, GIB
 
 
@@ -100,7 +99,7 @@ def sizing_constants(plan: CapacityPlan, consts: Constants) -> Constants:
     return consts.model_copy(update={"engine_step_factor": factors})
 
 
-def model_summary(
+def build_model_summary(
     plan: CapacityPlan, model: ResolvedModel, levers: ChosenLevers | None = None
 ) -> ModelSummary:
     """The model as served: the levers the first region chose (the plan's own values when
@@ -125,7 +124,7 @@ def build_fleet_plan(
     plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = PROJECT_ROOT
 ) -> FleetPlan:
     check_plan(plan)
-    base = consts or load_constants()
+    base = consts or fitted()
     consts = sizing_constants(plan, base)
     pessimistic = sizing_constants(plan.model_copy(update={"confidence": "pessimistic"}), base)
     model = resolve_model(plan, base_dir)
@@ -134,9 +133,9 @@ def build_fleet_plan(
     # Stage 4: the search sized each region to survive the losses it absorbs; record the
     # floors, then give each region its entry point.
     choices = [choice for choice, _ in searched]
-    floors = region_floors(plan, choices)
+    floors = loss_sizing(plan, choices)
     regions = [
-        _with_routing(plan, region_plan(choice, alts, consts, pessimistic, floor), floor)
+        _with_routing(plan, build_region_plan(choice, alts, consts, pessimistic, floor), floor)
         for choice, (_, alts), floor in zip(choices, searched, floors, strict=True)
     ]
     for r in regions:
@@ -151,7 +150,7 @@ def build_fleet_plan(
     )
     return FleetPlan(
         name=plan.name,
-        model=model_summary(plan, model, regions[0].levers),
+        model=build_model_summary(plan, model, regions[0].levers),
         slo=plan.slo,
         traffic=plan.traffic,
         headroom=plan.headroom,
@@ -162,19 +161,19 @@ def build_fleet_plan(
         monthly_cost_usd=round(sum(r.monthly_cost_usd for r in regions), 2),
         monthly_cost_usd_at_trough=round(sum(r.monthly_cost_usd_at_trough for r in regions), 2),
         gpus=gpus,
-        rules_of_thumb=rules_of_thumb(model, plan),
-        levers_report=lever_report(plan, model, [c for c, _ in searched], sizer, consts),
+        rules_of_thumb=build_rules_of_thumb(model, plan),
+        levers_report=build_lever_report(plan, model, [c for c, _ in searched], sizer, consts),
         environment=plan.environment,
         routing=plan.routing,
         dns=plan.dns,
         api_key=plan.api_key,
-        resilience=resilience(plan, regions, floors),
+        resilience=build_resilience(plan, regions, floors),
         startup=plan.startup,
         monthly_cost_usd_day_profile=round(sum(r.costs.total_day_profile for r in regions), 2),
     )
 
 
-def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: RegionFloor) -> RegionPlan:
+def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: LossSizing) -> RegionPlan:
     """The region with its entry point, and why its floor rose (when it did)."""
     reasons = list(rp.reasons)
     if floor.worst_case_lost:
@@ -184,11 +183,11 @@ def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: RegionFloor) -> Reg
             f"is lost (min/desired/max without resilience "
             f"{'/'.join(str(v) for v in floor.replicas_without_resilience.values())})"
         )
-    entry = entry_point(plan, rp.region, rp.serving.vllm.served_model_name)
+    entry = build_entry_point(plan, rp.region, rp.serving.vllm.served_model_name)
     return rp.model_copy(update={"entry_point": entry, "reasons": reasons})
 
 
-def rules_of_thumb(model: ResolvedModel, plan: CapacityPlan) -> list[RuleOfThumb]:
+def build_rules_of_thumb(model: ResolvedModel, plan: CapacityPlan) -> list[RuleOfThumb]:
     arch = model.arch
     kv_mb = arch.kv_bytes_per_token(kv_dtype_bytes(plan.model.kv_cache_dtype)) / 1e6
     kv_verdict = (

@@ -45,7 +45,7 @@ class ChosenLevers(Data):
     acceptance_source: str | None
 
 
-def chosen_levers(choice: Choice) -> ChosenLevers:
+def build_chosen_levers(choice: Choice) -> ChosenLevers:
     lv = choice.lever
     ckpt = served(choice.plan, choice.model, lv)
     spec = lv.spec
@@ -203,12 +203,12 @@ def _cost(choice: Choice, sizer: Sizer, levers: Levers) -> float | None:
     sized = sizer(choice.instance, choice.tp, levers)
     if isinstance(sized, Rejection):
         return None
-    replicas = sizer.replicas(choice.region, sized.capacity_rps)
+    replicas = sizer.replicas(choice.region, sized.capacity_requests_per_s)
     nodes = nodes_for(replicas, choice.replicas_per_node)
     return nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH
 
 
-def lever_report(
+def build_lever_report(
     plan: CapacityPlan,
     model: ResolvedModel,
     choices: list[Choice],

@@ -80,7 +80,7 @@ def _round(x: float, nd: int = 2) -> float:
     return round(x, nd)
 
 
-def predicted(choice: Choice, consts: Constants) -> Predicted:
+def build_predicted(choice: Choice, consts: Constants) -> Predicted:
     """Per replica at the region's peak; ranges from the calibration's held-out errors."""
     plan, s = choice.plan, choice.sizing
     o = plan.traffic.output_tokens.mean
@@ -91,7 +91,7 @@ def predicted(choice: Choice, consts: Constants) -> Predicted:
     values = {
         "ttft_ms": ttft_s * 1000,
         "itl_ms": itl_ms,
-        "output_tokens_per_s": s.capacity_rps * o,
+        "output_tokens_per_s": s.capacity_requests_per_s * o,
         "kv_cache_tokens": float(s.memory.kv_cache_tokens),
     }
     ranges = {
@@ -107,8 +107,8 @@ def predicted(choice: Choice, consts: Constants) -> Predicted:
         decode_only_itl_ms=_round(at_peak.decode_only_s * 1000, 2),
         mixed_step_ms=_round(at_peak.mixed_s * 1000, 2),
         mixed_step_share=_round(min(1.0, at_peak.mixed_share), 4),
-        output_tokens_per_s=_round(s.capacity_rps * o, 1),
-        requests_per_s=_round(s.capacity_rps, 3),
+        output_tokens_per_s=_round(s.capacity_requests_per_s * o, 1),
+        requests_per_s=_round(s.capacity_requests_per_s, 3),
         requests_per_s_at_peak=_round(choice.peak_requests_per_s_per_replica, 3),
         kv_cache_tokens=s.memory.kv_cache_tokens,
         max_concurrency=_round(s.memory.max_concurrency),
@@ -116,7 +116,7 @@ def predicted(choice: Choice, consts: Constants) -> Predicted:
     )
 
 
-def memory(choice: Choice) -> Memory:
+def build_memory(choice: Choice) -> Memory:
     mem = choice.sizing.memory
     return Memory(
         gpu_total_gib=_round(mem.total_gib),
@@ -141,13 +141,13 @@ def curve_batches(operating_batch: int, kv_batch: int, points: int = CURVE_POINT
 
 
 def batch_point(
-    eng: StepModel, plan: CapacityPlan, batch: int, chunk_tokens: int
+    step_model: StepModel, plan: CapacityPlan, batch: int, chunk_tokens: int
 ) -> BatchPoint:
     """One replica running `batch` sequences with `chunk_tokens`-token prefill chunks."""
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
-    steps = mixed_steps(eng, batch, i, o, chunk_tokens)
+    steps = mixed_steps(step_model, batch, i, o, chunk_tokens)
     ttft_s = (
-        ttft_percentile_s(eng, plan, steps, batch, chunk_tokens)
+        ttft_percentile_s(step_model, plan, steps, batch, chunk_tokens)
         if steps.mixed_share < 1
         else math.inf
     )
@@ -159,10 +159,15 @@ def batch_point(
     )
 
 
-def batch_curve(
-    eng: StepModel, plan: CapacityPlan, chunk_tokens: int, operating_batch: int, kv_batch: int
+def build_batch_curve(
+    step_model: StepModel,
+    plan: CapacityPlan,
+    chunk_tokens: int,
+    operating_batch: int,
+    kv_batch: int,
 ) -> list[BatchPoint]:
     """The curve the report draws for one region (see the module docstring)."""
     return [
-        batch_point(eng, plan, b, chunk_tokens) for b in curve_batches(operating_batch, kv_batch)
+        batch_point(step_model, plan, b, chunk_tokens)
+        for b in curve_batches(operating_batch, kv_batch)
     ]

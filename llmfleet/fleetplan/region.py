@@ -11,38 +11,38 @@ from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import Constants
 from llmfleet.data import Data, MinDesiredMax
 from llmfleet.errors import PlanError
-from llmfleet.fleetplan.alerts import Alerts, region_alerts
-from llmfleet.fleetplan.autoscaling import Autoscaling, autoscaling
+from llmfleet.fleetplan.alerts import Alerts, build_alerts
+from llmfleet.fleetplan.autoscaling import Autoscaling, build_autoscaling
 from llmfleet.fleetplan.capacity import (
     NodeCapacity,
     SystemPool,
+    build_always_on,
+    build_node_capacity,
+    build_system_pool,
     cluster_zone_ids,
-    floors,
-    node_capacity,
     node_zone_ids,
     replicas_filling_slots,
-    system_pool,
 )
-from llmfleet.fleetplan.cold_start import ColdStart, cold_start
-from llmfleet.fleetplan.costs import Costs, costs
+from llmfleet.fleetplan.cold_start import ColdStart, build_cold_start
+from llmfleet.fleetplan.costs import Costs, build_costs
 from llmfleet.fleetplan.entry_point import EntryPoint
-from llmfleet.fleetplan.levers import ChosenLevers, chosen_levers, download_gib
+from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, download_gib
 from llmfleet.fleetplan.predicted import (
     BatchPoint,
     Memory,
     Predicted,
     _round,
-    batch_curve,
-    memory,
-    predicted,
+    build_batch_curve,
+    build_memory,
+    build_predicted,
 )
-from llmfleet.fleetplan.risk import Risk, risk
-from llmfleet.fleetplan.serving import Serving, serving
-from llmfleet.fleetplan.workload import Workload, workload
+from llmfleet.fleetplan.risk import Risk, build_risk
+from llmfleet.fleetplan.serving import Serving, build_serving
+from llmfleet.fleetplan.workload import Workload, build_workload
 from llmfleet.search.choice import Choice
 from llmfleet.search.optimizer import Alternative
 from llmfleet.search.replica_slo import itl_percentile_s, ttft_prompt_tokens
-from llmfleet.search.replicas import RegionFloor
+from llmfleet.search.replicas import LossSizing
 
 
 class RegionPlan(Data):
@@ -120,7 +120,7 @@ def node_volume_gib(weights_gib: float, replicas_per_node: int) -> int:
     return math.ceil(volume / VOLUME_STEP_GIB) * VOLUME_STEP_GIB
 
 
-def reasons(choice: Choice, stage4: RegionFloor | None = None) -> list[str]:
+def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
     plan, s, inst, mem = choice.plan, choice.sizing, choice.instance, choice.sizing.memory
     p = plan.slo.percentile
     itl_name = "longest token gap" if plan.slo.itl == "token_gap" else f"TPOT p{p:g}"
@@ -137,8 +137,9 @@ def reasons(choice: Choice, stage4: RegionFloor | None = None) -> list[str]:
         f"{itl_name} {limit_itl_ms:.1f} ms <= {plan.slo.itl_ms:g} ms",
         f"TTFT p{p:g} is for the p{p:g} prompt ({ttft_prompt_tokens(plan):,} tokens, "
         f"{prompt_from}) plus the prefill-queue wait at that percentile",
-        f"one replica sustains {s.capacity_rps:.2f} req/s inside TTFT {plan.slo.ttft_ms:g} ms and "
-        f"ITL {plan.slo.itl_ms:g} ms; with {plan.headroom:.0%} headroom {own} replicas carry "
+        f"one replica sustains {s.capacity_requests_per_s:.2f} req/s inside TTFT "
+        f"{plan.slo.ttft_ms:g} ms and ITL {plan.slo.itl_ms:g} ms; with {plan.headroom:.0%} "
+        f"headroom {own} replicas carry "
         f"the peak {choice.peak_requests_per_s:.2f} req/s"
         + (
             f"; {choice.replicas.desired} run for the region losses it survives (below), "
@@ -152,12 +153,12 @@ def reasons(choice: Choice, stage4: RegionFloor | None = None) -> list[str]:
     ]
 
 
-def region_plan(
+def build_region_plan(
     choice: Choice,
     alternatives: list[Alternative],
     consts: Constants,
     pessimistic: Constants,
-    stage4: RegionFloor | None = None,
+    stage4: LossSizing | None = None,
 ) -> RegionPlan:
     """The region's section of the FleetPlan, from the search's choice (and, when stage 4
     raised its floor, why)."""
@@ -166,10 +167,10 @@ def region_plan(
     weights_gib = download_gib(choice)
     gpu_zone_ids = node_zone_ids(region, field, inst.instance_type)
     zone_ids = cluster_zone_ids(region.name, gpu_zone_ids)
-    floor = floors(choice, stage4)
-    cold = cold_start(choice, weights_gib)
-    work = workload(plan, inst)
-    capacity = node_capacity(
+    floor = build_always_on(choice, stage4)
+    cold = build_cold_start(choice, weights_gib)
+    work = build_workload(plan, inst)
+    capacity = build_node_capacity(
         choice, floor, gpu_zone_ids, field, cold, work.pdb_max_unavailable
     )
     if not cold.headroom_carries_growth:
@@ -182,10 +183,12 @@ def region_plan(
             f"raise headroom to {cold.growth_during_cold_start:.2f} or more",
         )
     replicas = replicas_filling_slots(choice, floor)
-    serve = serving(choice, weights_gib, cold)
-    expected = predicted(choice, consts)
+    serve = build_serving(choice, weights_gib, cold)
+    expected = build_predicted(choice, consts)
     volume = node_volume_gib(weights_gib, choice.replicas_per_node)
-    cost = costs(choice, capacity, floor, system_pool(), volume, weights_gib, len(zone_ids))
+    cost = build_costs(
+        choice, capacity, floor, build_system_pool(), volume, weights_gib, len(zone_ids)
+    )
     return RegionPlan(
         region=region.name,
         traffic_share=region.traffic_share,
@@ -196,16 +199,14 @@ def region_plan(
         gpus_per_node=inst.gpu_count,
         replicas_per_node=choice.replicas_per_node,
         replicas=replicas,
-        nodes=MinDesiredMax(
-            min=floor.nodes, desired=choice.nodes.desired, max=choice.nodes.max
-        ),
+        nodes=MinDesiredMax(min=floor.nodes, desired=choice.nodes.desired, max=choice.nodes.max),
         price_usd_per_hour=choice.price_usd_per_hour,
         price_source=choice.price_source,
         monthly_cost_usd=cost.gpu_peak,
         monthly_cost_usd_at_trough=cost.gpu_trough,
         predicted=expected,
-        risk=risk(choice, expected, pessimistic),
-        batch_curve=batch_curve(
+        risk=build_risk(choice, expected, pessimistic),
+        batch_curve=build_batch_curve(
             choice.step_model,
             plan,
             choice.sizing.chunk_tokens,
@@ -213,11 +214,11 @@ def region_plan(
             choice.sizing.memory.kv_cache_tokens
             // (plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean),
         ),
-        memory=memory(choice),
+        memory=build_memory(choice),
         serving=serve,
-        autoscaling=autoscaling(choice, work.namespace, serve.vllm.served_model_name),
+        autoscaling=build_autoscaling(choice, work.namespace, serve.vllm.served_model_name),
         workload=work,
-        system_pool=system_pool(),
+        system_pool=build_system_pool(),
         node_zones=hardware.zone_names(region.name, gpu_zone_ids),
         availability_zones=hardware.zone_names(region.name, zone_ids),
         node_volume_gib=volume,
@@ -226,8 +227,8 @@ def region_plan(
         vpc_cidr=region.vpc_cidr,
         reasons=reasons(choice, stage4),
         alternatives=alternatives,
-        levers=chosen_levers(choice),
-        alerts=region_alerts(plan, replicas, serve, work),
+        levers=build_chosen_levers(choice),
+        alerts=build_alerts(plan, replicas, serve, work),
         node_zone_ids=gpu_zone_ids,
         cluster_zone_ids=zone_ids,
         capacity=capacity,

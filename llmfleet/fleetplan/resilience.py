@@ -1,7 +1,7 @@
 """Stage 4's section of the FleetPlan: every allowed set of lost regions re-routed
-(loss_loads), each survivor's warm floor (replicas.min, and with it the node floor) carrying
-its share plus `warm_share` of what it absorbs at the SLO-limit rate (the plan's headroom is
-spent during a loss), its max covering all of the worst load, and the recovery time.
+(`search.region_losses`), each survivor's warm floor (replicas.min, and with it the node
+floor) carrying its share plus `warm_share` of what it absorbs at the SLO-limit rate (the
+plan's headroom is spent during a loss), its max covering all of the worst load, and the recovery time.
 
 The search already priced every candidate with those raised replicas, so a region's
 instance is the cheapest that survives the loss, not the cheapest for its own share; this
@@ -18,7 +18,7 @@ from llmfleet.data import Data
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.region_losses import Absorption, loss_sets, primary, replicas_at_limit, reroute
-from llmfleet.search.replicas import RegionFloor
+from llmfleet.search.replicas import LossSizing
 
 
 class LossScenario(Data):
@@ -46,7 +46,7 @@ class Resilience(Data):
     survive_region_losses: int
     warm_share: float
     scenarios: list[LossScenario]
-    regions: list[RegionFloor]
+    regions: list[LossSizing]
     recovery: Recovery | None
     monthly_cost_usd_without_resilience: float
     flags: list[str] = Field(description="What the plan's routing cannot protect against.")
@@ -122,8 +122,8 @@ def scenario(
     )
 
 
-def resilience(
-    plan: CapacityPlan, regions: Sequence[RegionPlan], floors: Sequence[RegionFloor]
+def build_resilience(
+    plan: CapacityPlan, regions: Sequence[RegionPlan], floors: Sequence[LossSizing]
 ) -> Resilience:
     """The FleetPlan's resilience section, from the assembled regions and their floors."""
     rec = recovery(plan, regions)
@@ -155,7 +155,7 @@ def resilience(
     )
 
 
-def _reasons(plan: CapacityPlan, floors: Sequence[RegionFloor]) -> list[str]:
+def _reasons(plan: CapacityPlan, floors: Sequence[LossSizing]) -> list[str]:
     if plan.survive_region_losses == 0:
         return ["no region loss is planned for: every region is sized for its own share"]
     out = [

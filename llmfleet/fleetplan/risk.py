@@ -33,7 +33,7 @@ class Risk(Data):
     summary: str
 
 
-def risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> Risk:
+def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> Risk:
     """The region's risk: SLO at the p90 ends, and the chosen configuration re-sized with the
     pessimistic constants (the same instance type and TP; `confidence: pessimistic` searches
     every configuration)."""
@@ -50,7 +50,7 @@ def risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> Risk:
         outcome = f"at the p90 step time {inst.instance_type} TP {choice.tp} cannot hold the "
         outcome += f"SLO ({sized.reason}); confidence: pessimistic searches the others"
     else:
-        rep = deployed_replicas(plan, choice.region, sized.capacity_rps)
+        rep = deployed_replicas(plan, choice.region, sized.capacity_requests_per_s)
         nodes = nodes_for(rep, choice.replicas_per_node)
         replicas = rep.desired
         cost = round(nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH, 2)

@@ -155,7 +155,7 @@ def longest_request_s(choice: Choice) -> float:
     return plan.slo.ttft_ms / 1000 + plan.traffic.output_tokens.p95_or_mean * itl_s
 
 
-def vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
+def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
     """The `vllm serve --config` keys: every key a flag of the pinned release. The served
     checkpoint's weights stream from the region's S3 copy (`cold.weights_uri`); with TP > 1
     the streamer's `distributed` mode lets each rank read a share and exchange the rest."""
@@ -187,7 +187,7 @@ def vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
     )
 
 
-def paging(choice: Choice, block_size: int) -> Paging:
+def build_paging(choice: Choice, block_size: int) -> Paging:
     """What PagedAttention buys over a contiguous allocator, for the plan's mean request."""
     kv_tokens = choice.sizing.memory.kv_cache_tokens
     max_model_len = choice.plan.max_model_len
@@ -211,7 +211,7 @@ def paging(choice: Choice, block_size: int) -> Paging:
     )
 
 
-def serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Serving:
+def build_serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Serving:
     """The serving section: engine arguments, pod resources, probes (the startup budget is
     the cold start's, `cold_start.cold_start`) and drain."""
     inst, tp = choice.instance, choice.tp
@@ -219,7 +219,7 @@ def serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Serving:
     cpu = max(1, (inst.vcpus - SYSTEM_RESERVED_VCPU) // per_node)
     mem = int(inst.host_memory_gib * (1 - SYSTEM_RESERVED_MEMORY_SHARE) // per_node)
     startup_probes = cold.startup_budget_s // STARTUP_PERIOD_S
-    args = vllm_args(choice, cold)
+    args = build_vllm_args(choice, cold)
     shutdown = args.shutdown_timeout
     o_p95 = choice.plan.traffic.output_tokens.p95_or_mean
     return Serving(
@@ -238,7 +238,7 @@ def serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Serving:
         liveness_failure_threshold=LIVENESS_FAILURE_THRESHOLD,
         prestop_sleep_s=PRESTOP_SLEEP_S,
         termination_grace_s=shutdown + PRESTOP_SLEEP_S + 5,
-        paging=paging(choice, args.block_size),
+        paging=build_paging(choice, args.block_size),
         reasons=[
             f"startup budget {cold.startup_budget_s} s: 1.5x the predicted "
             f"{cold.container_s:.0f} s from container start to ready (weights streamed "

@@ -75,7 +75,7 @@ def node_labels(
     return dict(sorted(labels.items()))
 
 
-def workload(plan: CapacityPlan, instance: Instance) -> Workload:
+def build_workload(plan: CapacityPlan, instance: Instance) -> Workload:
     """The workload section of a region's plan."""
     return Workload(
         namespace=plan.name,

@@ -15,12 +15,12 @@ from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.units import HOURS_PER_MONTH
 
-Load = Literal["peak", "trough"]
+TrafficLevel = Literal["peak", "trough"]
 OVERRIDE_PREFIX = "plan.prices"
 """`RegionPlan.price_source` of a price taken from the plan's `prices` overrides."""
 
 
-def region_usd_per_hour(rp: RegionPlan, load: Load) -> float:
+def region_usd_per_hour(rp: RegionPlan, load: TrafficLevel) -> float:
     """The region's GPU nodes at that load (desired at the peak, min at the trough) as their
     purchase bills them: the RegionPlan's monthly figure (costs.gpu_usd_per_hour: spot above
     the floor, a reservation paid used or not, ...) per hour."""
@@ -28,13 +28,13 @@ def region_usd_per_hour(rp: RegionPlan, load: Load) -> float:
     return monthly / HOURS_PER_MONTH
 
 
-def output_tokens_per_hour(fp: FleetPlan, rp: RegionPlan, load: Load) -> float:
+def output_tokens_per_hour(fp: FleetPlan, rp: RegionPlan, load: TrafficLevel) -> float:
     rate = rp.peak_requests_per_s if load == "peak" else rp.trough_requests_per_s
     return rate * fp.traffic.output_tokens.mean * 3600
 
 
 def usd_per_million_output_tokens(
-    fp: FleetPlan, rp: RegionPlan | None, load: Load
+    fp: FleetPlan, rp: RegionPlan | None, load: TrafficLevel
 ) -> float | None:
     """The fleet's (rp None) or one region's hourly GPU cost over the output tokens it serves
     in that hour at that load, per million tokens; None for a region that serves no traffic

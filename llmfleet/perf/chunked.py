@@ -60,18 +60,20 @@ class MixedSteps:
 
 
 def mixed_steps(
-    eng: StepModel, decode: float, input_tokens: int, output_tokens: int, chunk: float
+    step_model: StepModel, decode: float, input_tokens: int, output_tokens: int, chunk: float
 ) -> MixedSteps:
     ctx = input_tokens + output_tokens / 2
-    t_d = step_time(eng, decode, ctx).total_s
-    t_m = step_time(eng, decode, ctx, chunk, input_tokens / 2).total_s
-    per_step = eng.speculation.tokens_per_step if eng.speculation else 1.0
+    t_d = step_time(step_model, decode, ctx).total_s
+    t_m = step_time(step_model, decode, ctx, chunk, input_tokens / 2).total_s
+    per_step = step_model.speculation.tokens_per_step if step_model.speculation else 1.0
     # A request spends output / per_step steps, so its prompt rides on fewer of them.
     share = decode * input_tokens * per_step / (output_tokens * chunk)
     return MixedSteps(t_d, t_m, share, per_step)
 
 
-def prefill_s(eng: StepModel, decode: float, context: float, prompt: int, chunk: int) -> float:
+def prefill_s(
+    step_model: StepModel, decode: float, context: float, prompt: int, chunk: int
+) -> float:
     """Time to prefill one prompt in chunks of `chunk` tokens beside `decode` running sequences.
 
     Chunk j starts at j * chunk and attends causally from there: the full chunks' starts
@@ -81,9 +83,9 @@ def prefill_s(eng: StepModel, decode: float, context: float, prompt: int, chunk:
     full, rest = divmod(prompt, chunk)
     t = 0.0
     if full:
-        t += full * step_time(eng, decode, context, chunk, (full - 1) * chunk / 2).total_s
+        t += full * step_time(step_model, decode, context, chunk, (full - 1) * chunk / 2).total_s
     if rest:
-        t += step_time(eng, decode, context, rest, full * chunk).total_s
+        t += step_time(step_model, decode, context, rest, full * chunk).total_s
     return t
 
 

@@ -73,13 +73,17 @@ def _decode_cap(mem: MemoryBudget, load: Load, max_num_seqs: int, budget_tokens:
     return max(0.0, min(float(max_num_seqs), kv_seqs, budget_seqs))
 
 
-def _steps(eng: StepModel, load: Load, decode: float, budget_tokens: int) -> MixedSteps:
+def _steps(step_model: StepModel, load: Load, decode: float, budget_tokens: int) -> MixedSteps:
     chunk = max(1.0, budget_tokens - decode)
-    return mixed_steps(eng, decode, load.input_tokens, load.output_tokens, chunk)
+    return mixed_steps(step_model, decode, load.input_tokens, load.output_tokens, chunk)
 
 
 def predict(
-    eng: StepModel, mem: MemoryBudget, load: Load, max_num_seqs: int, max_num_batched_tokens: int
+    step_model: StepModel,
+    mem: MemoryBudget,
+    load: Load,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
 ) -> Prediction:
     """Mean TTFT, mean ITL (TPOT) and throughput of one replica in steady state."""
     i, o = load.input_tokens, load.output_tokens
@@ -95,19 +99,19 @@ def predict(
     else:
         assert load.request_rate is not None
         rate_cap, over = overload.assess(
-            eng, i, o, load.request_rate, load.num_requests, cap, max_num_batched_tokens
+            step_model, i, o, load.request_rate, load.num_requests, cap, max_num_batched_tokens
         )
         if over is not None:
-            return Prediction(mode="rate", **overload.fields(eng, over))
+            return Prediction(mode="rate", **overload.fields(step_model, over))
         run_cap = overload.run_batch(cap, load.num_requests)  # at most the run's requests
-        decode, saturated = _rate_fixed_point(eng, load, run_cap, max_num_batched_tokens)
+        decode, saturated = _rate_fixed_point(step_model, load, run_cap, max_num_batched_tokens)
     decode = max(decode, 1e-9)
-    steps = _steps(eng, load, decode, max_num_batched_tokens)
+    steps = _steps(step_model, load, decode, max_num_batched_tokens)
     t, tpot = steps.mean_token_s, steps.others(decode).mean_token_s  # the run's; a request's
     req_s = decode / (o * t)
     out_s = decode / t
     chunk = max(1, int(max_num_batched_tokens - decode))
-    service = prefill_s(eng, decode, i + o / 2, i, chunk)
+    service = prefill_s(step_model, decode, i + o / 2, i, chunk)
     rho = min(steps.mixed_share, 0.999)
     if load.mode == "offline":
         # Every request queued at once: the first `cap` start together, the rest as slots free.
@@ -116,7 +120,7 @@ def predict(
         backlog = (n - cap) ** 2 / (2 * n * req_s) if n > cap else 0.0
         ttft = service + burst + backlog
         if n and load.output_lengths == "sharegpt":
-            out_s = n * o / _burst_duration_s(eng, load, n, decode, req_s, chunk, steps)
+            out_s = n * o / _burst_duration_s(step_model, load, n, decode, req_s, chunk, steps)
     elif load.mode == "concurrency":
         assert load.concurrency is not None
         # A client's request queues behind the other clients' prefills, never its own.
@@ -133,8 +137,8 @@ def predict(
         ttft += max(0.0, load.concurrency - cap) / req_s
     else:
         ttft = service * (1 + rho / (2 * (1 - rho)))
-    ttft += eng.consts.ttft_overhead_ms / 1000
-    bound = step_time(eng, decode, i + o / 2, chunk if rho > 0.5 else 0, i / 2).bound
+    ttft += step_model.consts.ttft_overhead_ms / 1000
+    bound = step_time(step_model, decode, i + o / 2, chunk if rho > 0.5 else 0, i / 2).bound
     return Prediction(
         mode=load.mode,
         batch_size=decode,
@@ -152,7 +156,13 @@ def predict(
 
 
 def _burst_duration_s(
-    eng: StepModel, load: Load, n: int, running: float, req_s: float, chunk: int, steps: MixedSteps
+    step_model: StepModel,
+    load: Load,
+    n: int,
+    running: float,
+    req_s: float,
+    chunk: int,
+    steps: MixedSteps,
 ) -> float:
     """How long a burst of n requests with ShareGPT-spread output lengths takes to finish.
 
@@ -169,7 +179,7 @@ def _burst_duration_s(
         nxt = max(survival / 2, last)
         nxt_length = _length_at(nxt)
         batch = max(1.0, running * math.sqrt(survival * nxt))  # the octave's geometric middle
-        drain += o * (nxt_length - length) * step_time(eng, batch, context).total_s
+        drain += o * (nxt_length - length) * step_time(step_model, batch, context).total_s
         survival, length = nxt, nxt_length
     queued = max(0.0, n - running) / req_s
     prefill = running * i / chunk * steps.mixed_s
@@ -184,12 +194,12 @@ def _length_at(survival: float) -> float:
 
 
 def _rate_fixed_point(
-    eng: StepModel, load: Load, cap: float, budget_tokens: int
+    step_model: StepModel, load: Load, cap: float, budget_tokens: int
 ) -> tuple[float, bool]:
     """Running decodes D = rate * output * mean_step(D) (Little's law), by bisection."""
     o, rate = load.output_tokens, load.request_rate
     assert rate is not None
-    if cap < rate * o * _steps(eng, load, cap, budget_tokens).mean_token_s:
+    if cap < rate * o * _steps(step_model, load, cap, budget_tokens).mean_token_s:
         return cap, True
-    token_s = lambda d: _steps(eng, load, d, budget_tokens).mean_token_s  # noqa: E731
+    token_s = lambda d: _steps(step_model, load, d, budget_tokens).mean_token_s  # noqa: E731
     return running_batch(rate, o, cap, token_s, 1e-9, halvings=60), False

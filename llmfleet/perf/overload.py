@@ -38,16 +38,16 @@ def run_batch(cap: float, num_requests: int | None) -> float:
 
 
 def capacity(
-    eng: StepModel, input_tokens: int, output_tokens: int, batch: float, budget_tokens: int
+    step_model: StepModel, input_tokens: int, output_tokens: int, batch: float, budget_tokens: int
 ) -> tuple[float, float]:
     """(requests per second, time per output token) with `batch` sequences always decoding."""
     chunk = max(1.0, budget_tokens - batch)
-    token_s = mixed_steps(eng, batch, input_tokens, output_tokens, chunk).mean_token_s
+    token_s = mixed_steps(step_model, batch, input_tokens, output_tokens, chunk).mean_token_s
     return batch / (output_tokens * token_s), token_s
 
 
 def assess(
-    eng: StepModel,
+    step_model: StepModel,
     input_tokens: int,
     output_tokens: int,
     request_rate: float,
@@ -64,13 +64,13 @@ def assess(
     i, o, n, rate = input_tokens, output_tokens, num_requests, request_rate
     if cap < 1:
         return None, None
-    mu = capacity(eng, i, o, cap, budget_tokens)[0]
+    mu = capacity(step_model, i, o, cap, budget_tokens)[0]
     if rate <= mu:
         return mu, None
     batch = run_batch(cap, n)
-    token_s = capacity(eng, i, o, batch, budget_tokens)[1]
+    token_s = capacity(step_model, i, o, batch, budget_tokens)[1]
     chunk = max(1.0, budget_tokens - batch)
-    service = prefill_s(eng, batch, i + o / 2, i, int(chunk))
+    service = prefill_s(step_model, batch, i + o / 2, i, int(chunk))
     reason = f"arrival rate {rate:g} req/s exceeds the capacity of {mu:.3g} req/s"
     if n is None:
         reason += ": the queue and TTFT grow without bound"
@@ -103,15 +103,15 @@ def fluid_run(
     return ttft_sum / n, max(finish)
 
 
-def fields(eng: StepModel, over: Overload) -> dict[str, Any]:
+def fields(step_model: StepModel, over: Overload) -> dict[str, Any]:
     """The fields of `predict.Prediction` for an overloaded run (all but the mode)."""
     i, o, chunk = over.input_tokens, over.output_tokens, over.chunk
-    ttft = None if over.ttft_s is None else over.ttft_s + eng.consts.ttft_overhead_ms / 1000
+    ttft = None if over.ttft_s is None else over.ttft_s + step_model.consts.ttft_overhead_ms / 1000
     out_s = over.output_tokens_per_s
     return {
         "batch_size": over.batch,
         "prefill_tokens_per_step": over.batch * i / o,
-        "step_bound": step_time(eng, over.batch, i + o / 2, chunk, i / 2).bound,
+        "step_bound": step_time(step_model, over.batch, i + o / 2, chunk, i / 2).bound,
         "ttft_ms": None if ttft is None else ttft * 1000,
         "itl_ms": over.token_s * 1000,
         "e2e_latency_ms": None if ttft is None else (ttft + (o - 1) * over.token_s) * 1000,

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmfleet.catalog import hardware, model_facts, vllm_release
-from llmfleet.catalog.constants import Constants, load
+from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.errors import PlanError
 from llmfleet.perf.architecture import PRECISIONS, Arch, from_config
 from llmfleet.perf.load import Load, OutputLengths, Prediction, predict
@@ -84,7 +84,7 @@ def catalog_arch(model_id: str) -> Arch:
 def run_predict(req: PredictRequest, config: dict[str, object] | None = None) -> PredictResult:
     """Predict one replica. `config` is a config.json dict when `req.model` is a path."""
 
-    return run_predict_with(req, load(), config)
+    return run_predict_with(req, fitted(), config)
 
 
 def run_predict_with(
@@ -127,7 +127,7 @@ def run_predict_with(
             req.engine, req.engine_version, req.enforce_eager
         ),
     )
-    eng = StepModel(
+    step_model = StepModel(
         arch,
         gpu,
         req.tensor_parallel_size,
@@ -148,7 +148,7 @@ def run_predict_with(
     )
     fits = mem.kv_cache_tokens >= req.input_tokens + req.output_tokens
     if fits:
-        p = predict(eng, mem, load_, seqs, budget_tokens)
+        p = predict(step_model, mem, load_, seqs, budget_tokens)
     else:
         p = Prediction(
             mode=load_.mode,

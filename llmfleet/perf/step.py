@@ -194,7 +194,7 @@ def _attended_context(arch: Arch, context: float) -> float:
 
 
 def step_time(
-    eng: StepModel,
+    step_model: StepModel,
     decode: float,
     decode_context: float,
     prefill: float = 0.0,
@@ -207,13 +207,13 @@ def step_time(
     the same weights and KV but multiplies k + 1 tokens per sequence, so the gain fades once
     the batch makes the step compute-bound.
     """
-    a, t = eng.arch, eng.terms
-    spec = eng.speculation
+    a, t = step_model.arch, step_model.terms
+    spec = step_model.speculation
     per_seq = 1 + spec.k if spec else 1
     tokens = decode * per_seq + prefill
     # Bytes read: weights (MoE: only experts some token routes to) and the KV of the context.
     touched = experts_touched_fraction(a.experts, a.experts_per_token, tokens)
-    weights = (t.shared_b + t.expert_b * touched) / eng.tp
+    weights = (t.shared_b + t.expert_b * touched) / step_model.tp
     ctx = _attended_context(a, decode_context)
     kv_read = decode * ctx * t.kv_tok
     if prefill:
@@ -231,14 +231,14 @@ def step_time(
 
     # Two all-reduces of the activations per layer across the TP group.
     comm_s = 0.0
-    if eng.tp > 1:
+    if step_model.tp > 1:
         msg = tokens * a.hidden * 2
         comm_s = 2 * a.layers * (t.latency_s + t.ring * msg / t.link_bw)
     # MoE layers add a fixed cost per step (routing, permutation, grouped-GEMM launches).
     comm_s += t.moe_fixed_s
     overhead_s = t.step_overhead_s + decode * t.sequence_overhead_us * 1e-6
     draft_s = 0.0
-    draft = eng.draft
+    draft = step_model.draft
     if spec and draft and decode:
         # k draft passes over the running batch; the first also carries the prefill chunk.
         rest = step_time(draft, decode, decode_context).total_s

@@ -86,7 +86,7 @@ class PlanSource:
     plan: CapacityPlan
 
 
-def load(spec: str, repo: Path = PROJECT_ROOT) -> PlanSource:
+def plan_source(spec: str, repo: Path = PROJECT_ROOT) -> PlanSource:
     """A stack name (`prod`), a stack file path, or `REV:STACK` / `REV:path.yaml`."""
     if Path(spec).is_file():
         return PlanSource(spec, plan_from_text(Path(spec).read_text(), spec))

@@ -79,7 +79,7 @@ class Choice:
     def rank(self) -> tuple[float, int, float, str, int]:
         """Cheapest; then fewest GPUs; then most spare capacity on the nodes paid for."""
         gpus = self.nodes.desired * self.instance.gpu_count
-        spare = self.nodes.desired * self.replicas_per_node * self.sizing.capacity_rps
+        spare = self.nodes.desired * self.replicas_per_node * self.sizing.capacity_requests_per_s
         return (
             round(self.monthly_cost_usd, 6),
             gpus,

@@ -70,7 +70,7 @@ def infeasible(
             f"allowed instance, {largest.instance_type}, holds {have_gib:.0f} GiB."
         )
         return InfeasibleError(summary, reasons, " or ".join(hints) or "allow a larger instance")
-    floors = [r.floor_ms for _, _, r in rejected if r.kind == "itl" and r.floor_ms]
+    floors = [r.best_ms for _, _, r in rejected if r.kind == "itl" and r.best_ms]
     if "itl" in kinds and floors and not any(r.kind == "ttft" for _, _, r in rejected):
         best = min(floors)
         return InfeasibleError(
@@ -79,7 +79,7 @@ def infeasible(
             f"relax slo.itl_ms to at least {math.ceil(best * 1.1)} ms, or allow fp8 "
             "or a GPU with more memory bandwidth",
         )
-    ttft = [r.floor_ms for _, _, r in rejected if r.kind == "ttft" and r.floor_ms]
+    ttft = [r.best_ms for _, _, r in rejected if r.kind == "ttft" and r.best_ms]
     best_ttft = min(ttft) if ttft else math.nan
     return InfeasibleError(
         summary,

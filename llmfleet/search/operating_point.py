@@ -38,8 +38,6 @@ CHUNK_GRID = (128, 256, 512, 1024, 2048, 4096, 8192)
 MAX_BATCH = 1024
 
 
-
-
 @dataclass(frozen=True)
 class ReplicaSizing:
     """A feasible operating point of one replica."""
@@ -47,7 +45,7 @@ class ReplicaSizing:
     batch: int  # running sequences at the SLO limit: max_num_seqs
     chunk_tokens: int  # prefill tokens a mixed step carries
     steps: MixedSteps
-    capacity_rps: float  # requests/s one replica sustains inside both SLOs
+    capacity_requests_per_s: float  # requests/s one replica sustains inside both SLOs
     memory: MemoryBudget
 
     @property
@@ -59,7 +57,7 @@ class ReplicaSizing:
 class Rejection:
     reason: str
     kind: str  # shape | memory | itl | ttft | price
-    floor_ms: float | None = None  # the physical floor, for the nearest feasible change
+    best_ms: float | None = None  # the physical floor, for the nearest feasible change
 
 
 def memory_for(
@@ -89,14 +87,16 @@ def memory_for(
     )
 
 
-def _meets(eng: StepModel, plan: CapacityPlan, batch: float, chunk: int) -> MixedSteps | None:
+def _meets(
+    step_model: StepModel, plan: CapacityPlan, batch: float, chunk: int
+) -> MixedSteps | None:
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
-    steps = mixed_steps(eng, batch, i, o, chunk)
+    steps = mixed_steps(step_model, batch, i, o, chunk)
     if steps.mixed_share >= 1:
         return None
     if itl_percentile_s(plan, steps) * 1000 > plan.slo.itl_ms:
         return None
-    if ttft_percentile_s(eng, plan, steps, batch, chunk) * 1000 > plan.slo.ttft_ms:
+    if ttft_percentile_s(step_model, plan, steps, batch, chunk) * 1000 > plan.slo.ttft_ms:
         return None
     return steps
 
@@ -136,59 +136,63 @@ def size_replica(
             "memory",
         )
 
-    eng = lv.step_model(arch, gpu, tp, consts)
+    step_model = lv.step_model(arch, gpu, tp, consts)
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
-    floor = step_time(eng, 1, i + o / 2).total_s * 1000
+    floor = step_time(step_model, 1, i + o / 2).total_s * 1000
     if plan.slo.itl == "tpot" and lv.spec:
         floor /= lv.spec.tokens_per_step
     if floor > plan.slo.itl_ms:
         return Rejection(f"ITL {floor:.1f} ms > {plan.slo.itl_ms:g} ms at batch 1", "itl", floor)
     best: ReplicaSizing | None = None
-    ttft_floor = gap_floor = math.inf
+    ttft_best_ms = gap_best_ms = math.inf
     prompt = ttft_prompt_tokens(plan)
     for chunk in CHUNK_GRID:
-        ttft_floor = min(ttft_floor, 1000 * prefill_s(eng, 1, i + o / 2, prompt, chunk))
-        gap_floor = min(gap_floor, 1000 * itl_percentile_s(plan, mixed_steps(eng, 1, i, o, chunk)))
+        ttft_best_ms = min(ttft_best_ms, 1000 * prefill_s(step_model, 1, i + o / 2, prompt, chunk))
+        gap_best_ms = min(
+            gap_best_ms, 1000 * itl_percentile_s(plan, mixed_steps(step_model, 1, i, o, chunk))
+        )
         kv_batch = _kv_batch(arch, gpu, tp, plan, chunk, consts, lv)
-        if kv_batch < 1 or _meets(eng, plan, 1, chunk) is None:
+        if kv_batch < 1 or _meets(step_model, plan, 1, chunk) is None:
             continue
         lo, hi = 1.0, float(kv_batch)
-        if _meets(eng, plan, hi, chunk) is not None:
+        if _meets(step_model, plan, hi, chunk) is not None:
             lo = hi
         else:
             while hi - lo > BATCH_RESOLUTION:
                 mid = (lo + hi) / 2
-                lo, hi = (mid, hi) if _meets(eng, plan, mid, chunk) else (lo, mid)
-        steps = _meets(eng, plan, lo, chunk)
+                lo, hi = (mid, hi) if _meets(step_model, plan, mid, chunk) else (lo, mid)
+        steps = _meets(step_model, plan, lo, chunk)
         assert steps is not None
         rate = lo / (o * steps.mean_token_s)
-        if best is None or rate > best.capacity_rps * (1 + 1e-9):
+        if best is None or rate > best.capacity_requests_per_s * (1 + 1e-9):
             best = ReplicaSizing(max(1, math.floor(lo)), chunk, steps, rate, mem)
-    if best is None and gap_floor > plan.slo.itl_ms:
+    if best is None and gap_best_ms > plan.slo.itl_ms:
         return Rejection(
             f"no prefill chunk keeps the longest token gap within "
             f"{plan.slo.itl_ms:g} ms: a step carrying the smallest chunk ({CHUNK_GRID[0]} "
-            f"tokens) beside one sequence takes {gap_floor:.1f} ms",
+            f"tokens) beside one sequence takes {gap_best_ms:.1f} ms",
             "itl",
-            gap_floor,
+            gap_best_ms,
         )
     if best is None:
         why = (
             f"a lone p{plan.slo.percentile:g} prompt ({prompt:,} tokens) takes "
-            f"{ttft_floor:.0f} ms to prefill"
-            if ttft_floor > plan.slo.ttft_ms
+            f"{ttft_best_ms:.0f} ms to prefill"
+            if ttft_best_ms > plan.slo.ttft_ms
             else f"the prefill chunks that keep the longest token gap within "
             f"{plan.slo.itl_ms:g} ms are too small to prefill a p{plan.slo.percentile:g} "
-            f"prompt ({prompt:,} tokens) in time (the largest chunk needs {ttft_floor:.0f} ms)"
+            f"prompt ({prompt:,} tokens) in time (the largest chunk needs {ttft_best_ms:.0f} ms)"
         )
         return Rejection(
             f"no batch meets TTFT {plan.slo.ttft_ms:g} ms and ITL {plan.slo.itl_ms:g} ms "
             f"p{plan.slo.percentile:g}: {why}",
             "ttft",
-            ttft_floor,
+            ttft_best_ms,
         )
     final_mem = memory_for(arch, gpu, tp, plan, best.batch, best.max_num_batched_tokens, consts, lv)
-    return ReplicaSizing(best.batch, best.chunk_tokens, best.steps, best.capacity_rps, final_mem)
+    return ReplicaSizing(
+        best.batch, best.chunk_tokens, best.steps, best.capacity_requests_per_s, final_mem
+    )
 
 
 def capacity_upper_bound(
@@ -214,7 +218,7 @@ def capacity_upper_bound(
     batch = min(MAX_BATCH, mem.kv_cache_tokens // (i + o)) if mem.kv_cache_gib_per_gpu > 0 else 0
     if batch < 1:
         return 0.0
-    eng = levers.step_model(arch, gpu, tp, consts)
+    step_model = levers.step_model(arch, gpu, tp, consts)
     per_step = levers.spec.tokens_per_step if levers.spec else 1.0
     ctx = i + o / 2
 
@@ -223,7 +227,7 @@ def capacity_upper_bound(
     def possible(d: float) -> bool:
         """Some chunk meets both SLOs at batch d (`_meets` only gets harder as d grows)."""
         for c in sorted(CHUNK_GRID, key=lambda c: c != last[0]):
-            if _meets(eng, plan, d, c) is not None:
+            if _meets(step_model, plan, d, c) is not None:
                 last[0] = c
                 return True
         return False
@@ -232,12 +236,12 @@ def capacity_upper_bound(
         return 0.0
     lo, hi = 1.0, float(batch)
     if not slo:
-        return hi * per_step / (o * step_time(eng, hi, ctx).total_s)
+        return hi * per_step / (o * step_time(step_model, hi, ctx).total_s)
     if not possible(hi):
         while hi > 1.1 * lo:  # geometric bisection: a bound within 10 % is enough to prune
             mid = math.sqrt(lo * hi)
             lo, hi = (mid, hi) if possible(mid) else (lo, mid)
-    return hi * per_step / (o * step_time(eng, hi, ctx).total_s)
+    return hi * per_step / (o * step_time(step_model, hi, ctx).total_s)
 
 
 def _kv_batch(

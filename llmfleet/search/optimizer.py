@@ -31,7 +31,7 @@ from llmfleet.search.operating_point import (
     capacity_upper_bound,
     size_replica,
 )
-from llmfleet.search.region_losses import loss_loads
+from llmfleet.search.region_losses import loss_demands
 from llmfleet.search.replicas import deployed_replicas, nodes_for
 from llmfleet.units import HOURS_PER_MONTH, round_or_none
 
@@ -105,7 +105,7 @@ class Sizer:
     def __init__(self, plan: CapacityPlan, model: ResolvedModel, consts: Constants) -> None:
         self.plan, self.model, self.consts = plan, model, consts
         self.levers = lever_space(plan, model)
-        self.loads = loss_loads(plan)
+        self.loads = loss_demands(plan)
         self._memo: dict[tuple[str, int, Levers], ReplicaSizing | Rejection] = {}
         self._bound: dict[tuple[str, int, Levers, bool], float] = {}
 
@@ -129,8 +129,8 @@ class Sizer:
         nodes = nodes_for(self.replicas(region, cap), inst.gpu_count // tp)
         return nodes.desired * price * HOURS_PER_MONTH
 
-    def replicas(self, region: Region, capacity_rps: float) -> MinDesiredMax:
-        return deployed_replicas(self.plan, region, capacity_rps, self.loads)
+    def replicas(self, region: Region, capacity_requests_per_s: float) -> MinDesiredMax:
+        return deployed_replicas(self.plan, region, capacity_requests_per_s, self.loads)
 
     def __call__(self, inst: Instance, tp: int, levers: Levers) -> ReplicaSizing | Rejection:
         key = (inst.instance_type, tp, levers)
@@ -159,7 +159,7 @@ def choose_region(
     ]
     pruned: list[tuple[Candidate, float]] = []
     cheapest = math.inf  # the cheapest feasible cost so far
-    for (inst, tp, levers), price, floor in _by_cost_floor(plan, region, size, offered):
+    for (inst, tp, levers), price, floor in _by_cost_bound(plan, region, size, offered):
         if price is None:
             why = f"no on-demand price in {region.name}; add a plan.prices override"
             rejected.append(((inst, tp, levers), Rejection(why, "price")))
@@ -174,7 +174,7 @@ def choose_region(
         if isinstance(result, Rejection):
             rejected.append(((inst, tp, levers), result))
             continue
-        replicas = size.replicas(region, result.capacity_rps)
+        replicas = size.replicas(region, result.capacity_requests_per_s)
         cost = nodes_for(replicas, inst.gpu_count // tp).desired * price[0] * HOURS_PER_MONTH
         cheapest = min(cheapest, cost)
         options.append(
@@ -203,7 +203,7 @@ def choose_region(
     return options[0], _alternatives(options, rejected, pruned)
 
 
-def _by_cost_floor(
+def _by_cost_bound(
     plan: CapacityPlan, region: Region, size: Sizer, offered: list[Instance]
 ) -> list[tuple[Candidate, tuple[float, str] | None, float]]:
     """Every candidate with its price and the least it can cost (from its capacity upper

@@ -71,7 +71,7 @@ def reroute(plan: CapacityPlan, lost: Sequence[str]) -> tuple[dict[str, float], 
 
 
 @dataclass(frozen=True)
-class LossLoad:
+class LossDemand:
     """The most a region carries in any loss, and what it keeps warm for it."""
 
     worst_rps: float  # its peak plus the most it absorbs
@@ -79,10 +79,10 @@ class LossLoad:
     worst_lost: tuple[str, ...]  # () when it absorbs nothing
 
 
-def loss_loads(plan: CapacityPlan) -> dict[str, LossLoad]:
+def loss_demands(plan: CapacityPlan) -> dict[str, LossDemand]:
     lost_sets = loss_sets(plan)
     scenarios = [reroute(plan, lost)[0] for lost in lost_sets]
-    out: dict[str, LossLoad] = {}
+    out: dict[str, LossDemand] = {}
     for region in plan.regions:
         own = plan.traffic.peak_requests_per_s * region.traffic_share
         worst, warm = own, own
@@ -91,25 +91,25 @@ def loss_loads(plan: CapacityPlan) -> dict[str, LossLoad]:
             if region.name in load and load[region.name] > worst + 1e-9:
                 worst, worst_lost = load[region.name], lost
                 warm = max(warm, own + plan.routing.warm_share * (load[region.name] - own))
-        out[region.name] = LossLoad(worst, warm, worst_lost)
+        out[region.name] = LossDemand(worst, warm, worst_lost)
     return out
 
 
-def replicas_at_limit(load_rps: float, capacity_rps: float) -> int:
+def replicas_at_limit(load_rps: float, capacity_requests_per_s: float) -> int:
     """Replicas a load needs at the SLO-limit rate of one replica (no headroom: a loss
     spends it)."""
-    return max(1, math.ceil(load_rps / capacity_rps - 1e-9))
+    return max(1, math.ceil(load_rps / capacity_requests_per_s - 1e-9))
 
 
 def raise_replicas(
-    replicas: MinDesiredMax, capacity_rps: float, load: LossLoad
+    replicas: MinDesiredMax, capacity_requests_per_s: float, load: LossDemand
 ) -> MinDesiredMax:
     """`replicas` (sized for the region's own trough and peak) with the warm floor for its
     worst loss under min and desired, and the whole worst load under max."""
     if not load.worst_lost:
         return replicas
-    warm = replicas_at_limit(load.warm_rps, capacity_rps)
-    needed = replicas_at_limit(load.worst_rps, capacity_rps)
+    warm = replicas_at_limit(load.warm_rps, capacity_requests_per_s)
+    needed = replicas_at_limit(load.worst_rps, capacity_requests_per_s)
     return MinDesiredMax(
         min=max(replicas.min, warm),
         desired=max(replicas.desired, warm),

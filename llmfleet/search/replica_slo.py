@@ -30,14 +30,14 @@ def itl_percentile_s(plan: CapacityPlan, steps: MixedSteps) -> float:
 
 
 def ttft_percentile_s(
-    eng: StepModel, plan: CapacityPlan, steps: MixedSteps, batch: float, chunk: int
+    step_model: StepModel, plan: CapacityPlan, steps: MixedSteps, batch: float, chunk: int
 ) -> float:
     """Own chunked prefill of the prompt at the SLO percentile + the prefill-lane wait at
     that percentile."""
     t = plan.traffic.input_tokens
     ctx = t.mean + plan.traffic.output_tokens.mean / 2
-    service_p = prefill_s(eng, batch, ctx, ttft_prompt_tokens(plan), chunk)
-    service_p += eng.consts.ttft_overhead_ms / 1000
+    service_p = prefill_s(step_model, batch, ctx, ttft_prompt_tokens(plan), chunk)
+    service_p += step_model.consts.ttft_overhead_ms / 1000
     service_mean = t.mean / chunk * steps.mixed_s
     cv2 = length_cv2(t.mean, t.p95_or_mean)
     wait = prefill_wait(steps.mixed_share, service_mean, cv2, plan.slo.percentile)
@@ -49,7 +49,7 @@ BATCH_RESOLUTION = 0.01
 
 
 def predict_at(
-    eng: StepModel, plan: CapacityPlan, batch: int, chunk_tokens: int, rate: float
+    step_model: StepModel, plan: CapacityPlan, batch: int, chunk_tokens: int, rate: float
 ) -> tuple[MixedSteps, float]:
     """Steps and TTFT (s) of a replica of at most `batch` running sequences and
     `chunk_tokens`-token prefill chunks serving `rate` requests/s (below its capacity)."""
@@ -57,8 +57,8 @@ def predict_at(
     i = plan.traffic.input_tokens.mean
 
     def token_s(d: float) -> float:
-        return mixed_steps(eng, d, i, o, chunk_tokens).mean_token_s
+        return mixed_steps(step_model, d, i, o, chunk_tokens).mean_token_s
 
     running = running_batch(rate, o, float(batch), token_s, 1e-6, resolution=BATCH_RESOLUTION)
-    steps = mixed_steps(eng, max(running, 1e-6), i, o, chunk_tokens)
-    return steps, ttft_percentile_s(eng, plan, steps, running, chunk_tokens)
+    steps = mixed_steps(step_model, max(running, 1e-6), i, o, chunk_tokens)
+    return steps, ttft_percentile_s(step_model, plan, steps, running, chunk_tokens)

@@ -1,6 +1,6 @@
 """How many replicas and nodes a region runs: its trough (min) and peak (desired, max) with
 the plan's headroom, raised for the region losses it must survive (`region_losses`), packed
-onto nodes; and what stage 4 did to each chosen region (`RegionFloor`)."""
+onto nodes; and what stage 4 did to each chosen region (`LossSizing`)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,20 @@ from llmfleet.data import Data, MinDesiredMax
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
-from llmfleet.search.region_losses import LossLoad, loss_loads, raise_replicas, replicas_at_limit
+from llmfleet.search.region_losses import (
+    LossDemand,
+    loss_demands,
+    raise_replicas,
+    replicas_at_limit,
+)
 from llmfleet.units import HOURS_PER_MONTH
 
 
-def replicas_for(plan: CapacityPlan, region: Region, capacity_rps: float) -> MinDesiredMax:
+def replicas_for(
+    plan: CapacityPlan, region: Region, capacity_requests_per_s: float
+) -> MinDesiredMax:
     """Replicas that carry the region's trough (min) and peak (desired = max) with headroom."""
-    usable = capacity_rps * (1 - plan.headroom)
+    usable = capacity_requests_per_s * (1 - plan.headroom)
     peak = plan.traffic.peak_requests_per_s * region.traffic_share
     trough = plan.traffic.trough_requests_per_s * region.traffic_share
     desired = max(1, math.ceil(peak / usable - 1e-9))
@@ -30,25 +37,25 @@ def replicas_for(plan: CapacityPlan, region: Region, capacity_rps: float) -> Min
 def deployed_replicas(
     plan: CapacityPlan,
     region: Region,
-    capacity_rps: float,
-    loads: dict[str, LossLoad] | None = None,
+    capacity_requests_per_s: float,
+    loads: dict[str, LossDemand] | None = None,
 ) -> MinDesiredMax:
     """Replicas for the region's trough and peak, raised for the worst region loss it must
     survive (stage 4): every candidate, lever and risk figure is priced as it would run."""
-    load = (loads if loads is not None else loss_loads(plan))[region.name]
-    return raise_replicas(replicas_for(plan, region, capacity_rps), capacity_rps, load)
+    load = (loads if loads is not None else loss_demands(plan))[region.name]
+    return raise_replicas(
+        replicas_for(plan, region, capacity_requests_per_s), capacity_requests_per_s, load
+    )
 
 
 def nodes_for(replicas: MinDesiredMax, per_node: int) -> MinDesiredMax:
     def n(r: int) -> int:
         return math.ceil(r / per_node)
 
-    return MinDesiredMax(
-        min=n(replicas.min), desired=n(replicas.desired), max=n(replicas.max)
-    )
+    return MinDesiredMax(min=n(replicas.min), desired=n(replicas.desired), max=n(replicas.max))
 
 
-class RegionFloor(Data):
+class LossSizing(Data):
     region: str
     capacity_requests_per_s_per_replica: float = Field(description="At the SLO limit.")
     worst_load_requests_per_s: float = Field(description="Its peak plus the most it absorbs.")
@@ -60,18 +67,18 @@ class RegionFloor(Data):
     monthly_cost_usd_without_resilience: float
 
 
-def region_floors(plan: CapacityPlan, choices: Sequence[Choice]) -> list[RegionFloor]:
+def loss_sizing(plan: CapacityPlan, choices: Sequence[Choice]) -> list[LossSizing]:
     """What stage 4 did to each chosen region: the search priced every candidate with the
-    replicas it needs to survive a loss (loss_loads.raise_replicas), so the choice carries
+    replicas it needs to survive a loss (region_losses.raise_replicas), so the choice carries
     the raised counts; this records them beside the counts without resilience."""
-    loads = loss_loads(plan)
-    floors: list[RegionFloor] = []
+    loads = loss_demands(plan)
+    floors: list[LossSizing] = []
     for c in choices:
-        load, cap = loads[c.region.name], c.sizing.capacity_rps
+        load, cap = loads[c.region.name], c.sizing.capacity_requests_per_s
         own = replicas_for(plan, c.region, cap)
         own_nodes = nodes_for(own, c.replicas_per_node)
         floors.append(
-            RegionFloor(
+            LossSizing(
                 region=c.region.name,
                 capacity_requests_per_s_per_replica=round(cap, 3),
                 worst_load_requests_per_s=round(load.worst_rps, 4),
