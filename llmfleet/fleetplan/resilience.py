@@ -1,7 +1,8 @@
 """Stage 4's section of the FleetPlan: every allowed set of lost regions re-routed
 (`search.region_losses`), each survivor's warm floor (replicas.min, and with it the node
 floor) carrying its share plus `warm_share` of what it absorbs at the SLO-limit rate (the
-plan's headroom is spent during a loss), its max covering all of the worst load, and the recovery time.
+plan's headroom is spent during a loss), its max covering all of the worst load, and the
+recovery time.
 
 The search already priced every candidate with those raised replicas, so a region's
 instance is the cheapest that survives the loss, not the cheapest for its own share; this
