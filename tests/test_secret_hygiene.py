@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import SENTINEL, SENTINEL_CONFIG, STACKS
+from plans import make_plan
+
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.outputs import render
 
 pytestmark = pytest.mark.hardening
 
@@ -49,6 +53,25 @@ def test_secrets_reach_pods_only_as_secret_references(sentinel_runs) -> None:
             names = [e["name"] for e in container["env"]]
             assert "HF_TOKEN" not in names, env
             for e in container["env"]:
-                if any(word in e["name"] for word in ("TOKEN", "KEY", "SECRET", "PASSWORD")):
+                if _secret_like(e["name"]):
                     assert set(e) == {"name", "valueFrom"}, (env, e["name"])
                     assert "secretKeyRef" in e["valueFrom"], (env, e["name"])
+
+
+def _secret_like(name: str) -> bool:
+    return any(word in name for word in ("TOKEN", "KEY", "SECRET", "PASSWORD"))
+
+
+def test_an_api_key_reaches_the_pod_as_a_secret_reference_only() -> None:
+    """A stack may have no API key; this plan has one, so the check above has a case."""
+    fp = build_fleet_plan(make_plan(api_key={"secret_name": "vllm-key", "secret_key": "k"}))
+    [deployment] = [
+        d for d in render.region_manifests(fp, fp.regions[0]) if d["kind"] == "Deployment"
+    ]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    secret_like = [e for e in container["env"] if _secret_like(e["name"])]
+    assert [e["name"] for e in secret_like] == ["VLLM_API_KEY"]
+    assert secret_like[0] == {
+        "name": "VLLM_API_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "vllm-key", "key": "k"}},
+    }

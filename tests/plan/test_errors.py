@@ -17,7 +17,7 @@ from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.outputs import render, rendered_files
 from llmfleet.plan.stacks import parse_plan
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 
 PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
     (

@@ -35,7 +35,7 @@ from llmfleet.fleetplan.workload import PORT
 from llmfleet.outputs import charts, render, rendered_files, vllm_checks
 
 Docs = dict[str, dict[str, Any]]
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _regions(plans: dict[str, FleetPlan]) -> list[tuple[FleetPlan, RegionPlan, Docs]]:

@@ -12,7 +12,7 @@ import pytest
 from llmfleet.fleetplan.predicted import curve_batches
 from llmfleet.outputs import charts, render
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow  # a fresh interpreter: imports and renders every stack

@@ -4,8 +4,8 @@ day, and the bad input the issue names (each a clear error with the alternative,
 from __future__ import annotations
 
 import pytest
+from crd_schema import problems
 from plans import make_plan
-from test_karpenter import problems
 
 from llmfleet import cli
 from llmfleet.errors import LlmfleetError, PlanError, UnknownNameError

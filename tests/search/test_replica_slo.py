@@ -32,7 +32,8 @@ def test_every_prod_region_keeps_its_longest_token_gap_within_the_itl_slo(stack_
     for rp in fp.regions:
         assert rp.predicted.mixed_step_ms <= fp.slo.itl_ms, rp.region
         assert rp.predicted.itl_ms == rp.predicted.token_gap_ms == rp.predicted.mixed_step_ms
-        assert 0 < rp.predicted.mixed_step_share <= 1
+        # Predicted clips the share at 1; a sized replica leaves steps without a chunk
+        assert 0 < rp.predicted.mixed_step_share < 1
 
 
 def test_prod_ttft_is_predicted_for_the_p99_prompt(stack_plans) -> None:

@@ -4,13 +4,13 @@ step takes at least a launch time per layer; the plan renders the flag only when
 import json
 
 import pytest
+from plans import make_plan
 
 from llmfleet.catalog.vllm_release import vllm_release
 from llmfleet.cli import main
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.perf.replica import PredictRequest, catalog_arch, run_predict
 from llmfleet.perf.step import EAGER_LAYER_LAUNCH_US, eager_launch_s
-from tests.plans import make_plan
 
 EIGHT_B = dict(model="Llama-3.1-8B-Instruct", gpu="H100", input_tokens=1000, output_tokens=200)
 
