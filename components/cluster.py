@@ -251,9 +251,8 @@ class InferenceCluster(pulumi.ComponentResource):
                 NetworkArgs(
                     vpc_cidr=plan.vpc_cidr,
                     region=region,
-                    zone_ids=plan.cluster_zone_ids,
+                    subnets=plan.subnets,
                     nat_gateways=args.access.nat_gateways,
-                    zones_field_path=f"regions[{region}].cluster_zone_ids",
                     discovery_tags=discovery,
                     tags=tags,
                 ),

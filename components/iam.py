@@ -52,3 +52,22 @@ def assume_role_policy(service: str, region: str) -> str:
         ],
     }
     return json.dumps(doc, sort_keys=True)
+
+
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+
+
+def pod_identity_trust() -> str:
+    """Trust policy of a role that EKS Pod Identity hands to a service account (EKS user
+    guide, pod-id-role): AssumeRole and TagSession for the Pod Identity principal."""
+    doc = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+            }
+        ],
+    }
+    return json.dumps(doc, sort_keys=True)

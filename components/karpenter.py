@@ -132,7 +132,7 @@ class Karpenter(pulumi.ComponentResource):
 
         controller = aws.iam.Role(
             f"{name}-controller",
-            assume_role_policy=karpenter_iam.pod_identity_trust(),
+            assume_role_policy=iam.pod_identity_trust(),
             description=f"Karpenter controller of {cluster}",
             opts=aws_opts,
         )

@@ -1,8 +1,9 @@
 """IAM for Karpenter, as pure JSON builders: the controller's least-privilege policy (the
 statements of Karpenter 1.14.1's getting-started CloudFormation template,
 website/content/en/docs/getting-started/getting-started-with-karpenter/cloudformation.yaml
-@v1.14.1, scoped to one cluster and region), its EKS Pod Identity trust, and the
-interruption queue's policy. `components.karpenter` creates the resources."""
+@v1.14.1, scoped to one cluster and region) and the interruption queue's policy (its
+role trusts EKS Pod Identity: `iam.pod_identity_trust`). `components.karpenter` creates
+the resources."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 
 from components.iam import partition
 
-POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 INTERRUPTION_EVENTS = {
     "scheduled-change": ("aws.health", "AWS Health Event"),
     "spot-interruption": ("aws.ec2", "EC2 Spot Instance Interruption Warning"),
@@ -23,21 +23,6 @@ INTERRUPTION_EVENTS = {
     ),
 }
 """EventBridge rules that feed the interruption queue (same template)."""
-
-
-def pod_identity_trust() -> str:
-    """Trust policy of a role that EKS Pod Identity hands to a service account."""
-    doc = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
-                "Action": ["sts:AssumeRole", "sts:TagSession"],
-            }
-        ],
-    }
-    return json.dumps(doc, sort_keys=True)
 
 
 def _stmt(sid: str, actions: list[str], resources: Any, **condition: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components import iam
 from components.node_pool import pool_node_selector
 
 POLICY_PATH = Path(__file__).parent / "policies" / "aws-load-balancer-controller-v2.14.0.json"
@@ -38,21 +39,6 @@ POD_IDENTITY_ADDON = "eks-pod-identity-agent"
 def controller_policy() -> str:
     """The controller's official IAM policy document, as shipped (keys sorted)."""
     return json.dumps(json.loads(POLICY_PATH.read_text()), sort_keys=True)
-
-
-def pod_identity_trust_policy() -> str:
-    """Trust for EKS Pod Identity (EKS user guide, pod-id-role): AssumeRole and TagSession."""
-    doc = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "pods.eks.amazonaws.com"},
-                "Action": ["sts:AssumeRole", "sts:TagSession"],
-            }
-        ],
-    }
-    return json.dumps(doc, sort_keys=True)
 
 
 def chart_values(cluster_name: str, region: str, vpc_id: str) -> dict[str, Any]:
@@ -102,7 +88,7 @@ class LoadBalancerController(pulumi.ComponentResource):
             opts=aws_opts,
         )
         role = aws.iam.Role(
-            f"{name}-role", assume_role_policy=pod_identity_trust_policy(), opts=aws_opts
+            f"{name}-role", assume_role_policy=iam.pod_identity_trust(), opts=aws_opts
         )
         attach = aws.iam.RolePolicyAttachment(
             f"{name}-attach", role=role.name, policy_arn=policy.arn, opts=aws_opts

@@ -5,12 +5,10 @@ zones first), so every subnet lands in the same physical zone in any account (a 
 maps to another zone in each account). Subnets are placed with `availability_zone_id`; the
 account's zone names are read at deploy time (`aws.get_availability_zones`) to check that
 every planned ID is available to the account and to show the names (`zone_names`).
-Layout (pure: `subnet_layout`): the VPC CIDR is cut in quarters; the k-th zone gets the
-k-th quarter as its private subnet (nodes, pods and the EKS control-plane ENIs; the VPC CNI
-gives every pod a VPC address, hence the large blocks); the last quarter holds small public
-subnets, one per zone, that carry the NAT gateways and internet-facing load balancers
-(tagged kubernetes.io/role/elb for the AWS Load Balancer Controller). No subnet assigns
-public IPs on launch. Private subnets carry the cluster's Karpenter discovery tag
+The subnets are the plan's (`RegionPlan.subnets`, cut in `llmfleet.fleetplan.network`): a
+private one per zone, and small public ones that carry the NAT gateways and internet-facing
+load balancers (tagged kubernetes.io/role/elb for the AWS Load Balancer Controller). No
+subnet assigns public IPs on launch. Private subnets carry the cluster's Karpenter discovery tag
 (`discovery_tags`), and an S3 gateway endpoint on their route tables carries weight
 streaming and ECR image layers without NAT charges. Resource names end in the zone ID
 (`...-private-use1-az4`).
@@ -18,7 +16,6 @@ streaming and ECR image layers without NAT charges. Resource names end in the zo
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
@@ -26,9 +23,8 @@ from typing import Literal, TypeVar
 import pulumi
 import pulumi_aws as aws
 
-from llmfleet.catalog import hardware
 from llmfleet.errors import PlanError, ProgramError
-from llmfleet.fleetplan.capacity import MAX_ZONES, MIN_CLUSTER_ZONES
+from llmfleet.fleetplan.network import SubnetPlan
 
 INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
 ELB_TAG = "kubernetes.io/role/elb"
@@ -36,61 +32,6 @@ ELB_TAG = "kubernetes.io/role/elb"
 auto-discovery); the public subnets carry it."""
 NatGateways = Literal["per_az", "single"]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class SubnetSpec:
-    zone_id: str
-    cidr_block: str
-    public: bool
-
-    @property
-    def tier(self) -> str:
-        return "public" if self.public else "private"
-
-
-def check_zones(
-    zone_ids: Sequence[str], known: Sequence[str], region: str, field_path: str
-) -> None:
-    """2 or 3 distinct zone IDs among `known` (the region's); PlanError naming `field_path`."""
-    listed = list(zone_ids)
-    if not MIN_CLUSTER_ZONES <= len(listed) <= MAX_ZONES:
-        raise PlanError(
-            field_path,
-            listed,
-            f"EKS needs subnets in {MIN_CLUSTER_ZONES} to {MAX_ZONES} availability zones of "
-            f"{region}",
-        )
-    if len(set(listed)) != len(listed):
-        raise PlanError(field_path, listed, "name each availability zone once")
-    foreign = [z for z in listed if z not in known]
-    if foreign:
-        raise PlanError(
-            field_path,
-            listed,
-            f"{', '.join(foreign)} is not a zone ID of {region}; its zone IDs: {', '.join(known)}",
-        )
-
-
-def subnet_layout(
-    vpc_cidr: str,
-    region: str,
-    zone_ids: Sequence[str],
-    zones_field_path: str = "cluster_zone_ids",
-) -> list[SubnetSpec]:
-    """Private and NAT-only public subnets, one of each per zone in `zone_ids` order,
-    private first.
-
-    The plan validated the CIDR (`plan.Region`, /16 to /20); raises PlanError naming
-    `zones_field_path` when `zone_ids` are not 2-3 distinct zone IDs of `region`.
-    """
-    check_zones(zone_ids, hardware.zone_ids(region), region, zones_field_path)
-    net = ipaddress.IPv4Network(vpc_cidr, strict=True)
-    quarters = list(net.subnets(prefixlen_diff=2))
-    public_blocks = list(quarters[-1].subnets(prefixlen_diff=4))
-    private = [SubnetSpec(z, str(quarters[k]), public=False) for k, z in enumerate(zone_ids)]
-    public = [SubnetSpec(z, str(public_blocks[k]), public=True) for k, z in enumerate(zone_ids)]
-    return private + public
 
 
 def zone_names(zone_ids: Sequence[str], names: Sequence[str], ids: Sequence[str]) -> dict[str, str]:
@@ -124,7 +65,7 @@ def subnets_in_zones(subnets: Mapping[str, T], zones: Sequence[str], field_path:
 
 
 def subnet_tags(
-    spec: SubnetSpec, name: str, discovery_tags: Mapping[str, str] | None = None
+    spec: SubnetPlan, name: str, discovery_tags: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     tags = {"Name": f"{name}-{spec.tier}-{spec.zone_id}", "llmfleet.io/tier": spec.tier}
     if not spec.public:
@@ -140,19 +81,17 @@ def subnet_tags(
 class NetworkArgs:
     """vpc_cidr: the VPC's IPv4 CIDR, /16 to /20 (RegionPlan.vpc_cidr).
     region: AWS region.
-    zone_ids: 2 or 3 zone IDs of `region` (RegionPlan.cluster_zone_ids); one private and one
-        public subnet each, CIDR quarters in this order.
+    subnets: the plan's private and public subnet per zone (RegionPlan.subnets), private
+        first, zones in RegionPlan.cluster_zone_ids order.
     nat_gateways: "per_az" (default: a zone outage leaves the other zones' egress up) or
         "single" (cheaper; every private subnet routes through the first zone's NAT).
-    zones_field_path: how errors name zone_ids, e.g. "regions[us-east-1].cluster_zone_ids".
     discovery_tags: tags on the private subnets that Karpenter's EC2NodeClass selects.
     """
 
     vpc_cidr: str
     region: str
-    zone_ids: Sequence[str]
+    subnets: Sequence[SubnetPlan]
     nat_gateways: NatGateways = "per_az"
-    zones_field_path: str = "cluster_zone_ids"
     discovery_tags: Mapping[str, str] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
 
@@ -181,9 +120,9 @@ class Network(pulumi.ComponentResource):
         super().__init__("llmfleet:index:Network", name, None, opts)
         if args.nat_gateways not in ("per_az", "single"):
             raise PlanError("nat_gateways", args.nat_gateways, "use 'per_az' or 'single'")
-        layout = subnet_layout(args.vpc_cidr, args.region, args.zone_ids, args.zones_field_path)
+        layout = list(args.subnets)
         tags = dict(sorted(args.tags.items()))
-        zone_ids = list(args.zone_ids)
+        zone_ids = [s.zone_id for s in layout if not s.public]
 
         def child(depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, depends_on=depends_on)

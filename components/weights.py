@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components import karpenter_iam
+from components import iam
 from components.iam import partition
 from llmfleet.fleetplan.cold_start import weights_bucket
 from llmfleet.fleetplan.fleet import FleetPlan
@@ -112,7 +112,7 @@ class ModelStore(pulumi.ComponentResource):
         prefix = rp.cold_start.weights_uri.split("/", 3)[3]
         reader = aws.iam.Role(
             f"{name}-reader",
-            assume_role_policy=karpenter_iam.pod_identity_trust(),
+            assume_role_policy=iam.pod_identity_trust(),
             description=f"vLLM pods of {fp.name} in {rp.region}: read the weights",
             opts=child,
         )

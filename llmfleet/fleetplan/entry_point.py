@@ -17,14 +17,13 @@ send, so it checks `/health` (HTTPS: any 2xx/3xx) through the same path."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import math
 
 from pydantic import Field
 
 from llmfleet.data import Data
-from llmfleet.plan.regions import Region
+from llmfleet.fleetplan.network import load_balancer_cidrs
 from llmfleet.plan.routing import Dns
 from llmfleet.plan.schema import CapacityPlan
 
@@ -73,16 +72,6 @@ ALB = "alb.ingress.kubernetes.io"
 
 def regional_hostname(region: str, dns: Dns) -> str:
     return f"{region}.{dns.record_name}"
-
-
-def source_cidrs(region: Region) -> list[str]:
-    """Where the ALB's nodes live: the plan's load_balancer_cidrs in an existing VPC; in a
-    new one the last quarter of the VPC CIDR, which `components.network.subnet_layout` cuts
-    into the public subnets (NAT gateways and load balancers only)."""
-    if region.network is not None:
-        return list(region.network.load_balancer_cidrs or [])
-    quarters = list(ipaddress.IPv4Network(region.vpc_cidr).subnets(prefixlen_diff=2))
-    return [str(quarters[-1])]
 
 
 def idle_timeout_s(plan: CapacityPlan) -> int:
@@ -144,16 +133,16 @@ def build_entry_point(plan: CapacityPlan, region_name: str, served: str) -> Entr
         ssl_policy=SSL_POLICY,
         idle_timeout_s=idle,
         paths=list(PATHS),
-        source_cidrs=source_cidrs(region),
+        source_cidrs=load_balancer_cidrs(region),
         ingress_annotations=dict(sorted(annotations.items())),
         health_check=health_check(plan, dns, region_name, served),
         reasons=[
             "an internet-facing ALB (AWS Load Balancer Controller) with IP targets: TLS ends "
             f"at the ALB ({SSL_POLICY}) with the region's ACM certificate for "
             f"{dns.record_name} and {regional_hostname(region_name, dns)}",
-            f"the NetworkPolicy admits {', '.join(source_cidrs(region))} (the public subnets "
-            "holding the ALB's nodes, which connect to pod IPs) on the serving port; nothing "
-            "else outside the monitoring namespace",
+            f"the NetworkPolicy admits {', '.join(load_balancer_cidrs(region))} (the public "
+            "subnets holding the ALB's nodes, which connect to pod IPs) on the serving port; "
+            "nothing else outside the monitoring namespace",
             f"idle timeout {idle} s: a non-streamed response is silent for up to TTFT "
             f"{plan.slo.ttft_ms:g} ms + {plan.max_model_len:,} tokens x {plan.slo.itl_ms:g} ms",
         ],

@@ -27,6 +27,7 @@ from llmfleet.fleetplan.cold_start import ColdStart, build_cold_start
 from llmfleet.fleetplan.costs import Costs, build_costs
 from llmfleet.fleetplan.entry_point import EntryPoint
 from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, download_gib
+from llmfleet.fleetplan.network import SubnetPlan, subnet_layout
 from llmfleet.fleetplan.predicted import (
     BatchPoint,
     Memory,
@@ -80,6 +81,10 @@ class RegionPlan(Data):
     vpc_id: str | None
     private_subnet_ids: list[str] | None
     vpc_cidr: str
+    subnets: list[SubnetPlan] = Field(
+        description="A new VPC's subnets (private and public per cluster zone); empty with an "
+        "existing VPC, whose subnets the plan names."
+    )
     reasons: list[str]
     alternatives: list[Alternative]
     batch_curve: list[BatchPoint] = Field(
@@ -225,6 +230,9 @@ def build_region_plan(
         vpc_id=region.network.vpc_id if region.network else None,
         private_subnet_ids=region.network.private_subnet_ids if region.network else None,
         vpc_cidr=region.vpc_cidr,
+        subnets=[]
+        if region.network
+        else subnet_layout(region.vpc_cidr, region.name, zone_ids, f"{field}.cluster_zone_ids"),
         reasons=reasons(choice, stage4),
         alternatives=alternatives,
         levers=build_chosen_levers(choice),

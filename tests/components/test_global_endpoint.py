@@ -6,6 +6,7 @@ from plans import make_plan
 
 from components.global_endpoint import health_check_args, routed_record_args
 from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.fleetplan.network import subnet_layout
 from llmfleet.outputs import render
 
 DNS = {"zone_name": "example.com", "record_name": "llm.example.com"}
@@ -97,8 +98,6 @@ def test_an_existing_vpc_admits_its_load_balancer_cidrs_only() -> None:
 
 
 def test_a_new_vpc_admits_the_quarter_its_public_subnets_are_cut_from() -> None:
-    from components.network import subnet_layout
-
     ep = build_fleet_plan(make_plan(dns=DNS)).regions[0].entry_point
     assert ep is not None and ep.source_cidrs == ["10.40.192.0/18"]
     import ipaddress
