@@ -76,23 +76,26 @@ def replicas_for_load(load_rps: float, region: RegionPlan) -> int:
 
 def cold_start_s(region: RegionPlan) -> int:
     """Seconds a new replica takes to serve; the one place a cold-start figure is read."""
-    return region.serving.startup_budget_s
+    return region.cold_start.startup_budget_s
 
 
 def recovery(plan: CapacityPlan, regions: Sequence[RegionPlan]) -> Recovery | None:
-    if plan.dns is None:
+    """Detection reads the regions' own health checks (`EntryPoint.health_check`), the one
+    home of the interval and threshold Route53 runs."""
+    checks = [r.entry_point.health_check for r in regions if r.entry_point is not None]
+    if plan.dns is None or not checks:
         return None
-    dns = plan.dns
+    dns, check = plan.dns, checks[0]
     ttl = ALIAS_TTL_S if dns.record_type == "alias" else (dns.ttl_s or CNAME_TTL_S)
-    detection = dns.health_check_interval_s * dns.failure_threshold
+    detection = check.request_interval_s * check.failure_threshold
     cold = max(cold_start_s(r) for r in regions)
     return Recovery(
         detection_s=detection,
         ttl_s=ttl,
         cold_start_s=cold,
         worst_s=detection + ttl,
-        explanation=f"Route53 marks a region unhealthy after {dns.failure_threshold} failed "
-        f"checks {dns.health_check_interval_s} s apart ({detection} s), then resolvers drop "
+        explanation=f"Route53 marks a region unhealthy after {check.failure_threshold} failed "
+        f"checks {check.request_interval_s} s apart ({detection} s), then resolvers drop "
         f"its answer within the {ttl} s TTL; a survivor whose warm floor is short adds a "
         f"cold start (up to {cold} s, the pods' start-up budget) for the rest",
     )

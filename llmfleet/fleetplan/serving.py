@@ -109,7 +109,8 @@ class Serving(Data):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def startup_budget_s(self) -> int:
-        """How long a pod may take to start: the startup probe's failures x period."""
+        """The startup probe's failures x period: `cold_start.startup_budget_s` as probes
+        (derived, not stored: the cold start is its one home)."""
         return self.startup_failure_threshold * self.startup_period_s
 
 

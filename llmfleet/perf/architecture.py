@@ -140,6 +140,17 @@ class Arch(BaseModel):
         return sixteen + per * linear, per * self.expert_params
 
 
+def tp_problem(arch: Arch, tp: int) -> str | None:
+    """Why tensor parallelism of `tp` cannot split this model, or None: the attention heads
+    split evenly, and the KV heads either split evenly or are replicated evenly (MLA's
+    latent is replicated whole)."""
+    if arch.heads % tp:
+        return f"TP {tp} does not divide the {arch.heads} attention heads"
+    if arch.mla_kv_dim is None and arch.kv_heads % tp and tp % arch.kv_heads:
+        return f"TP {tp} and the {arch.kv_heads} KV heads do not divide each other"
+    return None
+
+
 def _int(cfg: dict[str, object], key: str, default: int | None = None) -> int:
     value = cfg.get(key, default)
     if value is None:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmfleet.catalog import hardware, model_facts, vllm_release
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.errors import PlanError
-from llmfleet.perf.architecture import PRECISIONS, Arch, from_config
+from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, tp_problem
 from llmfleet.perf.load import Load, OutputLengths, Prediction, predict
 from llmfleet.perf.memory import budget
 from llmfleet.perf.speculation import from_flags
@@ -99,12 +99,9 @@ def run_predict_with(
     else:
         name, arch = req.model, from_config(req.model, config)
     gpu = hardware.gpu(req.gpu, "gpu")
-    if arch.heads % req.tensor_parallel_size:
-        raise PlanError(
-            "tensor_parallel_size",
-            req.tensor_parallel_size,
-            f"must divide the {arch.heads} attention heads",
-        )
+    split = tp_problem(arch, req.tensor_parallel_size)
+    if split:
+        raise PlanError("tensor_parallel_size", req.tensor_parallel_size, split)
     flags = (req.speculative_method, req.num_speculative_tokens, req.acceptance_rate)
     spec = from_flags(*flags, req.draft_model, name, arch, req.precision)
     max_len = req.max_model_len or arch.max_context

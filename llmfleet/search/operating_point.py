@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from llmfleet.catalog import vllm_release
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Gpu, Instance
-from llmfleet.perf.architecture import Arch
+from llmfleet.perf.architecture import Arch, tp_problem
 from llmfleet.perf.chunked import MixedSteps, mixed_steps, prefill_s
 from llmfleet.perf.memory import MemoryBudget, budget
 from llmfleet.perf.step import StepModel, step_time
@@ -274,8 +274,4 @@ def _kv_batch(
 def _shape_problem(arch: Arch, instance: Instance, tp: int) -> str | None:
     if instance.gpu_count % tp:
         return f"TP {tp} does not divide the {instance.gpu_count} GPUs of a node"
-    if arch.heads % tp:
-        return f"TP {tp} does not divide the {arch.heads} attention heads"
-    if arch.mla_kv_dim is None and arch.kv_heads % tp and tp % arch.kv_heads:
-        return f"TP {tp} and the {arch.kv_heads} KV heads do not divide each other"
-    return None
+    return tp_problem(arch, tp)

@@ -203,7 +203,8 @@ def test_probes_give_startup_the_plans_budget_and_watch_health(regions) -> None:
         start = c["startupProbe"]
         assert start["httpGet"] == {"path": "/health", "port": "http"}
         assert start["periodSeconds"] == s.startup_period_s
-        assert start["failureThreshold"] * start["periodSeconds"] == s.startup_budget_s
+        budget_s = rp.cold_start.startup_budget_s
+        assert start["failureThreshold"] * start["periodSeconds"] == budget_s
         for probe in ("readinessProbe", "livenessProbe"):
             assert c[probe]["httpGet"] == {"path": "/health", "port": "http"}
         assert c["livenessProbe"]["failureThreshold"] > c["readinessProbe"]["failureThreshold"]
@@ -573,7 +574,7 @@ def test_the_dev_startup_budget_is_540_s_streaming_at_the_g6e_xlarge_baseline(
     [rp] = stack_plans["dev"].regions
     assert rp.instance_type == "g6e.xlarge"
     assert rp.cold_start.container_s == pytest.approx(358.2, abs=0.1)
-    assert (rp.serving.startup_budget_s, rp.serving.startup_failure_threshold) == (540, 54)
+    assert (rp.cold_start.startup_budget_s, rp.serving.startup_failure_threshold) == (540, 54)
 
 
 def test_the_prod_startup_budget_outlasts_streaming_the_fp8_checkpoint_from_s3(stack_plans) -> None:
@@ -586,10 +587,10 @@ def test_the_prod_startup_budget_outlasts_streaming_the_fp8_checkpoint_from_s3(s
     for rp in fp.regions:
         container_s, budget_s, probes = expected[rp.instance_type]
         assert rp.cold_start.container_s == pytest.approx(container_s, abs=0.1)
-        assert (rp.serving.startup_budget_s, rp.serving.startup_failure_threshold) == (
+        assert (rp.cold_start.startup_budget_s, rp.serving.startup_failure_threshold) == (
             budget_s,
             probes,
         )
-        assert rp.serving.startup_budget_s > rp.cold_start.container_s
+        assert rp.cold_start.startup_budget_s > rp.cold_start.container_s
 
 
