@@ -137,6 +137,26 @@ def build_alerts(plan: CapacityPlan, replicas: MinDesiredMax, serving: Serving,
     rules = burn_rules("Ttft", "TTFT", TTFT_METRIC, sel, slo.ttft_ms / 1000, budget, custom)
     rules += burn_rules("Itl", f"ITL ({itl_what})", ITL_METRICS[slo.itl], sel,
                         slo.itl_ms / 1000, budget, custom)
+    ceiling: list[AlertRule] = []
+    notes: list[str] = []
+    if replicas.min < replicas.max:
+        ceiling.append(
+            AlertRule(
+                name="ReplicasAtCeiling",
+                severity="warning",
+                expr=f"max(kube_deployment_spec_replicas{deploy}) >= {replicas.max}",
+                for_duration=CEILING_FOR,
+                summary=f"the fleet runs at its maximum of {replicas.max} replicas",
+                reason=f"max replicas ({replicas.max}, KEDA's maxReplicaCount) carry the "
+                f"planned peak with {plan.headroom:.0%} headroom; beyond it the SLO is at risk "
+                "and the plan's traffic.peak_requests_per_s is too low",
+            )
+        )
+    else:
+        notes.append(
+            f"no ReplicasAtCeiling alert: min = max = {replicas.max} replicas (a warm floor "
+            "for a lost region's users), so the fleet always runs at its ceiling"
+        )
     rules += [
         AlertRule(
             name="KvCacheNearFull",
@@ -156,16 +176,7 @@ def build_alerts(plan: CapacityPlan, replicas: MinDesiredMax, serving: Serving,
             reason="the plan sizes replicas so the KV pool holds the sized load; steady "
             "preemptions mean requests are longer or more numerous than planned",
         ),
-        AlertRule(
-            name="ReplicasAtCeiling",
-            severity="warning",
-            expr=f"max(kube_deployment_spec_replicas{deploy}) >= {replicas.max}",
-            for_duration=CEILING_FOR,
-            summary=f"the fleet runs at its maximum of {replicas.max} replicas",
-            reason=f"max replicas ({replicas.max}) carry the planned peak with "
-            f"{plan.headroom:.0%} headroom; beyond it the SLO is at risk and the plan's "
-            "traffic.peak_requests_per_s is too low",
-        ),
+        *ceiling,
         AlertRule(
             name="NoReadyReplica",
             severity="critical",
@@ -179,7 +190,7 @@ def build_alerts(plan: CapacityPlan, replicas: MinDesiredMax, serving: Serving,
     return Alerts(
         error_budget=budget,
         rules=rules,
-        notes=[
+        notes=notes + [
             "a region's Route53 health check reports to CloudWatch (AWS/Route53 "
             "HealthCheckStatus), not Prometheus: alert on it with a CloudWatch alarm beside "
             "the health check; NoReadyReplica is the in-cluster view of the same failure",

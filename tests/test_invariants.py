@@ -1,0 +1,79 @@
+"""One number, one home: where two files (or two fields) show one number, they agree.
+
+Checked over every stack in stacks/ and over a plan whose nodes leave free replica slots
+(TP leaves slots on a node paid for, so KEDA's ceiling is above the peak's replicas)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from plans import make_plan
+
+from llmfleet.catalog import hardware
+from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.outputs import dashboard, karpenter, render
+
+
+@pytest.fixture(scope="module")
+def slots_plan() -> FleetPlan:
+    # 40 req/s on L40S: one replica per GPU, nodes of several GPUs, so the ceiling's nodes
+    # hold more replica slots than the peak needs
+    fp = build_fleet_plan(
+        make_plan(**{"traffic.peak_requests_per_s": 40, "allowed.gpus": ["L40S"]})
+    )
+    rp = fp.regions[0]
+    assert rp.nodes.max * rp.replicas_per_node > rp.replicas.desired  # the case under test
+    return fp
+
+
+Where = tuple[str, FleetPlan, RegionPlan]
+
+
+def _regions(stack_plans: dict[str, FleetPlan], slots_plan: FleetPlan) -> list[Where]:
+    fleets = {**stack_plans, "slots": slots_plan}
+    return [(f"{env}/{rp.region}", fp, rp) for env, fp in fleets.items() for rp in fp.regions]
+
+
+def _doc(fp: FleetPlan, rp: RegionPlan, kind: str) -> dict[str, Any]:
+    [doc] = [d for d in render.region_manifests(fp, rp) if d["kind"] == kind]
+    return doc
+
+
+def test_the_ceiling_alert_keda_and_the_dashboard_show_one_max(stack_plans, slots_plan) -> None:
+    for where, fp, rp in _regions(stack_plans, slots_plan):
+        keda_max = _doc(fp, rp, "ScaledObject")["spec"]["maxReplicaCount"]
+        assert keda_max == rp.replicas.max, where
+        [panel] = [p for p in dashboard.panel_queries(fp, rp) if p[0] == "Replicas"]
+        assert dict(panel[2])["max"] == f"vector({keda_max})", where
+        rules = [r for g in _doc(fp, rp, "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+        ceiling = [r for r in rules if r.get("alert") == "ReplicasAtCeiling"]
+        if rp.replicas.min == rp.replicas.max:
+            assert ceiling == [], f"{where}: min = max, the alert would always fire"
+        else:
+            [rule] = ceiling
+            assert re.search(r">= (\d+)$", rule["expr"]).group(1) == str(keda_max), where  # type: ignore[union-attr]
+
+
+def test_zone_names_derive_from_the_zone_ids(stack_plans, slots_plan) -> None:
+    for where, _, rp in _regions(stack_plans, slots_plan):
+        assert rp.capacity.node_zone_ids == rp.node_zone_ids, where
+        assert rp.node_zones == hardware.zone_names(rp.region, rp.node_zone_ids), where
+        assert rp.availability_zones == hardware.zone_names(rp.region, rp.cluster_zone_ids)
+        assert rp.cluster_zone_ids[: len(rp.node_zone_ids)] == rp.node_zone_ids, where
+
+
+def test_the_nodepool_limit_plus_the_floor_is_the_ceiling(stack_plans, slots_plan) -> None:
+    for where, fp, rp in _regions(stack_plans, slots_plan):
+        pool = karpenter.nodepool(fp, rp)
+        limit_nodes = int(pool["spec"]["limits"]["nvidia.com/gpu"]) // rp.gpus_per_node
+        assert limit_nodes + rp.capacity.floor_nodes == rp.nodes.max, where
+        assert rp.capacity.ceiling_nodes == rp.nodes.max, where
+
+
+def test_a_new_vpcs_private_subnets_are_the_cluster_zones(stack_plans, slots_plan) -> None:
+    for where, _, rp in _regions(stack_plans, slots_plan):
+        if rp.vpc_id is None:
+            assert [s.zone_id for s in rp.subnets if not s.public] == rp.cluster_zone_ids, where
