@@ -29,11 +29,16 @@ def test_prod_burn_rates_are_the_p99_budget_times_the_workbook_rates(stack_plans
     assert rules["ItlBudgetBurnSlow"].severity == "warning"
 
 
-def test_the_ceiling_alert_fires_at_the_plans_max_replicas(stack_plans) -> None:
+def test_the_ceiling_alert_fires_at_the_plans_max_replicas_unless_min_is_max(
+    stack_plans,
+) -> None:
     for fp in stack_plans.values():
         for r in fp.regions:
-            ceiling = {a.name: a for a in r.alerts.rules}["ReplicasAtCeiling"]
-            assert ceiling.expr.endswith(f">= {r.replicas.max}")
+            ceiling = [a for a in r.alerts.rules if a.name == "ReplicasAtCeiling"]
+            if r.replicas.min == r.replicas.max:
+                assert ceiling == [] and any("min = max" in n for n in r.alerts.notes)
+            else:
+                assert ceiling[0].expr.endswith(f">= {r.replicas.max}")
 
 
 def test_a_target_on_a_bucket_bound_is_an_exact_ratio() -> None:
