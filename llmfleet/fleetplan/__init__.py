@@ -1,8 +1,2 @@
 """The FleetPlan: every decided number, each section's data class beside its builder, and
 `fleet.build_fleet_plan`. Imports catalog, perf, plan and search; never outputs."""
-
-from __future__ import annotations
-
-
-
-
