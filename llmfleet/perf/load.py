@@ -137,7 +137,7 @@ def predict(
         ttft += max(0.0, load.concurrency - cap) / req_s
     else:
         ttft = service * (1 + rho / (2 * (1 - rho)))
-    ttft += step_model.consts.ttft_overhead_ms / 1000
+    ttft += step_model.ttft_overhead_s
     bound = step_time(step_model, decode, i + o / 2, chunk if rho > 0.5 else 0, i / 2).bound
     return Prediction(
         mode=load.mode,

@@ -16,7 +16,7 @@ from llmfleet.perf.architecture import PRECISIONS, Arch, from_config
 from llmfleet.perf.load import Load, OutputLengths, Prediction, predict
 from llmfleet.perf.memory import budget
 from llmfleet.perf.speculation import from_flags
-from llmfleet.perf.step import StepModel
+from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel
 
 EngineName = Literal["vllm", "trtllm", "sglang"]
 
@@ -81,14 +81,22 @@ def catalog_arch(model_id: str) -> Arch:
     return from_config(entry.id, entry.config)
 
 
-def run_predict(req: PredictRequest, config: dict[str, object] | None = None) -> PredictResult:
-    """Predict one replica. `config` is a config.json dict when `req.model` is a path."""
+def run_predict(
+    req: PredictRequest,
+    config: dict[str, object] | None = None,
+    correction: Correction = NO_CORRECTION,
+) -> PredictResult:
+    """Predict one replica. `config` is a config.json dict when `req.model` is a path;
+    `correction` a measured server's own factors (`llmfleet predict --calibration`)."""
 
-    return run_predict_with(req, fitted(), config)
+    return run_predict_with(req, fitted(), config, correction)
 
 
 def run_predict_with(
-    req: PredictRequest, consts: Constants, config: dict[str, object] | None = None
+    req: PredictRequest,
+    consts: Constants,
+    config: dict[str, object] | None = None,
+    correction: Correction = NO_CORRECTION,
 ) -> PredictResult:
     """`run_predict` with explicit constants: what calibration refits call."""
     if req.precision not in PRECISIONS:
@@ -137,6 +145,7 @@ def run_predict_with(
         req.engine,
         spec,
         req.enforce_eager,
+        correction,
     )
     load_ = Load(
         input_tokens=req.input_tokens,

@@ -37,7 +37,7 @@ def ttft_percentile_s(
     t = plan.traffic.input_tokens
     ctx = t.mean + plan.traffic.output_tokens.mean / 2
     service_p = prefill_s(step_model, batch, ctx, ttft_prompt_tokens(plan), chunk)
-    service_p += step_model.consts.ttft_overhead_ms / 1000
+    service_p += step_model.ttft_overhead_s
     service_mean = t.mean / chunk * steps.mixed_s
     cv2 = length_cv2(t.mean, t.p95_or_mean)
     wait = prefill_wait(steps.mixed_share, service_mean, cv2, plan.slo.percentile)
