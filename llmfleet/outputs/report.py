@@ -1,5 +1,6 @@
 """Text views: the fleet (`llmfleet plan`), one replica (`llmfleet predict`), the
-calibration's errors (`llmfleet validate`) and the capacity lines of a region."""
+calibration's errors (`llmfleet validate`), one server's calibration (`llmfleet calibrate
+--bench`) and the capacity lines of a region."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from llmfleet.calibration.server_calibration import ServerCalibration
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.perf.replica import PredictResult
 
@@ -152,6 +154,36 @@ def predict_text(r: PredictResult) -> str:
             lines.append(f"  a request's mean latency (E2E) {r.e2e_latency_ms / 1000:.2f} s")
     else:
         lines.append("  does not fit: the KV pool cannot hold one request")
+    if r.calibration:
+        band = ", ".join(f"{m} {lo:g}-{hi:g}" for m, (lo, hi) in (r.ranges or {}).items())
+        lines.append(
+            f"  calibrated by {r.calibration}"
+            + (f"; expected (p10-p90 of its held-out runs): {band}" if band else "")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def calibration_text(cal: ServerCalibration) -> str:
+    """What `calibrate --bench` fitted and how far off the runs were before and after."""
+    f = cal.factors
+    lines = [
+        f"calibrated {cal.server.label} on {len(cal.runs)} run(s) from {len(cal.files)} "
+        f"file(s)",
+        f"  factors on the shipped constants: HBM time x{f.memory:g}, tensor time "
+        f"x{f.compute:g}, host time x{f.overhead:g}, request handling x{f.ttft_overhead:g}",
+        "  median abs error   before    after    held out (each run, fitted on the others)",
+    ]
+    for m in sorted(cal.errors.before):
+        held = cal.errors.held_out.get(m)
+        lines.append(
+            f"    {m:20s} {cal.errors.before[m]:6.1f}%  {cal.errors.after.get(m, 0):6.1f}%  "
+            + (f"{held:6.1f}%" if held is not None else "     -")
+        )
+    if cal.ranges:
+        band = ", ".join(f"{m} {r['p10']:g}-{r['p90']:g}" for m, r in cal.ranges.items())
+        lines.append(f"  band (measured / predicted, p10-p90 held out): {band}")
+    else:
+        lines.append("  one run: no held-out band, plans keep the shipped band for this server")
     return "\n".join(lines) + "\n"
 
 

@@ -73,6 +73,8 @@ class PredictResult(Prediction):
     speculative_method: str | None = None
     tokens_per_step: float = 1.0
     enforce_eager: bool = False
+    calibration: str | None = None  # the calibration file applied (predict --calibration)
+    ranges: dict[str, tuple[float, float]] | None = None  # its band around each prediction
 
 
 @cache

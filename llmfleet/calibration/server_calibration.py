@@ -1,0 +1,224 @@
+"""A calibration file: one server's correction with its provenance, written by `llmfleet
+calibrate --bench ... --out FILE` and read by `llmfleet predict --calibration FILE` and by a
+stack's `plan.calibration`.
+
+It holds the server it is for, every bench file's path and SHA-256, every run's load and
+measured means, the fitted factors, the error before and after on those runs, and the
+band a prediction of this server falls in (p10-p90 of measured/predicted, each run
+predicted by the factors fitted on the other runs). The runs are kept so the factors can be
+fitted again: when the shipped constants change (`llmfleet calibrate --write`), the factors
+were relative to the old ones, so a reader refits them from the runs, deterministically,
+instead of applying stale numbers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from llmfleet import __version__
+from llmfleet.calibration.bench import BenchRun, file_sha256, read_bench
+from llmfleet.calibration.server_fit import (
+    Server,
+    band,
+    check_runs,
+    fit_correction,
+    held_out_ratios,
+    median_ape,
+    run_ratios,
+)
+from llmfleet.catalog.constants import Constants
+from llmfleet.data import Data
+from llmfleet.errors import BenchError, CalibrationError
+from llmfleet.perf.step import NO_CORRECTION, Correction
+
+FORMAT: Literal["llmfleet-calibration/1"] = "llmfleet-calibration/1"
+
+
+class BenchFile(Data):
+    path: str = Field(description="As given to calibrate (relative paths: to where it ran).")
+    sha256: str
+    runs: int
+
+
+class Factors(Data):
+    """perf.step.Correction as data."""
+
+    memory: float
+    compute: float
+    overhead: float
+    ttft_overhead: float
+
+    @property
+    def correction(self) -> Correction:
+        return Correction(self.memory, self.compute, self.overhead, self.ttft_overhead)
+
+
+class RunRecord(Data):
+    """One run's load and means, as read from its bench file (enough to fit again)."""
+
+    file: str
+    index: int
+    model_id: str
+    completed: int
+    num_prompts: int
+    request_rate: float | None
+    max_concurrency: int | None
+    duration_s: float
+    input_tokens: float
+    output_tokens: float
+    spread_outputs: bool
+    ttft_ms: float
+    tpot_ms: float | None
+    itl_ms: float | None
+    output_tokens_per_s: float
+    e2e_latency_ms: float | None
+
+    @property
+    def run(self) -> BenchRun:
+        return BenchRun(**self.model_dump())
+
+
+class Errors(Data):
+    """Median absolute percentage error per metric over the runs."""
+
+    before: dict[str, float] = Field(description="With the shipped constants alone.")
+    after: dict[str, float] = Field(description="With the fitted factors (in sample).")
+    held_out: dict[str, float] = Field(
+        description="Each run predicted by the factors fitted on the other runs (empty with "
+        "one run)."
+    )
+
+
+class ServerCalibration(Data):
+    format: Literal["llmfleet-calibration/1"] = FORMAT
+    llmfleet_version: str
+    constants_sha256: str = Field(description="The shipped constants the factors are on.")
+    server: Server
+    files: list[BenchFile]
+    factors: Factors
+    errors: Errors
+    ranges: dict[str, dict[str, float]] = Field(
+        description="Per metric, p10 and p90 of held-out measured/predicted, never narrower "
+        "than 0.95-1.05; empty with one run (the shipped band then stays)."
+    )
+    runs: list[RunRecord]
+
+    @property
+    def bench_runs(self) -> list[BenchRun]:
+        return [r.run for r in self.runs]
+
+
+def constants_sha256(consts: Constants) -> str:
+    text = json.dumps(consts.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def calibrate_server(
+    server: Server,
+    paths: Sequence[Path],
+    consts: Constants,
+    config: dict[str, object] | None = None,
+) -> ServerCalibration:
+    """Read the bench files, check they are this server's model, fit, and say how well."""
+    runs: list[BenchRun] = []
+    files = []
+    for path in paths:
+        got = read_bench(path)
+        files.append(BenchFile(path=str(path), sha256=file_sha256(path), runs=len(got)))
+        runs += got
+    check_runs(server, runs)
+    return fitted_calibration(server, files, runs, consts, config)
+
+
+def fitted_calibration(
+    server: Server,
+    files: list[BenchFile],
+    runs: Sequence[BenchRun],
+    consts: Constants,
+    config: dict[str, object] | None = None,
+) -> ServerCalibration:
+    correction = fit_correction(server, runs, consts, config)
+    held = held_out_ratios(server, runs, consts, config)
+    return ServerCalibration(
+        llmfleet_version=__version__,
+        constants_sha256=constants_sha256(consts),
+        server=server,
+        files=files,
+        factors=Factors(**asdict(correction)),
+        errors=Errors(
+            before=median_ape(run_ratios(server, runs, consts, NO_CORRECTION, config)),
+            after=median_ape(run_ratios(server, runs, consts, correction, config)),
+            held_out=median_ape(held),
+        ),
+        ranges=band(held),
+        runs=[RunRecord(**asdict(r)) for r in runs],
+    )
+
+
+def current(
+    cal: ServerCalibration, consts: Constants, config: dict[str, object] | None = None
+) -> ServerCalibration:
+    """The calibration on these constants: as written, or refitted from its runs when it was
+    fitted on other constants."""
+    if cal.constants_sha256 == constants_sha256(consts):
+        return cal
+    return fitted_calibration(cal.server, cal.files, cal.bench_runs, consts, config)
+
+
+def dumps(cal: ServerCalibration) -> str:
+    return json.dumps(cal.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def read_calibration(path: Path) -> ServerCalibration:
+    """A calibration file, or a CalibrationError naming it and what is wrong."""
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CalibrationError(
+            f"{path}: no such calibration file; `llmfleet calibrate --bench ... --out` "
+            "writes one"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CalibrationError(f"{path}: not a calibration file ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise CalibrationError(
+            f"{path}: not a calibration file (no \"format\": \"{FORMAT}\"); "
+            "`llmfleet calibrate --bench ... --out` writes one"
+        )
+    try:
+        return ServerCalibration.model_validate(doc)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise CalibrationError(f"{path}: {where}: {first['msg']}") from None
+
+
+def mismatch(cal: ServerCalibration, server: Server) -> str | None:
+    """Why this calibration is not for this server (model, GPU, TP, precision, KV dtype,
+    engine), or None. Engine flags (batch, token budget, memory) may differ: the factors
+    are the server's efficiencies, which do not depend on them."""
+    mine, theirs = cal.server, server
+    by_repo = mine.model.endswith(".json") or theirs.model.endswith(".json")
+    checks = (
+        ("model", mine.hf_repo, theirs.hf_repo) if by_repo else ("model", mine.model, theirs.model),
+        ("gpu", mine.gpu.upper(), theirs.gpu.upper()),
+        ("tensor_parallel_size", mine.tensor_parallel_size, theirs.tensor_parallel_size),
+        ("precision", mine.precision, theirs.precision),
+        ("kv_cache_dtype", mine.kv_cache_dtype, theirs.kv_cache_dtype),
+        ("engine", mine.engine, theirs.engine),
+    )
+    for name, have, want in checks:
+        if str(have).lower() != str(want).lower():
+            return f"it calibrates {name} {have}, not {want} ({mine.label})"
+    return None
+
+
+def check_bench_paths(paths: Sequence[Path]) -> None:
+    if not paths:
+        raise BenchError("--bench: give one or more `vllm bench serve --save-result` files")
