@@ -100,9 +100,10 @@ def test_a_bench_file_of_another_model_is_refused_naming_file_and_model(tmp_path
 
 
 def test_a_published_checkpoint_at_another_precision_is_refused(tmp_path, capsys):
-    runs = [json.loads(line) for line in bench_file("H200", 2, "1024-1024").read_text().splitlines()]
+    first = json.loads(bench_file("H200", 2, "1024-1024").read_text().splitlines()[0])
     path = tmp_path / "fp8.jsonl"
-    path.write_text(json.dumps({**runs[0], "model_id": "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"}))
+    fp8 = "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"  # a published checkpoint's repository
+    path.write_text(json.dumps({**first, "model_id": fp8}))
     code = main(["calibrate", "--bench", str(path), "--out", str(tmp_path / "c.json"),
                  "--model", "Llama-3.3-70B-Instruct", "--gpu", "H200", "--tensor-parallel-size",
                  "2", "--precision", "bf16"])
