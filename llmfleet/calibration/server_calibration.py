@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -222,3 +222,47 @@ def mismatch(cal: ServerCalibration, server: Server) -> str | None:
 def check_bench_paths(paths: Sequence[Path]) -> None:
     if not paths:
         raise BenchError("--bench: give one or more `vllm bench serve --save-result` files")
+
+
+ServerKey = tuple[str, int, str, str]
+"""(GPU, TP, precision, KV dtype): what a calibration covers in a plan's search."""
+
+
+def server_key(server: Server) -> ServerKey:
+    s = server
+    return (s.gpu.upper(), s.tensor_parallel_size, s.precision, s.kv_cache_dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class Covered:
+    """A plan's calibration file and the server it covers."""
+
+    path: str  # as the plan names it
+    calibration: ServerCalibration
+
+    def correction(self, slowdown: float = 1.0) -> Correction:
+        """The fitted factors; `slowdown` multiplies the GPU terms (HBM and tensor time), as
+        `confidence: pessimistic` slows a step to the p90 end of the band."""
+        c = self.calibration.factors.correction
+        return replace(c, memory=c.memory * slowdown, compute=c.compute * slowdown)
+
+    def ratio(self, metric: str, quantile: str) -> float | None:
+        """The band's p10 or p90 for a metric, or None where the runs give no band."""
+        band = self.calibration.ranges.get(metric)
+        return None if band is None else band[quantile]
+
+    @property
+    def label(self) -> str:
+        cal = self.calibration
+        return f"{self.path} ({cal.server.label}; {len(cal.runs)} runs)"
+
+
+@dataclass(frozen=True, eq=False)
+class Coverage:
+    """The calibration files a plan names, by the server each covers."""
+
+    servers: tuple[Covered, ...] = ()
+
+    def find(self, gpu: str, tp: int, precision: str, kv_cache_dtype: str) -> Covered | None:
+        key = (gpu.upper(), tp, precision, kv_cache_dtype)
+        return next((c for c in self.servers if server_key(c.calibration.server) == key), None)

@@ -81,11 +81,23 @@ def fleet_text(fp: FleetPlan) -> str:
     )
     for line in [*res.reasons, *(f"flag: {f}" for f in res.flags)]:
         con.print(f"  - {line}")
+    for cal in fp.calibrations:
+        where = ", ".join(cal.regions) if cal.regions else "no region (its server was not chosen)"
+        con.print(
+            f"Calibration {cal.path}: {cal.server} on {cal.runs} of your runs covers {where}; "
+            "band (measured/predicted p10-p90) "
+            + ", ".join(
+                f"{m} {lo:g}-{hi:g} (shipped {cal.shipped_band[m][0]:g}-{cal.shipped_band[m][1]:g})"
+                for m, (lo, hi) in cal.band.items()
+                if m in cal.shipped_band
+            )
+        )
     for r in fp.regions:
         con.print(f"\n{r.region}: why {r.instance_type} TP {r.tensor_parallel_size}")
         rng = r.predicted.ranges
+        own = f" (from {r.predicted.calibration}'s runs)" if r.predicted.calibration else ""
         con.print(
-            "  calibration range (p10-p90 of measured/predicted): "
+            f"  calibration range (p10-p90 of measured/predicted){own}: "
             + ", ".join(f"{k} {lo:,.1f}-{hi:,.1f}" for k, (lo, hi) in rng.items())
         )
         risk = r.risk

@@ -311,7 +311,9 @@ def test_a_disruption_takes_at_most_the_plans_share(regions) -> None:
         share = rp.workload.pdb_max_unavailable
         assert docs["PodDisruptionBudget"]["spec"]["maxUnavailable"] == share
         strategy = docs["Deployment"]["spec"]["strategy"]["rollingUpdate"]
-        assert strategy == {"maxSurge": 0, "maxUnavailable": share}
+        # A surge pod only where the nodes paid for have a spare slot (capacity.max_surge).
+        assert strategy == {"maxSurge": rp.capacity.max_surge, "maxUnavailable": share}
+        assert rp.capacity.max_surge == (1 if rp.capacity.free_slots_at_ceiling else 0)
 
 
 def test_only_the_load_balancer_subnets_and_prometheus_reach_the_model_port(regions) -> None:
