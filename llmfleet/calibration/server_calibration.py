@@ -30,6 +30,7 @@ from llmfleet.calibration.server_fit import (
     fit_correction,
     held_out_ratios,
     median_ape,
+    observe,
     run_ratios,
 )
 from llmfleet.catalog.constants import Constants
@@ -143,8 +144,9 @@ def fitted_calibration(
     consts: Constants,
     config: dict[str, object] | None = None,
 ) -> ServerCalibration:
-    correction = fit_correction(server, runs, consts, config)
-    held = held_out_ratios(server, runs, consts, config)
+    observed = observe(server, runs)
+    correction = fit_correction(observed, consts, config)
+    held = held_out_ratios(observed, consts, config)
     return ServerCalibration(
         llmfleet_version=__version__,
         constants_sha256=constants_sha256(consts),
@@ -152,8 +154,8 @@ def fitted_calibration(
         files=files,
         factors=Factors(**asdict(correction)),
         errors=Errors(
-            before=median_ape(run_ratios(server, runs, consts, NO_CORRECTION, config)),
-            after=median_ape(run_ratios(server, runs, consts, correction, config)),
+            before=median_ape(run_ratios(observed, consts, NO_CORRECTION, config)),
+            after=median_ape(run_ratios(observed, consts, correction, config)),
             held_out=median_ape(held),
         ),
         ranges=band(held),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
@@ -31,7 +32,7 @@ from llmfleet.catalog import model_facts
 from llmfleet.catalog.constants import Constants
 from llmfleet.data import Data
 from llmfleet.errors import BenchError, CalibrationError, LlmfleetError
-from llmfleet.perf.replica import EngineName, PredictRequest, PredictResult, run_predict_with
+from llmfleet.perf.replica import EngineName, PredictRequest, run_predict_with
 from llmfleet.perf.step import Correction
 
 FACTORS = ("memory", "compute", "overhead", "ttft_overhead")
@@ -138,35 +139,44 @@ def check_runs(server: Server, runs: Sequence[BenchRun]) -> None:
             )
 
 
+@dataclass(frozen=True)
+class Observed:
+    """One run as the fit sees it: the request `predict` takes and the means measured."""
+
+    label: str
+    request: PredictRequest
+    measured: dict[str, float]
+
+
+def observe(server: Server, runs: Sequence[BenchRun]) -> list[Observed]:
+    return [Observed(r.label, request_for(server, r), r.measured) for r in runs]
+
+
 def predict_run(
-    server: Server,
-    run: BenchRun,
+    run: Observed,
     consts: Constants,
     correction: Correction,
     config: dict[str, object] | None = None,
-) -> PredictResult:
+) -> dict[str, float]:
+    """The run's predicted means (under the names its measured means have)."""
+    req = run.request
+    server = f"{req.model} on {req.gpu} TP {req.tensor_parallel_size}"
     try:
-        p = run_predict_with(request_for(server, run), consts, config, correction)
+        p = run_predict_with(req, consts, config, correction)
     except LlmfleetError as e:
-        raise CalibrationError(f"{run.label}: {server.label} cannot be predicted: {e}") from None
+        raise CalibrationError(f"{run.label}: {server} cannot be predicted: {e}") from None
     if not p.fits:
         raise CalibrationError(
-            f"{run.label}: llmfleet predicts {server.label} cannot hold one request of "
-            f"{run.input_tokens:.0f} + {run.output_tokens:.0f} tokens, yet the run completed "
-            f"{run.completed}; check --gpu-memory-utilization, --max-model-len and --gpu"
+            f"{run.label}: llmfleet predicts {server} cannot hold one request of "
+            f"{req.input_tokens} + {req.output_tokens} tokens, yet the run completed them; "
+            "check --gpu-memory-utilization, --max-model-len and --gpu"
         )
-    return p
-
-
-def predicted(p: PredictResult) -> dict[str, float]:
-    """A prediction under the metric names a run's means have."""
     out = {"itl_ms": p.itl_ms, "output_tokens_per_s": p.output_tokens_per_s, "ttft_ms": p.ttft_ms}
     return {k: v for k, v in out.items() if v is not None and v > 0}
 
 
 def fit_correction(
-    server: Server,
-    runs: Sequence[BenchRun],
+    runs: Sequence[Observed],
     consts: Constants,
     config: dict[str, object] | None = None,
 ) -> Correction:
@@ -178,8 +188,7 @@ def fit_correction(
         correction = as_correction([float(v) for v in x], digits=None)
         out = []
         for run in runs:
-            pred = predicted(predict_run(server, run, consts, correction, config))
-            measured = run.measured
+            pred, measured = predict_run(run, consts, correction, config), run.measured
             out += [math.log(pred[m] / measured[m]) for m in METRICS if m in pred and m in measured]
         return out + [PRIOR_WEIGHT * v for v in x]
 
@@ -200,8 +209,7 @@ def as_correction(log_factors: Sequence[float], digits: int | None = 4) -> Corre
 
 
 def run_ratios(
-    server: Server,
-    runs: Sequence[BenchRun],
+    runs: Sequence[Observed],
     consts: Constants,
     correction: Correction,
     config: dict[str, object] | None = None,
@@ -209,15 +217,13 @@ def run_ratios(
     """Per run, measured / predicted of each metric it measured."""
     out = []
     for run in runs:
-        pred = predicted(predict_run(server, run, consts, correction, config))
-        measured = run.measured
+        pred, measured = predict_run(run, consts, correction, config), run.measured
         out.append({m: measured[m] / pred[m] for m in METRICS if m in pred and m in measured})
     return out
 
 
 def held_out_ratios(
-    server: Server,
-    runs: Sequence[BenchRun],
+    runs: Sequence[Observed],
     consts: Constants,
     config: dict[str, object] | None = None,
 ) -> list[dict[str, float]]:
@@ -228,8 +234,7 @@ def held_out_ratios(
     out = []
     for k, run in enumerate(runs):
         rest = [r for j, r in enumerate(runs) if j != k]
-        correction = fit_correction(server, rest, consts, config)
-        out += run_ratios(server, [run], consts, correction, config)
+        out += run_ratios([run], consts, fit_correction(rest, consts, config), config)
     return out
 
 

@@ -214,6 +214,9 @@ def validation_text(report: dict[str, Any]) -> str:
     con.print(
         _error_table("By source", "source", report["by_source"], report["by_source_held_out"])
     )
+    con.print(_ttft_table(report["ttft_by_prompt_tokens"]))
+    if report["by_source_own_runs"]:
+        con.print(_own_runs_table(report["by_source_own_runs"]))
     reasons: dict[str, int] = {}
     for skip in report["skipped"]:
         reason = skip["reason"].split(" is not")[0].split(" (")[0]
@@ -231,6 +234,43 @@ def _error_table(title: str, group: str, sample: dict[str, Any], held_out: dict[
         for metric, s in metrics.items():
             held = held_out.get(key, {}).get(metric)
             t.add_row(key, metric, _fmt(s), _fmt(held) if held else "-")
+    return t
+
+
+def _ttft_table(bands: dict[str, Any]) -> Table:
+    """TTFT of vLLM rows by prompt length: error and bias, in sample and held out."""
+    t = Table(
+        title="TTFT by prompt tokens (vLLM rows): median abs error, median predicted/measured (n)"
+    )
+    for col in ("prompt tokens", "in sample", "leave one source out"):
+        t.add_column(col)
+    held = bands["leave_one_source_out"]
+    for band, s in bands["in_sample"].items():
+        h = held.get(band)
+        t.add_row(band, _bias(s), _bias(h) if h else "-")
+    return t
+
+
+def _bias(s: dict[str, Any]) -> str:
+    return f"{s['median_ape']:.1f}%, x{s['median_predicted_over_measured']:.2f} ({s['n']})"
+
+
+def _own_runs_table(by_source: dict[str, Any]) -> Table:
+    """Per source: each run with the constants fitted without its source, and with them
+    calibrated on its server's other runs in that source (`calibrate --bench`, held out by
+    run)."""
+    t = Table(
+        title="Calibrated on your own runs: each run predicted by the constants fitted without "
+        "its source, then calibrated on its server's other runs (median abs error, n)"
+    )
+    for col in ("source", "metric", "constants without the source", "+ own other runs"):
+        t.add_column(col)
+    for source, metrics in by_source.items():
+        for metric, s in metrics.items():
+            t.add_row(
+                source, metric, f"{s['median_ape_held_out']:.1f}% ({s['n']})",
+                f"{s['median_ape_own_runs']:.1f}%",
+            )
     return t
 
 

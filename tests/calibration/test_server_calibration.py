@@ -15,7 +15,7 @@ import pytest
 
 from llmfleet.calibration.bench import read_bench
 from llmfleet.calibration.server_calibration import read_calibration
-from llmfleet.calibration.server_fit import Server, run_ratios
+from llmfleet.calibration.server_fit import Server, observe, run_ratios
 from llmfleet.catalog.constants import fitted
 from llmfleet.cli import main
 from llmfleet.perf.step import NO_CORRECTION
@@ -61,8 +61,8 @@ def test_calibrated_on_one_sweep_the_other_lengths_are_predicted_within_10_perce
     cal = calibrate(tmp_path, gpu, tp)
     others = [r for n in ("1024-8192", "8192-1024") for r in read_bench(bench_file(gpu, tp, n))]
     server = cal.server
-    after = run_ratios(server, others, fitted(), cal.factors.correction)
-    before = run_ratios(server, others, fitted(), NO_CORRECTION)
+    after = run_ratios(observe(server, others), fitted(), cal.factors.correction)
+    before = run_ratios(observe(server, others), fitted(), NO_CORRECTION)
     # Median over every run's TTFT, TPOT and output throughput.
     assert pooled_median_ape(after) <= 10.0
     assert pooled_median_ape(after) <= pooled_median_ape(before) + 1.0

@@ -251,10 +251,12 @@ def test_validate_json_keeps_its_keys(tmp_path, capsys):
     assert sorted(json.loads(capsys.readouterr().out)) == [
         "by_source",
         "by_source_held_out",
+        "by_source_own_runs",  # added: per source, calibrated on the server's other runs
         "in_sample",
         "leave_one_source_out",
         "rows",
         "skipped",
+        "ttft_by_prompt_tokens",  # added: TTFT error and bias by prompt length
     ]
 
 
@@ -277,3 +279,25 @@ def test_outputs_as_asked_keep_the_nominal_length():
     # 1000 in, 100 out at 900 output tok/s: the total 9,900 tok/s gives exactly 100
     m = parse_row({**ROW, "total_tok_s": "9900"})
     assert m.request.output_tokens == 100
+
+
+def test_ttft_is_reported_by_prompt_length_with_its_bias(in_sample):
+    bands = in_sample["ttft_by_prompt_tokens"]["in_sample"]
+    assert list(bands) == ["0-512", "512-2,048", "2,048-8,192", ">= 8,192", "all"]
+    assert sum(b["n"] for name, b in bands.items() if name != "all") == bands["all"]["n"]
+
+
+def test_the_median_predicted_over_measured_ttft_is_within_10_percent_of_one(in_sample):
+    # Over the project's vLLM rows (README.md, "How far off is it?").
+    ratio = in_sample["ttft_by_prompt_tokens"]["in_sample"]["all"]["median_predicted_over_measured"]
+    assert 0.9 <= ratio <= 1.1
+
+
+@pytest.mark.validation
+def test_calibrating_on_a_servers_other_runs_brings_inferencemax_within_10_percent(held_out):
+    # S40: each run predicted by the constants fitted without S40, then by those with the
+    # correction `calibrate --bench` fits on the same server's other runs (held out by run).
+    own = held_out["by_source_own_runs"]["S40"]
+    for metric, s in own.items():
+        assert s["median_ape_own_runs"] <= 10.0, metric
+        assert s["median_ape_own_runs"] < s["median_ape_held_out"], metric
