@@ -135,6 +135,12 @@ def _objects(path: Path, text: str) -> list[dict[str, Any]]:
 
 def _run(path: Path, index: int, obj: dict[str, Any]) -> BenchRun:
     where = f"{path}" + (f" run {index + 1}" if index else "")
+    other = _other_tool(obj)
+    if other:
+        raise BenchError(
+            f"{where}: a {other}, not a `vllm bench serve --save-result` result; llmfleet reads "
+            "vLLM's (run `vllm bench serve` against the same server with --save-result)"
+        )
     missing = [k for k in REQUIRED if k not in obj]
     if "mean_tpot_ms" not in obj and "mean_itl_ms" not in obj:
         missing.append("mean_tpot_ms")
@@ -202,6 +208,19 @@ def _run(path: Path, index: int, obj: dict[str, Any]) -> BenchRun:
         e2e_latency_ms=_optional(obj, "mean_e2el_ms", where)
         or _optional(obj, "mean_latency_ms", where),
     )
+
+
+def _other_tool(obj: dict[str, Any]) -> str | None:
+    """Which other benchmark tool wrote this object, if its top level says so: GuideLLM's
+    report holds a `benchmarks` list; GenAI-Perf's and AIPerf's exports hold metrics as
+    objects (`time_to_first_token: {avg, p99, unit}`). Their layouts differ between releases
+    and were not checked against real exports here, so they are named, not read."""
+    if isinstance(obj.get("benchmarks"), list):
+        return "GuideLLM report"
+    for key in ("time_to_first_token", "llm_metrics", "request_throughput"):
+        if isinstance(obj.get(key), dict):
+            return "GenAI-Perf or AIPerf export"
+    return None
 
 
 def _detailed(

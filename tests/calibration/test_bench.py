@@ -187,3 +187,18 @@ def test_a_run_that_completed_no_request_is_refused(tmp_path):
 def test_a_json_list_is_not_a_result(tmp_path):
     with pytest.raises(BenchError, match="a JSON list, not a result object"):
         read_bench(write(tmp_path, "r.json", [MODERN]))
+
+
+@pytest.mark.parametrize(
+    ("export", "tool"),
+    [
+        ({"benchmarks": [], "metadata": {"version": 2}}, "GuideLLM report"),
+        (
+            {"time_to_first_token": {"avg": 45.5, "p99": 120.0, "unit": "ms"}, "request_count": 1},
+            "GenAI-Perf or AIPerf export",
+        ),
+    ],
+)
+def test_another_tools_export_is_named_not_misread(tmp_path, export, tool):
+    with pytest.raises(BenchError, match=f"r.json: a {tool}, not a `vllm bench serve"):
+        read_bench(write(tmp_path, "r.json", export))
