@@ -84,7 +84,7 @@ def server_from_args(args: argparse.Namespace, config: dict[str, object] | None)
     try:
         return Server(
             model=model,
-            hf_repo=getattr(args, "hf_repo", None),
+            hf_repo=args.hf_repo,
             engine=args.engine,
             engine_version=args.engine_version,
             gpu=hardware.gpu(args.gpu, "--gpu").gpu,
@@ -264,6 +264,11 @@ def add_server_flags(s: argparse.ArgumentParser, required: bool) -> None:
     (calibrate checks them itself, as plain `calibrate` needs neither)."""
     s.add_argument("--model", required=required, help="catalog id or path to a config.json")
     s.add_argument(
+        "--hf-repo",
+        help="the checkpoint served, with a config.json --model (the model_id its benchmark "
+        "runs carry; a calibration file is matched on it)",
+    )
+    s.add_argument(
         "--engine",
         choices=ENGINES,
         default="vllm",
@@ -356,9 +361,6 @@ def parser() -> argparse.ArgumentParser:
         "server, described by the flags below",
     )
     s.add_argument("--out", help="where --bench writes the server's calibration file")
-    s.add_argument(
-        "--hf-repo", help="the checkpoint the runs served (with a config.json --model)"
-    )
     add_server_flags(s, required=False)
     s.set_defaults(func=cmd_calibrate)
 

@@ -35,7 +35,7 @@ from llmfleet.calibration.server_fit import (
 )
 from llmfleet.catalog.constants import Constants
 from llmfleet.data import Data
-from llmfleet.errors import BenchError, CalibrationError
+from llmfleet.errors import CalibrationError
 from llmfleet.perf.step import NO_CORRECTION, Correction
 
 FORMAT: Literal["llmfleet-calibration/1"] = "llmfleet-calibration/1"
@@ -219,11 +219,6 @@ def mismatch(cal: ServerCalibration, server: Server) -> str | None:
         if str(have).lower() != str(want).lower():
             return f"it calibrates {name} {have}, not {want} ({mine.label})"
     return None
-
-
-def check_bench_paths(paths: Sequence[Path]) -> None:
-    if not paths:
-        raise BenchError("--bench: give one or more `vllm bench serve --save-result` files")
 
 
 ServerKey = tuple[str, int, str, str]
