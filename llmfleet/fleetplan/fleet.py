@@ -13,14 +13,16 @@ from pydantic import Field
 from llmfleet import __version__
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.data import Data, MinDesiredMax
+from llmfleet.fleetplan.calibrations import CalibrationUse, build_calibrations
 from llmfleet.fleetplan.capacity import check_region_size
 from llmfleet.fleetplan.entry_point import build_entry_point
 from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, build_lever_report
 from llmfleet.fleetplan.region import RegionPlan, build_region_plan
 from llmfleet.fleetplan.resilience import Resilience, build_resilience
+from llmfleet.fleetplan.risk import calibrated_slowdown
 from llmfleet.paths import PROJECT_ROOT
 from llmfleet.perf.architecture import kv_dtype_bytes
-from llmfleet.plan.checks import check_plan
+from llmfleet.plan.checks import check_plan, load_calibrations
 from llmfleet.plan.cluster import ClusterAccess, Startup
 from llmfleet.plan.model import ResolvedModel, resolve_model
 from llmfleet.plan.routing import ApiKey, Dns, Routing
@@ -84,6 +86,11 @@ class FleetPlan(Data):
         description="Every region's costs.total_day_profile: GPUs over the day's profile, "
         "EBS, EKS control planes, NAT gateways and their data.",
     )
+    calibrations: list[CalibrationUse] = Field(
+        default_factory=list,
+        description="plan.calibration's files: the server each fits on the user's runs, its "
+        "factors and band, and the regions it covers.",
+    )
 
     def region(self, name: str) -> RegionPlan:
         return next(r for r in self.regions if r.region == name)
@@ -128,7 +135,9 @@ def build_fleet_plan(
     consts = sizing_constants(plan, base)
     pessimistic = sizing_constants(plan.model_copy(update={"confidence": "pessimistic"}), base)
     model = resolve_model(plan, base_dir)
-    sizer = Sizer(plan, model, consts)
+    coverage = load_calibrations(plan, model, base, base_dir)
+    slowdown = calibrated_slowdown(pessimistic) if plan.confidence == "pessimistic" else None
+    sizer = Sizer(plan, model, consts, coverage, slowdown)
     searched = [choose_region(plan, model, region, consts, sizer) for region in plan.regions]
     # Stage 4: the search sized each region to survive the losses it absorbs; record the
     # floors, then give each region its entry point.
@@ -170,6 +179,14 @@ def build_fleet_plan(
         resilience=build_resilience(plan, regions, floors),
         startup=plan.startup,
         monthly_cost_usd_day_profile=round(sum(r.costs.total_day_profile for r in regions), 2),
+        calibrations=build_calibrations(
+            coverage,
+            {
+                c.path: [r.region for r in regions if r.predicted.calibration == c.path]
+                for c in coverage.servers
+            },
+            base,
+        ),
     )
 
 

@@ -250,6 +250,13 @@ class CapacityPlan(Data):
         "Route53 health check and a routed record.",
     )
     api_key: ApiKey | None = Field(default=None, description="Require an API key (vLLM).")
+    calibration: list[str] = Field(
+        default_factory=list,
+        description="Calibration files (`llmfleet calibrate --bench ... --out FILE`), paths "
+        "relative to the repository root: each fits one server (model, GPU, TP, precision, "
+        "KV dtype) on the user's own `vllm bench serve` runs; a region whose chosen server "
+        "one covers is sized with its factors and reports its narrower band.",
+    )
 
     @property
     def survive_region_losses(self) -> int:

@@ -69,6 +69,13 @@ PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
         {"traffic.peak_requests_per_s": 1e9},
         "traffic.peak_requests_per_s = 1000000000.0: sizes",
     ),
+    (
+        "a calibration file of another model",
+        {"calibration": ["stacks/calibrations/gpt-oss-120b-b200-tp1.json"]},
+        "calibration[0] = 'stacks/calibrations/gpt-oss-120b-b200-tp1.json': it calibrates "
+        "gpt-oss-120b, but the plan serves Llama-3.1-8B-Instruct; calibrate this plan's model "
+        "on its own runs",
+    ),
 ]
 
 
