@@ -1,6 +1,16 @@
-"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, system
-nodes, the always-on GPU floor and Karpenter above it, the weight bucket (and the image
-cache), the cluster add-ons (device plugin, KEDA, Prometheus) and the vLLM service.
+"""Fleet: a FleetPlan as resources: per region an AWS provider, a cluster, system nodes, the
+always-on GPU floor and Karpenter above it, the weight bucket (and the image cache), the
+cluster add-ons (device plugin, KEDA, Prometheus), the vLLM service and its entry point; and
+once, what spans regions (the global name's certificate validation, Route53 health checks
+and routed records).
+
+One program builds what its stack holds (`FleetArgs.regions`, `FleetArgs.global_entries`):
+the whole environment (one stack; a single-region environment deploys so, and
+`llmfleet preview --stack ENV` shows a multi-region one so), one region (`ENV.REGION`), or
+the global part (`ENV.global`, reading each region's entry point from its stack). Every
+resource keeps the name and parent it has in the whole environment, so a resource's URN
+differs between the two layouts only in the stack's name: `pulumi state move` carries an
+existing single stack into region stacks without recreating anything.
 
 It translates and never computes: every number (instance type, node counts, volume size,
 Kubernetes version, CIDR) is read from the FleetPlan.
@@ -14,13 +24,17 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from components.capacity_alarm import CapacityAlarm, CapacityAlarmArgs
 from components.cluster import InferenceCluster, InferenceClusterArgs
 from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
 from components.global_endpoint import (
     GlobalEndpoint,
     GlobalEndpointArgs,
+    GlobalValidation,
+    GlobalValidationArgs,
     RegionCertificate,
     RegionCertificateArgs,
+    RegionEntry,
     lb_hostname,
     zone_id,
 )
@@ -30,6 +44,7 @@ from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, sys
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights import ModelStore, ModelStoreArgs
 from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.fleetplan.region import RegionPlan
 
 
 @dataclass(frozen=True)
@@ -43,6 +58,12 @@ class FleetArgs:
     fleet_plan: FleetPlan
     aws_profile: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    regions: Sequence[str] | None = None
+    """The regions this stack builds (None: every region of the plan)."""
+    global_entries: Mapping[str, RegionEntry] | None = None
+    """With `regions=[]`, the global part only: the entry point of every region, read from
+    the region stacks. None: the global part (with `plan.dns`) only when every region is
+    built here, from their own resources."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +78,15 @@ class RegionResources:
     service: VllmService
     load_balancer_controller: LoadBalancerController | None = None
     certificate: RegionCertificate | None = None
+    capacity_alarm: CapacityAlarm | None = None
+
+    def entry(self) -> RegionEntry | None:
+        """What the global name needs of this region (None without an entry point)."""
+        if self.capacity_alarm is None:
+            return None
+        return RegionEntry(
+            lb_hostname(self.service.resources["Ingress"]), self.capacity_alarm.alarm_name
+        )
 
 
 ENVIRONMENT_TAG = "llmfleet.io/environment"
@@ -88,12 +118,15 @@ def node_pool_args(
 
 
 class Fleet(pulumi.ComponentResource):
-    """Children per region r: `{name}-{r}-aws` (provider), `{name}-{r}` (InferenceCluster),
-    `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools; no GPU floor group when a
-    reservation holds the floor), `{name}-{r}-karpenter` (Karpenter: the GPU NodePool up to
-    the ceiling), `{name}-{r}-model` (ModelStore: weights bucket, Pod Identity, image
-    cache), `{name}-{r}-addons` (ClusterAddons) and `{name}-{r}-vllm` (VllmService: the
-    rendered manifests). `regions` maps region name to those.
+    """Children per region r built here: `{name}-{r}-aws` (provider), `{name}-{r}`
+    (InferenceCluster), `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools; no GPU floor
+    group when a reservation holds the floor), `{name}-{r}-karpenter` (Karpenter: the GPU
+    NodePool up to the ceiling), `{name}-{r}-model` (ModelStore: weights bucket, Pod
+    Identity, image cache), `{name}-{r}-addons` (ClusterAddons), `{name}-{r}-vllm`
+    (VllmService: the rendered manifests) and with `plan.dns` `{name}-{r}-lbc`,
+    `{name}-{r}-cert` and `{name}-{r}-capacity` (CapacityAlarm). `regions` maps region name
+    to those. With `plan.dns`: `{name}-route53-aws` (us-east-1) and, in the global part,
+    `{name}-global-cert` (GlobalValidation) and `{name}-dns` (GlobalEndpoint).
 
     The system pool runs in all of the cluster's private subnets, the GPU floor only in the
     zones that offer its instance type (InferenceCluster.gpu_subnet_ids). Both wait for the
@@ -101,6 +134,7 @@ class Fleet(pulumi.ComponentResource):
     """
 
     regions: dict[str, RegionResources]
+    global_validation: GlobalValidation | None
     global_endpoint: GlobalEndpoint | None
 
     def __init__(
@@ -108,7 +142,10 @@ class Fleet(pulumi.ComponentResource):
     ) -> None:
         super().__init__("llmfleet:index:Fleet", name, None, opts)
         plan = args.fleet_plan
+        built = [rp.region for rp in plan.regions] if args.regions is None else list(args.regions)
+        global_part = args.global_entries is not None or len(built) == len(plan.regions)
         self.regions = {}
+        self.global_validation = self.global_endpoint = None
         # Stage 4 (plan.dns): Route53 is global, so its records and checks use us-east-1.
         route53 = zone = None
         if plan.dns is not None:
@@ -119,124 +156,25 @@ class Fleet(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             zone = zone_id(plan.dns, route53)
+            if global_part:
+                self.global_validation = GlobalValidation(
+                    f"{name}-global-cert",
+                    GlobalValidationArgs(plan, zone, route53),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
         for rp in plan.regions:
-            base = f"{name}-{rp.region}"
-            provider = aws.Provider(
-                f"{base}-aws",
-                region=rp.region,
-                default_tags={"tags": default_tags(plan.name, args.tags)},
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            cluster = InferenceCluster(
-                base,
-                InferenceClusterArgs(
-                    region_plan=rp,
-                    kubernetes_version=plan.kubernetes_version,
-                    aws_provider=provider,
-                    fleet_name=plan.name,
-                    access=plan.cluster,
-                    aws_profile=args.aws_profile,
-                    # what the policy pack reads to apply production-only rules
-                    tags={ENVIRONMENT_TAG: plan.environment},
-                ),
-                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
-            )
-            pool_opts = pulumi.ResourceOptions(parent=self, providers=[provider])
-            system = NodePool(
-                f"{base}-system",
-                node_pool_args(
-                    system_pool(rp, plan.name), cluster, cluster.private_subnet_ids, plan.name
-                ),
-                opts=pool_opts,
-            )
-            gpu = None
-            if rp.capacity.floor_nodes > 0:
-                gpu = NodePool(
-                    f"{base}-gpu",
-                    node_pool_args(gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name),
-                    opts=pool_opts,
-                )
-            karpenter = Karpenter(
-                f"{base}-karpenter",
-                KarpenterArgs(
-                    fleet_plan=plan,
-                    region_plan=rp,
-                    cluster=cluster.cluster,
-                    k8s_provider=cluster.k8s_provider,
-                    depends_on=[system.node_group, cluster.pod_identity_agent, cluster.vpc_cni],
-                ),
-                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
-            )
-            store = ModelStore(
-                f"{base}-model",
-                ModelStoreArgs(
-                    fleet_plan=plan,
-                    region_plan=rp,
-                    cluster_name=cluster.cluster.name,
-                    node_roles=[cluster.node_role, karpenter.node_role],
-                    depends_on=[cluster.pod_identity_agent],
-                ),
-                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
-            )
-            floor_group: list[pulumi.Resource] = [gpu.node_group] if gpu else []
-            # The device plugin runs on GPU nodes: the floor's, or Karpenter's first one.
-            gpu_nodes = floor_group or [karpenter.node_pool]
-            addons = ClusterAddons(
-                f"{base}-addons",
-                ClusterAddonsArgs(
-                    k8s_provider=cluster.k8s_provider,
-                    pool_nodes={"system": [system.node_group], "gpu": gpu_nodes},
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            # Stage 4: the regional entry point (controller + certificate) before the Ingress.
-            lbc = cert = None
-            if rp.entry_point is not None and route53 is not None and zone is not None:
-                lbc = LoadBalancerController(
-                    f"{base}-lbc",
-                    LoadBalancerControllerArgs(
-                        cluster_name=cluster.cluster.name,
-                        vpc_id=cluster.vpc_id,
-                        region=rp.region,
-                        aws_provider=provider,
-                        k8s_provider=cluster.k8s_provider,
-                        depends_on=[system.node_group],
-                    ),
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
-                cert = RegionCertificate(
-                    f"{base}-cert",
-                    RegionCertificateArgs(rp.entry_point, zone, provider, route53),
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
-            service = VllmService(
-                f"{base}-vllm",
-                VllmServiceArgs(
-                    fleet_plan=plan,
-                    region_plan=rp,
-                    k8s_provider=cluster.k8s_provider,
-                    depends_on=[*floor_group, karpenter.node_pool, store]
-                    + list(addons.releases.values()),
-                    ingress_depends_on=[lbc.release, cert.issued] if lbc and cert else (),
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            self.regions[rp.region] = RegionResources(
-                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert
-            )
+            if rp.region in built:
+                self.regions[rp.region] = self._region(name, args, rp, route53, zone)
 
-        self.global_endpoint = None
-        if route53 is not None and zone is not None:
+        entries = args.global_entries
+        if entries is None:
+            entries = {r: e for r, res in self.regions.items() if (e := res.entry())}
+        # No entry at all: a global stack before any region (certificate validation only).
+        if route53 is not None and zone is not None and global_part and entries:
             self.global_endpoint = GlobalEndpoint(
                 f"{name}-dns",
                 GlobalEndpointArgs(
-                    fleet_plan=plan,
-                    zone_id=zone,
-                    lb_hostnames={
-                        r: lb_hostname(res.service.resources["Ingress"])
-                        for r, res in self.regions.items()
-                    },
-                    route53_provider=route53,
+                    fleet_plan=plan, zone_id=zone, entries=entries, route53_provider=route53
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -256,4 +194,133 @@ class Fleet(pulumi.ComponentResource):
                     for r, res in self.regions.items()
                 },
             }
+        )
+
+    def _region(
+        self,
+        name: str,
+        args: FleetArgs,
+        rp: RegionPlan,
+        route53: aws.Provider | None,
+        zone: pulumi.Output[str] | None,
+    ) -> RegionResources:
+        """One region's resources, children of this Fleet named `{name}-{region}-...`."""
+        plan = args.fleet_plan
+        base = f"{name}-{rp.region}"
+        provider = aws.Provider(
+            f"{base}-aws",
+            region=rp.region,
+            default_tags={"tags": default_tags(plan.name, args.tags)},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        cluster = InferenceCluster(
+            base,
+            InferenceClusterArgs(
+                region_plan=rp,
+                kubernetes_version=plan.kubernetes_version,
+                aws_provider=provider,
+                fleet_name=plan.name,
+                access=plan.cluster,
+                aws_profile=args.aws_profile,
+                # what the policy pack reads to apply production-only rules
+                tags={ENVIRONMENT_TAG: plan.environment},
+            ),
+            opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+        )
+        pool_opts = pulumi.ResourceOptions(parent=self, providers=[provider])
+        system = NodePool(
+            f"{base}-system",
+            node_pool_args(
+                system_pool(rp, plan.name), cluster, cluster.private_subnet_ids, plan.name
+            ),
+            opts=pool_opts,
+        )
+        gpu = None
+        if rp.capacity.floor_nodes > 0:
+            gpu = NodePool(
+                f"{base}-gpu",
+                node_pool_args(gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name),
+                opts=pool_opts,
+            )
+        karpenter = Karpenter(
+            f"{base}-karpenter",
+            KarpenterArgs(
+                fleet_plan=plan,
+                region_plan=rp,
+                cluster=cluster.cluster,
+                k8s_provider=cluster.k8s_provider,
+                depends_on=[system.node_group, cluster.pod_identity_agent, cluster.vpc_cni],
+            ),
+            opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+        )
+        store = ModelStore(
+            f"{base}-model",
+            ModelStoreArgs(
+                fleet_plan=plan,
+                region_plan=rp,
+                cluster_name=cluster.cluster.name,
+                node_roles=[cluster.node_role, karpenter.node_role],
+                depends_on=[cluster.pod_identity_agent],
+            ),
+            opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+        )
+        floor_group: list[pulumi.Resource] = [gpu.node_group] if gpu else []
+        # The device plugin runs on GPU nodes: the floor's, or Karpenter's first one.
+        gpu_nodes = floor_group or [karpenter.node_pool]
+        addons = ClusterAddons(
+            f"{base}-addons",
+            ClusterAddonsArgs(
+                k8s_provider=cluster.k8s_provider,
+                pool_nodes={"system": [system.node_group], "gpu": gpu_nodes},
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # Stage 4: the regional entry point (controller + certificate) before the Ingress.
+        lbc = cert = None
+        if rp.entry_point is not None and route53 is not None and zone is not None:
+            lbc = LoadBalancerController(
+                f"{base}-lbc",
+                LoadBalancerControllerArgs(
+                    cluster_name=cluster.cluster.name,
+                    vpc_id=cluster.vpc_id,
+                    region=rp.region,
+                    aws_provider=provider,
+                    k8s_provider=cluster.k8s_provider,
+                    depends_on=[system.node_group],
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            shared = self.global_validation.fqdn if self.global_validation else None
+            cert = RegionCertificate(
+                f"{base}-cert",
+                RegionCertificateArgs(rp.entry_point, zone, provider, route53, shared),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        service = VllmService(
+            f"{base}-vllm",
+            VllmServiceArgs(
+                fleet_plan=plan,
+                region_plan=rp,
+                k8s_provider=cluster.k8s_provider,
+                depends_on=[*floor_group, karpenter.node_pool, store]
+                + list(addons.releases.values()),
+                ingress_depends_on=[lbc.release, cert.issued] if lbc and cert else (),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        alarm = None
+        if lbc is not None:
+            alarm = CapacityAlarm(
+                f"{base}-capacity",
+                CapacityAlarmArgs(
+                    fleet_name=plan.name,
+                    region_plan=rp,
+                    cluster_name=cluster.cluster.name,
+                    ingress=service.resources["Ingress"],
+                    aws_provider=provider,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        return RegionResources(
+            provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert, alarm
         )

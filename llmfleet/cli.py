@@ -20,10 +20,11 @@ from llmfleet.calibration.rows import predict_rows
 from llmfleet.catalog import constants, model_facts
 from llmfleet.catalog.constants import fitted, priors
 from llmfleet.drill import drill, drill_text, parse_lost
-from llmfleet.errors import ArgumentError, LlmfleetError, PlanError
+from llmfleet.errors import ArgumentError, LlmfleetError, PlanError, StackError
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.gc_pause import gc_paused
 from llmfleet.outputs import render, rendered_files
+from llmfleet.outputs.deploy_order import deploy_order, deploy_order_text
 from llmfleet.outputs.diff import diff_plans
 from llmfleet.outputs.diff_markdown import markdown
 from llmfleet.outputs.report import fleet_text, predict_text, validation_text
@@ -31,7 +32,14 @@ from llmfleet.paths import MEASUREMENTS
 from llmfleet.perf.architecture import PRECISIONS, check_config_heads
 from llmfleet.perf.replica import ENGINES, PredictRequest, run_predict
 from llmfleet.plan import stacks
-from llmfleet.plan.stacks import format_validation_error, list_stacks, read_plan
+from llmfleet.plan.stacks import (
+    format_validation_error,
+    list_stacks,
+    missing_stack_files,
+    read_plan,
+    stack_file_text,
+    stack_path,
+)
 
 GPUS = ("H100", "H200", "B200", "A100-80GB", "A100-40GB", "L40S", "L4", "A10G")
 
@@ -54,9 +62,28 @@ def as_flag(field: str) -> str:
 
 def cmd_drill(args: argparse.Namespace) -> int:
     plan = read_plan(args.stack)
-    report = drill(plan, parse_lost(plan, args.lose))
+    report = drill(plan, parse_lost(plan, args.lose), environment=args.stack)
     sys.stdout.write(_dump(report.model_dump(mode="json")) if args.json else drill_text(report))
     return 0 if report.passed else 1
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    plan = read_plan(args.stack)
+    missing = missing_stack_files(args.stack, plan)
+    if missing:
+        files = "\n".join(
+            f"  {stack_path(s)}:\n" + stack_file_text(args.stack, s.split(".", 1)[1])
+            for s in missing
+        )
+        raise StackError(
+            f"{args.stack} has {len(plan.regions)} regions and deploys as a stack per region "
+            f"plus {args.stack}.global; these stack files are missing:\n{files}"
+        )
+    order = deploy_order(args.stack, plan, build_fleet_plan(plan))
+    sys.stdout.write(
+        _dump(order.model_dump(mode="json")) if args.json else deploy_order_text(order)
+    )
+    return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -270,8 +297,21 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_drill)
 
+    s = sub.add_parser(
+        "rollout",
+        help="the stacks `pulumi up` runs for an environment, canary first, and their gates",
+    )
+    s.add_argument("--stack", required=True, help="environment: stacks/Pulumi.<ENV>.yaml")
+    s.add_argument("--json", action="store_true", help="the steps as JSON (the workflow's input)")
+    s.set_defaults(func=cmd_rollout)
+
     s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
-    s.add_argument("--stack", required=True)
+    s.add_argument(
+        "--stack",
+        required=True,
+        help="an environment (the whole fleet), or one of its region stacks ENV.REGION or "
+        "ENV.global",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_preview)
     return p

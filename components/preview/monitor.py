@@ -51,6 +51,21 @@ class RecordingMonitor(mocks.MockMonitor):
                 self.requests[response.urn] = record
         return response
 
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        """A read (a StackReference): recorded like a registration, without options."""
+        response = super().ReadResource(request)  # type: ignore[no-untyped-call]
+        record = {
+            "id": request.id,
+            "inputs": rpc.deserialize_properties(request.properties),
+            "parent": request.parent,
+            "provider": request.provider,
+            "ignore_changes": [],
+            "depends_on": sorted(request.dependencies),
+        }
+        with self._lock:
+            self.requests[response.urn] = record
+        return response
+
     def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802
         if urn_type(request.urn) == STACK_TYPE:
             outputs = rpc.deserialize_properties(request.outputs)

@@ -65,6 +65,7 @@ def collect(monitor: RecordingMonitor) -> list[dict[str, Any]]:
             {
                 "type": urn_type(urn),
                 "name": urn_name(urn),
+                "urn": urn,
                 "id": req["id"] or None,
                 "parent": None if top else urn_name(req["parent"]),
                 "parent_type": None if top else parent_type,

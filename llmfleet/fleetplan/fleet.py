@@ -14,10 +14,11 @@ from llmfleet import __version__
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.data import Data, MinDesiredMax
 from llmfleet.fleetplan.capacity import check_region_size
-from llmfleet.fleetplan.entry_point import build_entry_point
+from llmfleet.fleetplan.entry_point import build_capacity_check, build_entry_point
 from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, build_lever_report
 from llmfleet.fleetplan.region import RegionPlan, build_region_plan
 from llmfleet.fleetplan.resilience import Resilience, build_resilience
+from llmfleet.fleetplan.rollout import Rollout, build_rollout
 from llmfleet.paths import PROJECT_ROOT
 from llmfleet.perf.architecture import kv_dtype_bytes
 from llmfleet.plan.checks import check_plan
@@ -83,6 +84,9 @@ class FleetPlan(Data):
         default=0.0,
         description="Every region's costs.total_day_profile: GPUs over the day's profile, "
         "EBS, EKS control planes, NAT gateways and their data.",
+    )
+    rollout: Rollout = Field(
+        description="The order regions deploy in, the canary and its gate (`llmfleet rollout`)."
     )
 
     def region(self, name: str) -> RegionPlan:
@@ -170,6 +174,7 @@ def build_fleet_plan(
         resilience=build_resilience(plan, regions, floors),
         startup=plan.startup,
         monthly_cost_usd_day_profile=round(sum(r.costs.total_day_profile for r in regions), 2),
+        rollout=build_rollout(plan, regions),
     )
 
 
@@ -184,6 +189,12 @@ def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: LossSizing) -> Regi
             f"{'/'.join(str(v) for v in floor.replicas_without_resilience.values())})"
         )
     entry = build_entry_point(plan, rp.region, rp.serving.vllm.served_model_name)
+    if entry is not None:
+        check = build_capacity_check(
+            rp.region, rp.peak_requests_per_s, rp.predicted.requests_per_s, rp.replicas.min,
+            rp.workload.pdb_max_unavailable,
+        )
+        entry = entry.model_copy(update={"capacity_check": check})
     return rp.model_copy(update={"entry_point": entry, "reasons": reasons})
 
 
