@@ -177,15 +177,18 @@ def unhealthy_alarm_args(
     }
 
 
-def old_validation_urn(fleet_name: str, region: str) -> str:
-    """The URN the global name's validation record had when each region's certificate
-    wrote its own copy (`{fleet}-{region}-cert-validation-0`, under RegionCertificate under
-    Fleet): the one record aliases it, so an existing stack keeps the record in place."""
+def validation_copy_urn(stack: str, project: str, fleet_name: str, region: str) -> str:
+    """The URN of the global name's validation record as each region's certificate wrote it
+    before it was created once (`{fleet}-{region}-cert-validation-0`, under RegionCertificate
+    under Fleet)."""
     chain = "llmfleet:index:Fleet$llmfleet:index:RegionCertificate$aws:route53/record:Record"
-    return (
-        f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::{chain}::"
-        f"{fleet_name}-{region}-cert-validation-0"
-    )
+    return f"urn:pulumi:{stack}::{project}::{chain}::{fleet_name}-{region}-cert-validation-0"
+
+
+def old_validation_urn(fleet_name: str, region: str) -> str:
+    """The first region's copy in this stack: the one record aliases it, so an existing stack
+    keeps the record in place."""
+    return validation_copy_urn(pulumi.get_stack(), pulumi.get_project(), fleet_name, region)
 
 
 @dataclass(frozen=True)

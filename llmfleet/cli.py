@@ -131,7 +131,11 @@ def cmd_preview(args: argparse.Namespace) -> int:
     with gc_paused():  # also while importing components/ (the Pulumi SDKs): see gc_pause
         # components/ holds the Pulumi code; the pure core imports it only for this command.
         from components.preview.run import run_program
+        from components.preview.split import split_commands
 
+        if args.split:
+            sys.stdout.write("\n".join(split_commands(args.stack)) + "\n")
+            return 0
         result = run_program(args.stack)
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
     return 0
@@ -311,6 +315,12 @@ def parser() -> argparse.ArgumentParser:
         required=True,
         help="an environment (the whole fleet), or one of its region stacks ENV.REGION or "
         "ENV.global",
+    )
+    s.add_argument(
+        "--split",
+        action="store_true",
+        help="print the commands (pulumi state move) that carry an environment deployed as one "
+        "stack into its region stacks and global stack without recreating anything",
     )
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_preview)

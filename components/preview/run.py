@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import json
 import runpy
 import threading
@@ -54,10 +55,13 @@ class PreviewResult:
     secret_outputs: list[str]
     fleet_plan: FleetPlan
     """The FleetPlan the program built (so a caller need not size the fleet a second time)."""
+    part: str = ""
+    """What part of its environment the stack holds ("" for the whole environment)."""
 
     def text(self) -> str:
         """What `llmfleet preview` prints: the fleet summary, then the resource tree."""
-        return format_preview(self.resources, self.fleet_plan)
+        text = format_preview(self.resources, self.fleet_plan)
+        return f"{self.part}\n{text}" if self.part else text
 
 
 def run_preview(
@@ -72,7 +76,7 @@ def run_preview(
     for components), parent (the parent resource's name; None directly under the stack) and
     parent_type, provider (name of the provider resource a custom resource uses), inputs
     (wire names, as the preview shows them; secrets as "[secret]"), options (ignore_changes,
-    depends_on as names), urn (as the engine would name it in this stack).
+    depends_on as names, aliases as URNs), urn (as the engine names it in this stack).
 
     A global stack (`<env>.global`) reads its region stacks' outputs through StackReferences:
     `stack_outputs` (stack name -> outputs) answers them; by default, what each region
@@ -89,8 +93,15 @@ def run_program(
     """run_preview plus the stack outputs (secrets revealed, for tests) and the FleetPlan."""
     cfg = dict(read_stack_config(env) if config is None else config)
     secret: dict[str, list[str]] = {}
+    target = resolve_stack(env, cfg)
+    part = {
+        "environment": "",
+        "region": f"stack {env} deploys {target.region} of {target.environment}, whose plan is "
+        "sized as a whole:",
+        "global": f"stack {env} deploys what spans {target.environment}'s regions (DNS), whose "
+        "plan is sized as a whole:",
+    }[target.scope]
     if stack_outputs is None:
-        target = resolve_stack(env, cfg)
         stack_outputs = {}
         if target.scope == "global":
             for region in target.plan.regions:
@@ -107,7 +118,8 @@ def run_program(
         _without_source_positions(),
         ThreadPoolExecutor(1, thread_name_prefix="llmfleet-preview") as pool,
     ):
-        return pool.submit(contextvars.copy_context().run, _run, env, cfg, mocks).result()
+        result = pool.submit(contextvars.copy_context().run, _run, env, cfg, mocks).result()
+    return dataclasses.replace(result, part=part)
 
 
 _ONE_RUN = threading.Lock()
@@ -149,7 +161,12 @@ def _run(env: str, config: dict[str, Any], mocks: FleetMocks) -> PreviewResult:
     # program's own Stack, as the language host does, so hold a placeholder root meanwhile.
     settings.set_root_resource(_Placeholder())  # type: ignore[arg-type]
     pulumi.runtime.set_mocks(
-        monitor.mocks, project=project, stack=env, preview=True, monitor=monitor
+        monitor.mocks,
+        project=project,
+        stack=env,
+        preview=True,
+        monitor=monitor,
+        organization="organization",  # a DIY backend's organization
     )
     settings.ROOT.set(None)
 
