@@ -80,8 +80,7 @@ def deploy(target: StackTarget, fleet_plan: FleetPlan, aws_profile: str | None =
                     "capacity_alarm_name": entry.capacity_alarm_name,
                 },
             )
-    if fleet.global_endpoint is not None:
-        _export_global(fleet)
+    _export_global(fleet)
 
 
 def _refuse_whole_up(target: StackTarget) -> None:
@@ -124,9 +123,17 @@ def _export_regions(fleet_plan: FleetPlan, fleet: Fleet, regions: list[str]) -> 
     )
 
 
+GLOBAL_VALIDATION_OUTPUT = "global_validation_fqdn"
+"""Exported once the global name's validation record exists: a deploy that finds it missing
+runs the global stack first (the regions' certificates need the record)."""
+
+
 def _export_global(fleet: Fleet) -> None:
+    if fleet.global_validation is not None:
+        pulumi.export(GLOBAL_VALIDATION_OUTPUT, fleet.global_validation.fqdn)
     endpoint = fleet.global_endpoint
-    assert endpoint is not None
+    if endpoint is None:
+        return
     pulumi.export("hostname", endpoint.hostname)
     pulumi.export("endpoints", endpoint.endpoints)
     pulumi.export("alarm_topic_arn", endpoint.alarm_topic_arn)
@@ -184,5 +191,4 @@ async def _global(target: StackTarget, fleet_plan: FleetPlan) -> None:
             "need it); deploy the region stacks, then run this stack again"
         )
     fleet = Fleet(fleet_plan.name, FleetArgs(fleet_plan, regions=[], global_entries=entries))
-    if fleet.global_endpoint is not None:
-        _export_global(fleet)
+    _export_global(fleet)

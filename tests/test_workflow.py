@@ -139,7 +139,10 @@ def order() -> DeployOrder:
 STUBS = {
     "pulumi": """#!/bin/sh
 echo "pulumi $*" >> "$LOG"
-case "$*" in *"stack output kubeconfigs"*) echo "$STUB_KUBECONFIGS";; esac
+case "$*" in
+  *"stack output kubeconfigs"*) echo "$STUB_KUBECONFIGS";;
+  *"stack output global_validation_fqdn"*) [ -z "$STUB_NEW" ] || exit 255; echo x.example.com;;
+esac
 """,
     "kubectl": """#!/bin/sh
 echo "kubectl $*" >> "$LOG"
@@ -181,6 +184,7 @@ def deploy(
         "STUB_KUBECONFIGS": json.dumps({r["name"]: {"kind": "Config"} for r in THREE}),
         "STUB_ALERTS": json.dumps({"status": "success", "data": {"alerts": alerts}}),
         "STUB_NOT_READY": "",
+        "STUB_NEW": "",
         **env,
     }
     done = subprocess.run(
@@ -240,3 +244,13 @@ def test_stacks_carry_the_pulumi_organization_when_one_is_set(
     code, calls, _ = deploy(tmp_path, order, PULUMI_ORG="acme")
     assert code == 0
     assert ups(calls) == [f"acme/{s.stack}" for s in order.steps]
+
+
+def test_a_new_environments_global_stack_goes_first_once_for_the_certificate_validation(
+    tmp_path: Path, order: DeployOrder
+) -> None:
+    code, calls, _ = deploy(tmp_path, order, STUB_NEW="1")
+    assert code == 0
+    assert ups(calls) == ["qa.global"] + [s.stack for s in order.steps]
+    selects = [c for c in calls if c.startswith("pulumi stack select --create")]
+    assert len(selects) == len(ups(calls))  # every stack exists before its `up`
