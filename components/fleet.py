@@ -44,7 +44,6 @@ from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, sys
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights import ModelStore, ModelStoreArgs
 from llmfleet.fleetplan.fleet import FleetPlan
-from llmfleet.fleetplan.region import RegionPlan
 
 
 @dataclass(frozen=True)
@@ -118,14 +117,14 @@ def node_pool_args(
 
 
 class Fleet(pulumi.ComponentResource):
-    """Children per region r built here: `{name}-{r}-aws` (provider), `{name}-{r}`
-    (InferenceCluster), `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools; no GPU floor
-    group when a reservation holds the floor), `{name}-{r}-karpenter` (Karpenter: the GPU
-    NodePool up to the ceiling), `{name}-{r}-model` (ModelStore: weights bucket, Pod
-    Identity, image cache), `{name}-{r}-addons` (ClusterAddons), `{name}-{r}-vllm`
-    (VllmService: the rendered manifests) and with `plan.dns` `{name}-{r}-lbc`,
-    `{name}-{r}-cert` and `{name}-{r}-capacity` (CapacityAlarm). `regions` maps region name
-    to those. With `plan.dns`: `{name}-route53-aws` (us-east-1) and, in the global part,
+    """Children per region r: `{name}-{r}-aws` (provider), `{name}-{r}` (InferenceCluster),
+    `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools; no GPU floor group when a
+    reservation holds the floor), `{name}-{r}-karpenter` (Karpenter: the GPU NodePool up to
+    the ceiling), `{name}-{r}-model` (ModelStore: weights bucket, Pod Identity, image
+    cache), `{name}-{r}-addons` (ClusterAddons), `{name}-{r}-vllm` (VllmService: the
+    rendered manifests) and with `plan.dns` `{name}-{r}-lbc`, `{name}-{r}-cert` and
+    `{name}-{r}-capacity` (CapacityAlarm). `regions` maps region name to those. With
+    `plan.dns`: `{name}-route53-aws` (us-east-1) and, in the global part,
     `{name}-global-cert` (GlobalValidation) and `{name}-dns` (GlobalEndpoint).
 
     The system pool runs in all of the cluster's private subnets, the GPU floor only in the
@@ -163,8 +162,126 @@ class Fleet(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self),
                 )
         for rp in plan.regions:
-            if rp.region in built:
-                self.regions[rp.region] = self._region(name, args, rp, route53, zone)
+            if rp.region not in built:
+                continue  # another stack's region
+            base = f"{name}-{rp.region}"
+            provider = aws.Provider(
+                f"{base}-aws",
+                region=rp.region,
+                default_tags={"tags": default_tags(plan.name, args.tags)},
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            cluster = InferenceCluster(
+                base,
+                InferenceClusterArgs(
+                    region_plan=rp,
+                    kubernetes_version=plan.kubernetes_version,
+                    aws_provider=provider,
+                    fleet_name=plan.name,
+                    access=plan.cluster,
+                    aws_profile=args.aws_profile,
+                    # what the policy pack reads to apply production-only rules
+                    tags={ENVIRONMENT_TAG: plan.environment},
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+            )
+            pool_opts = pulumi.ResourceOptions(parent=self, providers=[provider])
+            system = NodePool(
+                f"{base}-system",
+                node_pool_args(
+                    system_pool(rp, plan.name), cluster, cluster.private_subnet_ids, plan.name
+                ),
+                opts=pool_opts,
+            )
+            gpu = None
+            if rp.capacity.floor_nodes > 0:
+                gpu = NodePool(
+                    f"{base}-gpu",
+                    node_pool_args(gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name),
+                    opts=pool_opts,
+                )
+            karpenter = Karpenter(
+                f"{base}-karpenter",
+                KarpenterArgs(
+                    fleet_plan=plan,
+                    region_plan=rp,
+                    cluster=cluster.cluster,
+                    k8s_provider=cluster.k8s_provider,
+                    depends_on=[system.node_group, cluster.pod_identity_agent, cluster.vpc_cni],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+            )
+            store = ModelStore(
+                f"{base}-model",
+                ModelStoreArgs(
+                    fleet_plan=plan,
+                    region_plan=rp,
+                    cluster_name=cluster.cluster.name,
+                    node_roles=[cluster.node_role, karpenter.node_role],
+                    depends_on=[cluster.pod_identity_agent],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
+            )
+            floor_group: list[pulumi.Resource] = [gpu.node_group] if gpu else []
+            # The device plugin runs on GPU nodes: the floor's, or Karpenter's first one.
+            gpu_nodes = floor_group or [karpenter.node_pool]
+            addons = ClusterAddons(
+                f"{base}-addons",
+                ClusterAddonsArgs(
+                    k8s_provider=cluster.k8s_provider,
+                    pool_nodes={"system": [system.node_group], "gpu": gpu_nodes},
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            # Stage 4: the regional entry point (controller + certificate) before the Ingress.
+            lbc = cert = None
+            if rp.entry_point is not None and route53 is not None and zone is not None:
+                lbc = LoadBalancerController(
+                    f"{base}-lbc",
+                    LoadBalancerControllerArgs(
+                        cluster_name=cluster.cluster.name,
+                        vpc_id=cluster.vpc_id,
+                        region=rp.region,
+                        aws_provider=provider,
+                        k8s_provider=cluster.k8s_provider,
+                        depends_on=[system.node_group],
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                shared = self.global_validation.fqdn if self.global_validation else None
+                cert = RegionCertificate(
+                    f"{base}-cert",
+                    RegionCertificateArgs(rp.entry_point, zone, provider, route53, shared),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            service = VllmService(
+                f"{base}-vllm",
+                VllmServiceArgs(
+                    fleet_plan=plan,
+                    region_plan=rp,
+                    k8s_provider=cluster.k8s_provider,
+                    depends_on=[*floor_group, karpenter.node_pool, store]
+                    + list(addons.releases.values()),
+                    ingress_depends_on=[lbc.release, cert.issued] if lbc and cert else (),
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            alarm = None
+            if lbc is not None:
+                alarm = CapacityAlarm(
+                    f"{base}-capacity",
+                    CapacityAlarmArgs(
+                        fleet_name=plan.name,
+                        region_plan=rp,
+                        cluster_name=cluster.cluster.name,
+                        ingress=service.resources["Ingress"],
+                        aws_provider=provider,
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            self.regions[rp.region] = RegionResources(
+                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert, alarm
+            )
 
         entries = args.global_entries
         if entries is None:
@@ -194,133 +311,4 @@ class Fleet(pulumi.ComponentResource):
                     for r, res in self.regions.items()
                 },
             }
-        )
-
-    def _region(
-        self,
-        name: str,
-        args: FleetArgs,
-        rp: RegionPlan,
-        route53: aws.Provider | None,
-        zone: pulumi.Output[str] | None,
-    ) -> RegionResources:
-        """One region's resources, children of this Fleet named `{name}-{region}-...`."""
-        plan = args.fleet_plan
-        base = f"{name}-{rp.region}"
-        provider = aws.Provider(
-            f"{base}-aws",
-            region=rp.region,
-            default_tags={"tags": default_tags(plan.name, args.tags)},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        cluster = InferenceCluster(
-            base,
-            InferenceClusterArgs(
-                region_plan=rp,
-                kubernetes_version=plan.kubernetes_version,
-                aws_provider=provider,
-                fleet_name=plan.name,
-                access=plan.cluster,
-                aws_profile=args.aws_profile,
-                # what the policy pack reads to apply production-only rules
-                tags={ENVIRONMENT_TAG: plan.environment},
-            ),
-            opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
-        )
-        pool_opts = pulumi.ResourceOptions(parent=self, providers=[provider])
-        system = NodePool(
-            f"{base}-system",
-            node_pool_args(
-                system_pool(rp, plan.name), cluster, cluster.private_subnet_ids, plan.name
-            ),
-            opts=pool_opts,
-        )
-        gpu = None
-        if rp.capacity.floor_nodes > 0:
-            gpu = NodePool(
-                f"{base}-gpu",
-                node_pool_args(gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name),
-                opts=pool_opts,
-            )
-        karpenter = Karpenter(
-            f"{base}-karpenter",
-            KarpenterArgs(
-                fleet_plan=plan,
-                region_plan=rp,
-                cluster=cluster.cluster,
-                k8s_provider=cluster.k8s_provider,
-                depends_on=[system.node_group, cluster.pod_identity_agent, cluster.vpc_cni],
-            ),
-            opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
-        )
-        store = ModelStore(
-            f"{base}-model",
-            ModelStoreArgs(
-                fleet_plan=plan,
-                region_plan=rp,
-                cluster_name=cluster.cluster.name,
-                node_roles=[cluster.node_role, karpenter.node_role],
-                depends_on=[cluster.pod_identity_agent],
-            ),
-            opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
-        )
-        floor_group: list[pulumi.Resource] = [gpu.node_group] if gpu else []
-        # The device plugin runs on GPU nodes: the floor's, or Karpenter's first one.
-        gpu_nodes = floor_group or [karpenter.node_pool]
-        addons = ClusterAddons(
-            f"{base}-addons",
-            ClusterAddonsArgs(
-                k8s_provider=cluster.k8s_provider,
-                pool_nodes={"system": [system.node_group], "gpu": gpu_nodes},
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        # Stage 4: the regional entry point (controller + certificate) before the Ingress.
-        lbc = cert = None
-        if rp.entry_point is not None and route53 is not None and zone is not None:
-            lbc = LoadBalancerController(
-                f"{base}-lbc",
-                LoadBalancerControllerArgs(
-                    cluster_name=cluster.cluster.name,
-                    vpc_id=cluster.vpc_id,
-                    region=rp.region,
-                    aws_provider=provider,
-                    k8s_provider=cluster.k8s_provider,
-                    depends_on=[system.node_group],
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            shared = self.global_validation.fqdn if self.global_validation else None
-            cert = RegionCertificate(
-                f"{base}-cert",
-                RegionCertificateArgs(rp.entry_point, zone, provider, route53, shared),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-        service = VllmService(
-            f"{base}-vllm",
-            VllmServiceArgs(
-                fleet_plan=plan,
-                region_plan=rp,
-                k8s_provider=cluster.k8s_provider,
-                depends_on=[*floor_group, karpenter.node_pool, store]
-                + list(addons.releases.values()),
-                ingress_depends_on=[lbc.release, cert.issued] if lbc and cert else (),
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        alarm = None
-        if lbc is not None:
-            alarm = CapacityAlarm(
-                f"{base}-capacity",
-                CapacityAlarmArgs(
-                    fleet_name=plan.name,
-                    region_plan=rp,
-                    cluster_name=cluster.cluster.name,
-                    ingress=service.resources["Ingress"],
-                    aws_provider=provider,
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-        return RegionResources(
-            provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert, alarm
         )

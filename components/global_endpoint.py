@@ -191,6 +191,9 @@ def old_validation_urn(fleet_name: str, region: str) -> str:
     return validation_copy_urn(pulumi.get_stack(), pulumi.get_project(), fleet_name, region)
 
 
+VALIDATION_TTL_S = 60
+
+
 @dataclass(frozen=True)
 class GlobalValidationArgs:
     """fleet_plan: with `dns`. zone_id: the plan's zone. route53_provider: us-east-1."""
@@ -237,9 +240,6 @@ class GlobalValidation(pulumi.ComponentResource):
         )
         self.fqdn = record.fqdn
         self.register_outputs({"fqdn": record.fqdn})
-
-
-VALIDATION_TTL_S = 60
 
 
 @dataclass(frozen=True)
