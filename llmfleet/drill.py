@@ -148,6 +148,10 @@ def drill(
     )
 
 
+ROUTE53_HOME = "us-east-1"
+"""Route53's control plane (record changes, zone lookups) is served from us-east-1."""
+
+
 def operator_steps(
     plan: CapacityPlan,
     env: str,
@@ -161,6 +165,12 @@ def operator_steps(
         return []
     steps = []
     warm = plan.routing.warm_share
+    route53_note = ""
+    if plan.dns is not None and plan.dns.zone_id is None and ROUTE53_HOME in lost:
+        route53_note = (
+            f" (it looks the zone {plan.dns.zone_name} up in Route53, whose control plane is "
+            f"in {ROUTE53_HOME}: set dns.zone_id to skip that call)"
+        )
     if len(lost) > plan.survive_region_losses:
         fix = f"routing.survive_region_losses: {len(lost)} (now {plan.survive_region_losses})"
     else:
@@ -198,7 +208,7 @@ def operator_steps(
                 stack=stack, action="none", command=None,
                 change=f"no change: its {s.replicas_warm} warm replicas carry "
                 f"{s.load_requests_per_s:g} req/s; for any fix meanwhile, {up} touches "
-                f"{s.region} only",
+                f"{s.region} only{route53_note}",
             ))
     for region in lost:
         steps.append(OperatorStep(

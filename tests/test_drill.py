@@ -48,3 +48,14 @@ def test_the_drill_text_lists_the_operators_steps() -> None:
     text = drill_text(drill(make_plan(regions=THREE, dns=DNS), ["us-west-2"], environment="qa"))
     assert "operator, while us-west-2 is lost" in text
     assert "leave qa.us-west-2:" in text and "leave qa.global:" in text
+
+
+def test_losing_route53s_home_region_says_how_a_survivor_avoids_its_control_plane() -> None:
+    plan = make_plan(regions=THREE, dns=DNS)
+    east = drill(plan, ["us-east-1"], environment="qa").operator_commands[0]
+    assert "set dns.zone_id to skip that call" in east.change
+    west = drill(plan, ["us-west-2"], environment="qa").operator_commands[0]
+    assert "zone_id" not in west.change
+    with_id = make_plan(regions=THREE, dns={**DNS, "zone_id": "Z0123456789ABC"})
+    [first, *_] = drill(with_id, ["us-east-1"], environment="qa").operator_commands
+    assert "zone_id" not in first.change
