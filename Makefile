@@ -48,9 +48,11 @@ validate-check: venv/.installed
 hardening-check: venv/.installed
 	$(PY) -m pytest -m hardening
 
+# zizmor: GitHub Actions static analysis, offline; any medium or high finding fails.
 lint: venv/.installed
 	$(PY) -m ruff check llmfleet components tests policy __main__.py
 	$(PY) -m mypy
+	venv/bin/zizmor --offline --min-severity medium .github/workflows/
 
 bench: venv/.installed
 	$(PY) benchmarks/bench.py

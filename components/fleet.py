@@ -1,6 +1,16 @@
-"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, system
-nodes, the always-on GPU floor and Karpenter above it, the weight bucket (and the image
-cache), the cluster add-ons (device plugin, KEDA, Prometheus) and the vLLM service.
+"""Fleet: a FleetPlan as resources: per region an AWS provider, a cluster, system nodes, the
+always-on GPU floor and Karpenter above it, the weight bucket (and the image cache), the
+cluster add-ons (device plugin, KEDA, Prometheus), the vLLM service and its entry point; and
+once, what spans regions (the global name's certificate validation, Route53 health checks
+and routed records).
+
+One program builds what its stack holds (`FleetArgs.regions`, `FleetArgs.global_entries`):
+the whole environment (one stack; a single-region environment deploys so, and
+`llmfleet preview --stack ENV` shows a multi-region one so), one region (`ENV.REGION`), or
+the global part (`ENV.global`, reading each region's entry point from its stack). Every
+resource keeps the name and parent it has in the whole environment, so a resource's URN
+differs between the two layouts only in the stack's name: `pulumi state move` carries an
+existing single stack into region stacks without recreating anything.
 
 It translates and never computes: every number (instance type, node counts, volume size,
 Kubernetes version, CIDR) is read from the FleetPlan.
@@ -14,13 +24,17 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from components.capacity_alarm import CapacityAlarm, CapacityAlarmArgs
 from components.cluster import InferenceCluster, InferenceClusterArgs
 from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
 from components.global_endpoint import (
     GlobalEndpoint,
     GlobalEndpointArgs,
+    GlobalValidation,
+    GlobalValidationArgs,
     RegionCertificate,
     RegionCertificateArgs,
+    RegionEntry,
     lb_hostname,
     zone_id,
 )
@@ -43,6 +57,12 @@ class FleetArgs:
     fleet_plan: FleetPlan
     aws_profile: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    regions: Sequence[str] | None = None
+    """The regions this stack builds (None: every region of the plan)."""
+    global_entries: Mapping[str, RegionEntry] | None = None
+    """With `regions=[]`, the global part only: the entry point of every region, read from
+    the region stacks. None: the global part (with `plan.dns`) only when every region is
+    built here, from their own resources."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,15 @@ class RegionResources:
     service: VllmService
     load_balancer_controller: LoadBalancerController | None = None
     certificate: RegionCertificate | None = None
+    capacity_alarm: CapacityAlarm | None = None
+
+    def entry(self) -> RegionEntry | None:
+        """What the global name needs of this region (None without an entry point)."""
+        if self.capacity_alarm is None:
+            return None
+        return RegionEntry(
+            lb_hostname(self.service.resources["Ingress"]), self.capacity_alarm.alarm_name
+        )
 
 
 ENVIRONMENT_TAG = "llmfleet.io/environment"
@@ -92,8 +121,11 @@ class Fleet(pulumi.ComponentResource):
     `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools; no GPU floor group when a
     reservation holds the floor), `{name}-{r}-karpenter` (Karpenter: the GPU NodePool up to
     the ceiling), `{name}-{r}-model` (ModelStore: weights bucket, Pod Identity, image
-    cache), `{name}-{r}-addons` (ClusterAddons) and `{name}-{r}-vllm` (VllmService: the
-    rendered manifests). `regions` maps region name to those.
+    cache), `{name}-{r}-addons` (ClusterAddons), `{name}-{r}-vllm` (VllmService: the
+    rendered manifests) and with `plan.dns` `{name}-{r}-lbc`, `{name}-{r}-cert` and
+    `{name}-{r}-capacity` (CapacityAlarm). `regions` maps region name to those. With
+    `plan.dns`: `{name}-route53-aws` (us-east-1) and, in the global part,
+    `{name}-global-cert` (GlobalValidation) and `{name}-dns` (GlobalEndpoint).
 
     The system pool runs in all of the cluster's private subnets, the GPU floor only in the
     zones that offer its instance type (InferenceCluster.gpu_subnet_ids). Both wait for the
@@ -101,6 +133,7 @@ class Fleet(pulumi.ComponentResource):
     """
 
     regions: dict[str, RegionResources]
+    global_validation: GlobalValidation | None
     global_endpoint: GlobalEndpoint | None
 
     def __init__(
@@ -108,7 +141,10 @@ class Fleet(pulumi.ComponentResource):
     ) -> None:
         super().__init__("llmfleet:index:Fleet", name, None, opts)
         plan = args.fleet_plan
+        built = [rp.region for rp in plan.regions] if args.regions is None else list(args.regions)
+        global_part = args.global_entries is not None or len(built) == len(plan.regions)
         self.regions = {}
+        self.global_validation = self.global_endpoint = None
         # Stage 4 (plan.dns): Route53 is global, so its records and checks use us-east-1.
         route53 = zone = None
         if plan.dns is not None:
@@ -119,7 +155,15 @@ class Fleet(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             zone = zone_id(plan.dns, route53)
+            if global_part:
+                self.global_validation = GlobalValidation(
+                    f"{name}-global-cert",
+                    GlobalValidationArgs(plan, zone, route53),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
         for rp in plan.regions:
+            if rp.region not in built:
+                continue  # another stack's region
             base = f"{name}-{rp.region}"
             provider = aws.Provider(
                 f"{base}-aws",
@@ -204,9 +248,10 @@ class Fleet(pulumi.ComponentResource):
                     ),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
+                shared = self.global_validation.fqdn if self.global_validation else None
                 cert = RegionCertificate(
                     f"{base}-cert",
-                    RegionCertificateArgs(rp.entry_point, zone, provider, route53),
+                    RegionCertificateArgs(rp.entry_point, zone, provider, route53, shared),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
             service = VllmService(
@@ -221,22 +266,32 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            alarm = None
+            if lbc is not None:
+                alarm = CapacityAlarm(
+                    f"{base}-capacity",
+                    CapacityAlarmArgs(
+                        fleet_name=plan.name,
+                        region_plan=rp,
+                        cluster_name=cluster.cluster.name,
+                        ingress=service.resources["Ingress"],
+                        aws_provider=provider,
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
             self.regions[rp.region] = RegionResources(
-                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert
+                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert, alarm
             )
 
-        self.global_endpoint = None
-        if route53 is not None and zone is not None:
+        entries = args.global_entries
+        if entries is None:
+            entries = {r: e for r, res in self.regions.items() if (e := res.entry())}
+        # No entry at all: a global stack before any region (certificate validation only).
+        if route53 is not None and zone is not None and global_part and entries:
             self.global_endpoint = GlobalEndpoint(
                 f"{name}-dns",
                 GlobalEndpointArgs(
-                    fleet_plan=plan,
-                    zone_id=zone,
-                    lb_hostnames={
-                        r: lb_hostname(res.service.resources["Ingress"])
-                        for r, res in self.regions.items()
-                    },
-                    route53_provider=route53,
+                    fleet_plan=plan, zone_id=zone, entries=entries, route53_provider=route53
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -29,10 +29,11 @@ from llmfleet.calibration.server_fit import Server
 from llmfleet.catalog import constants, hardware, model_facts
 from llmfleet.catalog.constants import fitted, priors
 from llmfleet.drill import drill, drill_text, parse_lost
-from llmfleet.errors import ArgumentError, CalibrationError, LlmfleetError, PlanError
+from llmfleet.errors import ArgumentError, CalibrationError, LlmfleetError, PlanError, StackError
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.gc_pause import gc_paused
 from llmfleet.outputs import render, rendered_files
+from llmfleet.outputs.deploy_order import deploy_order, deploy_order_text
 from llmfleet.outputs.diff import diff_plans
 from llmfleet.outputs.diff_markdown import markdown
 from llmfleet.outputs.report import calibration_text, fleet_text, predict_text, validation_text
@@ -41,7 +42,14 @@ from llmfleet.perf.architecture import PRECISIONS, check_config_heads
 from llmfleet.perf.replica import ENGINES, PredictRequest, PredictResult, run_predict
 from llmfleet.perf.step import NO_CORRECTION
 from llmfleet.plan import stacks
-from llmfleet.plan.stacks import format_validation_error, list_stacks, read_plan
+from llmfleet.plan.stacks import (
+    format_validation_error,
+    list_stacks,
+    missing_stack_files,
+    read_plan,
+    stack_file_text,
+    stack_path,
+)
 
 GPUS = ("H100", "H200", "B200", "A100-80GB", "A100-40GB", "L40S", "L4", "A10G")
 
@@ -64,13 +72,33 @@ def as_flag(field: str) -> str:
 
 def cmd_drill(args: argparse.Namespace) -> int:
     plan = read_plan(args.stack)
-    report = drill(plan, parse_lost(plan, args.lose))
+    report = drill(plan, parse_lost(plan, args.lose), environment=args.stack)
     sys.stdout.write(_dump(report.model_dump(mode="json")) if args.json else drill_text(report))
     return 0 if report.passed else 1
 
 
+def cmd_rollout(args: argparse.Namespace) -> int:
+    plan = read_plan(args.stack)
+    missing = missing_stack_files(args.stack, plan)
+    if missing:
+        files = "\n".join(
+            f"  {stack_path(s)}:\n" + stack_file_text(args.stack, s.split(".", 1)[1])
+            for s in missing
+        )
+        raise StackError(
+            f"{args.stack} has {len(plan.regions)} regions and deploys as a stack per region "
+            f"plus {args.stack}.global; these stack files are missing:\n{files}"
+        )
+    order = deploy_order(args.stack, plan, build_fleet_plan(plan))
+    sys.stdout.write(
+        _dump(order.model_dump(mode="json")) if args.json else deploy_order_text(order)
+    )
+    return 0
+
+
 def _config(args: argparse.Namespace) -> dict[str, object] | None:
     """--model's config.json when it names one (None: a catalog model)."""
+    config = None
     if args.model.endswith(".json") or Path(args.model).is_file():
         config = model_facts.load_config_json(Path(args.model), "--model")
         check_config_heads(config, args.model, "--model")
@@ -175,7 +203,11 @@ def cmd_preview(args: argparse.Namespace) -> int:
     with gc_paused():  # also while importing components/ (the Pulumi SDKs): see gc_pause
         # components/ holds the Pulumi code; the pure core imports it only for this command.
         from components.preview.run import run_program
+        from components.preview.split import split_commands
 
+        if args.split:
+            sys.stdout.write("\n".join(split_commands(args.stack)) + "\n")
+            return 0
         result = run_program(args.stack)
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
     return 0
@@ -395,8 +427,27 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_drill)
 
+    s = sub.add_parser(
+        "rollout",
+        help="the stacks `pulumi up` runs for an environment, canary first, and their gates",
+    )
+    s.add_argument("--stack", required=True, help="environment: stacks/Pulumi.<ENV>.yaml")
+    s.add_argument("--json", action="store_true", help="the steps as JSON (the workflow's input)")
+    s.set_defaults(func=cmd_rollout)
+
     s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
-    s.add_argument("--stack", required=True)
+    s.add_argument(
+        "--stack",
+        required=True,
+        help="an environment (the whole fleet), or one of its region stacks ENV.REGION or "
+        "ENV.global",
+    )
+    s.add_argument(
+        "--split",
+        action="store_true",
+        help="print the commands (pulumi state move) that carry an environment deployed as one "
+        "stack into its region stacks and global stack without recreating anything",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_preview)
     return p

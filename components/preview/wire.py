@@ -65,14 +65,17 @@ def collect(monitor: RecordingMonitor) -> list[dict[str, Any]]:
             {
                 "type": urn_type(urn),
                 "name": urn_name(urn),
+                "urn": urn,
                 "id": req["id"] or None,
                 "parent": None if top else urn_name(req["parent"]),
+                "parent_urn": None if top else req["parent"],
                 "parent_type": None if top else parent_type,
                 "provider": urn_name(provider_urn) if provider_urn else None,
                 "inputs": plain(req["inputs"]),
                 "options": {
                     "ignore_changes": req["ignore_changes"],
                     "depends_on": sorted(names.get(d, d) for d in req["depends_on"]),
+                    "aliases": req["aliases"],
                 },
             }
         )

@@ -41,6 +41,37 @@ class HealthCheck(Data):
     reason: str
 
 
+class CapacityCheck(Data):
+    """Capacity-aware failover: a CloudWatch alarm in the region on the ALB's healthy
+    targets, read by a CLOUDWATCH_METRIC Route53 health check; the routed record uses a
+    CALCULATED check that needs both it and the endpoint check (`HealthCheck`) healthy."""
+
+    min_healthy_targets: int = Field(
+        description="Below this many healthy targets (Ready replicas) the region leaves DNS."
+    )
+    needed_at_peak: int = Field(
+        description="Replicas the region's share of the peak needs at the SLO-limit rate."
+    )
+    namespace: str = Field(description="CloudWatch namespace of the metric.")
+    metric_name: str
+    statistic: str = Field(description="Minimum: the worst load balancer node's view.")
+    comparison_operator: str
+    period_s: int
+    evaluation_periods: int
+    datapoints_to_alarm: int
+    treat_missing_data: str = Field(
+        description="breaching: no datapoint means no registered target, i.e. no capacity."
+    )
+    insufficient_data_health_status: str = Field(
+        description="Route53's view while CloudWatch cannot tell (a new alarm)."
+    )
+    detection_s: int = Field(
+        description="Below-capacity detection: the ALB's 60 s reporting plus the alarm's "
+        "breaching datapoints x period (CloudWatch and Route53 polling lags not included)."
+    )
+    reason: str
+
+
 class EntryPoint(Data):
     """One region's public TLS entry point: an internet-facing ALB made by the AWS Load
     Balancer Controller from the rendered Ingress, with the region's ACM certificate."""
@@ -59,6 +90,11 @@ class EntryPoint(Data):
     ingress_annotations: dict[str, str]
     health_check: HealthCheck
     reasons: list[str]
+    capacity_check: CapacityCheck | None = Field(
+        default=None,
+        description="The region leaves DNS below this many healthy targets (set by the "
+        "FleetPlan's assembly, which knows the region's sizing).",
+    )
 
 
 HTTPS_PORT = 443
@@ -146,4 +182,56 @@ def build_entry_point(plan: CapacityPlan, region_name: str, served: str) -> Entr
             f"idle timeout {idle} s: a non-streamed response is silent for up to TTFT "
             f"{plan.slo.ttft_ms:g} ms + {plan.max_model_len:,} tokens x {plan.slo.itl_ms:g} ms",
         ],
+    )
+
+
+ALB_METRIC_INTERVAL_S = 60
+"""ELB reports ALB metrics to CloudWatch in 60-second intervals (ALB CloudWatch metrics doc);
+Route53 alarms take standard resolution only, so 60 s is also the shortest period."""
+CAPACITY_PERIODS = 3
+"""Three breaching minutes in a row: a replica's restart or a node replacement (one target
+for a minute or two) does not move a region's users."""
+
+
+def build_capacity_check(
+    region: str,
+    peak_requests_per_s: float,
+    replica_requests_per_s: float,
+    replicas_min: int,
+    max_unavailable: int,
+) -> CapacityCheck:
+    """The healthy-target floor below which a region leaves DNS: what its share of the peak
+    needs at the SLO-limit rate of a replica, capped where a normal day would cross it (the
+    trough's replicas.min less what a rollout or the PodDisruptionBudget may take), at least 1."""
+    needed = max(1, math.ceil(peak_requests_per_s / replica_requests_per_s - 1e-9))
+    normal_low = replicas_min - max_unavailable
+    floor = max(1, min(needed, normal_low))
+    detection = ALB_METRIC_INTERVAL_S + CAPACITY_PERIODS * ALB_METRIC_INTERVAL_S
+    why = (
+        f"{region}'s share of the peak ({peak_requests_per_s:g} req/s) needs {needed} "
+        f"replica(s) at {replica_requests_per_s:g} req/s each (the SLO limit)"
+    )
+    if floor < needed:
+        why += (
+            f"; capped at {floor}: KEDA runs {replicas_min} at the trough and a rollout or "
+            f"node drain may take {max_unavailable}, so a higher floor would move its users "
+            "every night (above it, a region short of replicas keeps its users until KEDA's new "
+            "replicas join)"
+        )
+    return CapacityCheck(
+        min_healthy_targets=floor,
+        needed_at_peak=needed,
+        namespace="AWS/ApplicationELB",
+        metric_name="HealthyHostCount",
+        statistic="Minimum",
+        comparison_operator="LessThanThreshold",
+        period_s=ALB_METRIC_INTERVAL_S,
+        evaluation_periods=CAPACITY_PERIODS,
+        datapoints_to_alarm=CAPACITY_PERIODS,
+        treat_missing_data="breaching",
+        insufficient_data_health_status="LastKnownStatus",
+        detection_s=detection,
+        reason=why + f"; unhealthy after {CAPACITY_PERIODS} minutes below {floor} healthy "
+        "target(s) (HealthyHostCount, Minimum over the ALB's nodes), about "
+        f"{detection} s with the ALB's 60 s reporting",
     )

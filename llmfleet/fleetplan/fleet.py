@@ -15,11 +15,12 @@ from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.data import Data, MinDesiredMax
 from llmfleet.fleetplan.calibrations import CalibrationUse, build_calibrations
 from llmfleet.fleetplan.capacity import check_region_size
-from llmfleet.fleetplan.entry_point import build_entry_point
+from llmfleet.fleetplan.entry_point import build_capacity_check, build_entry_point
 from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, build_lever_report
 from llmfleet.fleetplan.region import RegionPlan, build_region_plan
 from llmfleet.fleetplan.resilience import Resilience, build_resilience
 from llmfleet.fleetplan.risk import calibrated_slowdown
+from llmfleet.fleetplan.rollout import Rollout, build_rollout
 from llmfleet.paths import PROJECT_ROOT
 from llmfleet.perf.architecture import kv_dtype_bytes
 from llmfleet.plan.checks import check_plan, load_calibrations
@@ -90,6 +91,9 @@ class FleetPlan(Data):
         default_factory=list,
         description="plan.calibration's files: the server each fits on the user's runs, its "
         "factors and band, and the regions it covers.",
+    )
+    rollout: Rollout = Field(
+        description="The order regions deploy in, the canary and its gate (`llmfleet rollout`)."
     )
 
     def region(self, name: str) -> RegionPlan:
@@ -187,6 +191,7 @@ def build_fleet_plan(
             },
             base,
         ),
+        rollout=build_rollout(plan, regions),
     )
 
 
@@ -201,6 +206,12 @@ def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: LossSizing) -> Regi
             f"{'/'.join(str(v) for v in floor.replicas_without_resilience.values())})"
         )
     entry = build_entry_point(plan, rp.region, rp.serving.vllm.served_model_name)
+    if entry is not None:
+        check = build_capacity_check(
+            rp.region, rp.peak_requests_per_s, rp.predicted.requests_per_s, rp.replicas.min,
+            rp.workload.pdb_max_unavailable,
+        )
+        entry = entry.model_copy(update={"capacity_check": check})
     return rp.model_copy(update={"entry_point": entry, "reasons": reasons})
 
 
