@@ -10,8 +10,7 @@ render` reuses a file on disk whose stamp matches instead of drawing it again (`
 --check` always draws).
 
 Nothing is computed here: the batch curve is `RegionPlan.batch_curve` (curves.py), the
-memory split is `RegionPlan.memory`, the costs are the RegionPlan's; the day chart reads the
-`simulate` results of the report's days (`simulation_chart`)."""
+memory split is `RegionPlan.memory`, the costs are the RegionPlan's."""
 
 from __future__ import annotations
 
@@ -28,7 +27,6 @@ from typing import Any, cast
 
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
-from llmfleet.simulate.result import Simulation
 
 CHARTS_DIR = "charts"
 STYLE: dict[str, Any] = {
@@ -94,24 +92,6 @@ def chart_files(fp: FleetPlan, drawn: Mapping[str, str] | None = None) -> dict[s
         old = (drawn or {}).get(chart.path)
         files[chart.path] = old if old and stamp_of(old) == stamp else _svg(kind, spec_json)
     return files
-
-
-DAY_CHART = Chart(
-    f"{CHARTS_DIR}/day.svg",
-    "Through the day (simulated): requests outside the SLO and Ready replicas per minute",
-    None,
-)
-
-
-def simulation_chart(
-    sims: list[Simulation], drawn: Mapping[str, str] | None = None
-) -> tuple[Chart, str]:
-    """The report's day chart (the default spike, the worst single-region loss), reused from
-    `drawn` when its stamp matches."""
-    spec_json = json.dumps(_day_spec(sims), sort_keys=True)
-    stamp = _stamp("day", spec_json)
-    old = (drawn or {}).get(DAY_CHART.path)
-    return DAY_CHART, old if old and stamp_of(old) == stamp else _svg("day", spec_json)
 
 
 STAMP = "<!-- llmfleet chart "
@@ -185,40 +165,6 @@ def _batch_spec(fp: FleetPlan, rp: RegionPlan) -> dict[str, Any]:
     }
 
 
-def _sig(value: float | None) -> float | None:
-    return None if value is None else float(f"{value:.4g}")
-
-
-def _day_spec(sims: list[Simulation]) -> dict[str, Any]:
-    days = []
-    for sim in sims:
-        spans = []
-        for e in sim.events:
-            h, m = (int(x) for x in e.start.split(":")[:2])
-            start = h + m / 60
-            length = (e.recovery_s if e.recovery_s is not None else (24 - start) * 3600) / 3600
-            spans.append([start, start + max(length, 1 / 60)])
-        days.append({
-            "label": "; ".join(sim.events_text) or sim.scenario,
-            "spans": spans,
-            "fleet": [_sig(None if a is None else 1 - a) for a in sim.minutes.attainment],
-            "regions": {
-                r.region: {
-                    "outside": [_sig(None if a is None else 1 - a) for a in r.minutes.attainment],
-                    "ready": r.minutes.ready,
-                    "nodes": r.minutes.nodes,
-                }
-                for r in sim.regions
-            },
-        })
-    return {
-        "stack": sims[0].stack,
-        "target": round(1 - sims[0].attainment_target, 6),
-        "slo": sims[0].slo,
-        "days": days,
-    }
-
-
 # --- drawing --------------------------------------------------------------------------------
 
 
@@ -239,13 +185,7 @@ def _figure(kind: str, spec: dict[str, Any]) -> Any:
     than the drawing and could move with the text."""
     from matplotlib.figure import Figure
 
-    if kind == "day":
-        columns = len(spec["days"])
-        fig = Figure(figsize=(5.0 * columns, 5.0))
-        fig.subplots_adjust(left=0.07, right=0.99, bottom=0.1, top=0.86, wspace=0.15,
-                            hspace=0.3)
-        _draw_day(fig, spec)
-    elif kind == "batch":
+    if kind == "batch":
         fig = Figure(figsize=(10.0, 3.0))
         fig.subplots_adjust(left=0.05, right=0.99, bottom=0.15, top=0.82, wspace=0.22)
         _draw_batch(fig, spec)
@@ -329,43 +269,3 @@ def _draw_cost(fig: Any, spec: dict[str, Any]) -> None:
     ax.yaxis.set_major_formatter(lambda v, _pos: f"${v / 1000:,.0f}k")
     ax.legend(loc="upper left", ncol=2, frameon=False)
     ax.set_title("Monthly cost by region (730 h at the price in the report)")
-
-
-REGION_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
-FLOOR = 1e-5
-"""The smallest share outside the SLO the log axis shows (0 is drawn at it)."""
-
-
-def _draw_day(fig: Any, spec: dict[str, Any]) -> None:
-    days = spec["days"]
-    axes = fig.subplots(2, len(days), sharex=True, squeeze=False)
-    hours = [(k + 0.5) / 60 for k in range(len(days[0]["fleet"]))]
-    for col, day in enumerate(days):
-        top, bottom = axes[0][col], axes[1][col]
-        for ax in (top, bottom):
-            for a, b in day["spans"]:
-                ax.axvspan(a, b, color="#f4d03f", alpha=0.3, linewidth=0)
-        for k, (name, region) in enumerate(sorted(day["regions"].items())):
-            color = REGION_COLORS[k % len(REGION_COLORS)]
-            ys = [math.nan if v is None else max(v, FLOOR) for v in region["outside"]]
-            top.plot(hours, ys, color=color, linewidth=0.8, label=name)
-            bottom.step(hours, region["ready"], where="mid", color=color, linewidth=1.0,
-                        label=f"{name} Ready replicas")
-            bottom.step(hours, region["nodes"], where="mid", color=color, linewidth=0.8,
-                        linestyle=":")
-        fleet = [math.nan if v is None else max(v, FLOOR) for v in day["fleet"]]
-        top.plot(hours, fleet, color="#222222", linewidth=1.2, label="fleet")
-        top.axhline(spec["target"], color=SLO_COLOR, linestyle="--", linewidth=1.0,
-                    label=f"SLO: {spec['target']:.0%} may miss")
-        top.set_yscale("log")
-        top.set_ylim(FLOOR / 2, 1.5)
-        top.set_title(day["label"])
-        top.set_ylabel("share of requests outside the SLO")
-        bottom.set_ylabel("replicas (solid), nodes (dotted)")
-        bottom.set_xlabel("hour of the day")
-        bottom.set_xlim(0, 24)
-        bottom.set_xticks(range(0, 25, 3))
-        bottom.set_ylim(0, None)
-        top.legend(loc="upper left", frameon=False, fontsize=6.5, ncol=2)
-    fig.suptitle(f"{spec['stack']} through the day, simulated ({spec['slo']}); shaded: the event "
-                 "until it recovered", fontsize=9)

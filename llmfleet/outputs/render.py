@@ -32,6 +32,7 @@ from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.serving import image_notes
 from llmfleet.outputs import charts, economics
 from llmfleet.outputs.dashboard import dashboard
+from llmfleet.outputs.day_chart import simulation_chart
 from llmfleet.outputs.karpenter import KARPENTER_VERSION, karpenter_manifests
 from llmfleet.outputs.simulation import report_context
 from llmfleet.outputs.vllm_checks import (
@@ -223,7 +224,7 @@ def render_stack(
     if plan is not None:
         days = report_days(plan, fleet, fleet.name)
         shown = [days.spike] + ([days.loss] if days.loss is not None else [])
-        chart, svg = charts.simulation_chart(shown, drawn)
+        chart, svg = simulation_chart(shown, drawn)
         files[chart.path] = svg
         simulated = report_context(days)
         simulated["chart"] = chart

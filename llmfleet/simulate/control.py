@@ -85,9 +85,11 @@ class RegionControl:
         rc = cls(region)
         rc.nodes = [Node(False, t) for _ in range(region.capacity.floor_nodes)]
         bounds = region.replicas
-        for _ in range(min(max(replicas, bounds.min), bounds.max)):
+        count = min(max(replicas, bounds.min), bounds.max)
+        for _ in range(count):
             rc._place(t, t)
         rc.launches = 0
+        rc.proposals.append((t, count))  # the HPA's recent past: it has held this count
         return rc
 
     @property
@@ -128,10 +130,14 @@ class RegionControl:
         return True
 
     def _remove(self, t: float) -> None:
-        """Remove one pod: one not yet serving (the latest), else the newest serving."""
-        waiting = [p for p in self.pods if p.serves_at > t]
-        pod = max(waiting or self.pods, key=lambda p: (p.serves_at, p.node.ready_at))
-        self.pods.remove(pod)
+        """Remove one pod: one not yet serving (the latest), else the newest serving, on a
+        Karpenter node before the floor's."""
+        k = max(
+            range(len(self.pods)),
+            key=lambda j: (self.pods[j].serves_at > t, self.pods[j].serves_at,
+                           self.pods[j].node.karpenter, self.pods[j].node.ready_at, j),
+        )
+        pod = self.pods.pop(k)
         pod.node.pods -= 1
         if pod.node.pods == 0:
             pod.node.empty_since = max(t, pod.node.ready_at)

@@ -215,7 +215,7 @@ def _runs(mask: np.ndarray, step_s: float, gap_s: float) -> list[tuple[int, int]
     return runs
 
 
-def _violations(
+def violations_of(
     run: DayRun, fleet: FleetPlan, target: float
 ) -> tuple[list[Violation], np.ndarray]:
     """Every region's violations, and per step whether any region was violated."""

@@ -12,7 +12,7 @@ from llmfleet.search.region_losses import reroute
 from llmfleet.simulate.checks import checks, cost_check, events
 from llmfleet.simulate.day import run_day
 from llmfleet.simulate.engine import ReplicaModel, replica_models
-from llmfleet.simulate.result import Simulation, _violations, summarise
+from llmfleet.simulate.result import Simulation, summarise, violations_of
 from llmfleet.simulate.scenario import (
     DEFAULT_LOSS_AT,
     DEFAULT_SPIKE_AT,
@@ -34,7 +34,7 @@ def simulate(
 ) -> Simulation:
     run = run_day(plan, fleet, scenario, models)
     target = plan.slo.percentile / 100
-    violations, any_bad = _violations(run, fleet, target)
+    violations, any_bad = violations_of(run, fleet, target)
     event_list = events(plan, fleet, run, any_bad)
     found = checks(plan, fleet, run, event_list, violations)
     result = summarise(plan, fleet, run, stack, found, event_list, violations)
@@ -69,23 +69,27 @@ class ReportDays:
     loss: Simulation | None
 
 
-_CACHE: dict[str, ReportDays] = {}
+_MEMO: dict[str, ReportDays] = {}
+_MEMO_SIZE = 8
 
 
 def report_days(plan: CapacityPlan, fleet: FleetPlan, stack: str) -> ReportDays:
-    """The report's days: quiet, the default spike, the worst single-region loss (seed 0)."""
-    key = stack + "\n" + plan.model_dump_json() + "\n" + fleet.model_dump_json()
-    if key not in _CACHE:
+    """The report's days: quiet, the default spike, the worst single-region loss (seed 0),
+    memoised on the plan and FleetPlan's JSON (render and its tests ask several times)."""
+    key = "\n".join((stack, plan.model_dump_json(), fleet.model_dump_json()))
+    if key not in _MEMO:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
         models = replica_models(plan, fleet)
         day = parse_day("plan", plan.day_profile)
         spike = parse_spike(f"{DEFAULT_SPIKE_PERCENT:g}@{DEFAULT_SPIKE_AT}",
                             DEFAULT_SPIKE_MINUTES)
         lost = worst_loss(plan, fleet)
         loss = parse_loss(f"{lost}@{DEFAULT_LOSS_AT}", fleet) if lost else None
-        _CACHE[key] = ReportDays(
+        _MEMO[key] = ReportDays(
             quiet=simulate(plan, fleet, Scenario(day=day), stack, models),
             spike=simulate(plan, fleet, Scenario(day=day, spike=spike), stack, models),
             loss=None if loss is None else simulate(
                 plan, fleet, Scenario(day=day, loss=loss), stack, models),
         )
-    return _CACHE[key]
+    return _MEMO[key]
