@@ -7,10 +7,12 @@ that hour carry it at the SLO-limit rate (its headroom), in one cold start
 (`cold_start.total_s`) when the region's maximum does, and not before it ends otherwise.
 
 Checks (each `holds` or not): every region inside the SLO at its peak and over the day's
-quiet hours (outside events); each loss's recovery within the plan's and the survivors'
-warm floors inside the SLO for the hour after DNS moved; each spike's recovery within the
-plan's estimate; on a quiet day of the plan's profile, no more node launches than the plan's
-one rise a day, and the day's GPU cost within 10 % of the plan's."""
+quiet hours (outside events), and, where it scales, without a violation while replicas start
+(the plan says its headroom carries the growth of one cold start); each loss's recovery
+within the plan's and the survivors' warm floors inside the SLO for the hour after DNS
+moved; each spike's recovery within the plan's estimate; on a quiet day of the plan's
+profile, no more node launches than the plan's one rise a day, and the day's GPU cost within
+10 % of the plan's."""
 
 from __future__ import annotations
 
@@ -160,8 +162,9 @@ def checks(
                 holds=share >= target,
             ))
         share, n = _attainment(run, rp.region, quiet)
-        causes = sorted({v.cause for v in violations if v.region == rp.region
-                         and quiet[np.searchsorted(run.t_s, v.start_s)]})
+        mine = [v for v in violations if v.region == rp.region
+                and quiet[np.searchsorted(run.t_s, v.start_s)]]
+        causes = sorted({v.cause for v in mine})
         out.append(Check(
             check=f"{rp.region} inside the SLO outside the events",
             plan=f"p{slo.percentile:g} holds at every load up to the peak",
@@ -169,6 +172,19 @@ def checks(
             + (f"; violations from {', '.join(causes)}" if causes else ""),
             holds=share >= target,
         ))
+        cold = [v for v in mine if v.cause == "cold_start"]
+        if rp.cold_start.headroom_carries_growth and rp.replicas.min < rp.replicas.max:
+            out.append(Check(
+                check=f"{rp.region}'s headroom carries the traffic's growth during a cold start",
+                plan=f"{plan.headroom:.0%} headroom carries "
+                f"{rp.cold_start.growth_during_cold_start:.1%} growth during one "
+                f"{rp.cold_start.total_s:g} s cold start",
+                simulated=f"{len(cold)} violations while replicas started "
+                f"({sum(v.seconds for v in cold):g} s, "
+                f"{sum(v.requests_outside_slo for v in cold):,} requests outside)"
+                if cold else "no violation while replicas started",
+                holds=not cold,
+            ))
     for e in event_list:
         holds = e.plan_recovery_s is not None and e.recovery_s is not None and (
             e.recovery_s <= e.plan_recovery_s + 2 * run.step_s

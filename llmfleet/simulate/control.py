@@ -14,7 +14,8 @@ The signals are what vLLM exports, summed over Ready replicas: waiting requests
 and the TTFT at the SLO percentile times the Ready count. The TTFT quantile is read as the
 arrival-weighted mean of each step's TTFT at the percentile (the plan's formula at that
 step), not from histogram buckets. KEDA's fallback (hold `replicas.desired` after
-`fallback_failure_threshold` failed polls) never fires: Prometheus does not fail here.
+`fallback_failure_threshold` failed polls) never fires: Prometheus does not fail here; its
+`cooldownPeriod` applies only to scaling to zero, which `replicas.min` >= 1 rules out.
 
 Nodes: the managed node group's floor (`capacity.floor_nodes`) is always there; a pod that
 finds no free slot makes Karpenter launch nodes up to `capacity.ceiling_nodes`. A pod on a
