@@ -26,9 +26,9 @@ little more traffic needs a much larger batch. As a birth-death chain on D (Pois
 arrivals, exponential lifetimes) the chance that an arrival finds the cap is exact for
 that chain; beyond the cap the queue drains at mu(cap), so a wait is Exp(mu(cap) - lambda),
 its mean scaled by (ca^2 + cs^2) / 2 for round robin's regular arrivals (ca^2 = 1 /
-replicas) and the output lengths' spread (cs^2 of their lognormal; Allen-Cunneen). Both
-waits are an atom at zero and an
-exponential tail, so their sum has a closed-form tail; `inside_share` integrates it over the
+replicas) and the output lengths' spread (cs^2 of their lognormal; Allen-Cunneen). The
+lane's and the slot's waits are each an atom at zero plus an exponential tail, so their sum
+has a closed-form tail (`wait_tail`); `inside_share` integrates it over the
 prompt-length distribution (lognormal through the plan's mean and p95/p99, in quantile bins)
 and multiplies by whether the step's token gap (or TPOT) meets the ITL target. The
 stochastic waits are analytic, so the fluid runs on expected rates and its backlog is the
