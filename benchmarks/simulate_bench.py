@@ -69,7 +69,7 @@ def speed() -> None:
     for label, args in cases.items():
         def run(args: dict[str, str] = args) -> object:
             # the whole command's work: the replica tables, the day, the summary
-            return simulate(plan, fp, scenario_from_args(fp, plan.day_profile, **args), "prod")
+            return simulate(plan, fp, scenario_from_args(plan, **args), "prod")
 
         seconds, result = median_s(run)
         worst = max(worst, seconds)

@@ -68,17 +68,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise PlanError("--seed", args.seed, "give a seed of 0 or more")
     plan = read_plan(args.stack)
-    fp = build_fleet_plan(plan)
     scenario = scenario_from_args(
-        fp,
-        plan.day_profile,
+        plan,
         day=args.day,
         spike=args.spike,
         spike_minutes=args.spike_minutes or DEFAULT_SPIKE_MINUTES,
         lose=args.lose,
         seed=args.seed,
     )
-    result = simulate(plan, fp, scenario, args.stack)
+    result = simulate(plan, build_fleet_plan(plan), scenario, args.stack)
     text = _dump(result.model_dump(mode="json")) if args.json else simulation_text(result)
     sys.stdout.write(text)
     return 0

@@ -15,6 +15,7 @@ at the first step's rate already serving."""
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from operator import mul
 
@@ -71,7 +72,10 @@ def run_day(
     fleet: FleetPlan,
     scenario: Scenario,
     models: dict[str, ReplicaModel] | None = None,
+    only: Collection[str] | None = None,
 ) -> DayRun:
+    """The day of every region (or `only` these: regions share nothing once routing is laid
+    out, so one region's day is the same alone)."""
     models = models or replica_models(plan, fleet)
     t_s = np.arange(-WARMUP_S, DAY_S, STEP_S)
     need = demand(plan, fleet, scenario, t_s)
@@ -84,6 +88,8 @@ def run_day(
     days = {}
     for k, rp in enumerate(fleet.regions):
         n = rp.region
+        if only is not None and n not in only:
+            continue
         lost_at = None
         if loss is not None and loss.region == n:
             lost_at = int(np.searchsorted(t_s, loss.at_s))

@@ -85,7 +85,8 @@ def report_days(plan: CapacityPlan, fleet: FleetPlan, stack: str) -> ReportDays:
         spike = parse_spike(f"{DEFAULT_SPIKE_PERCENT:g}@{DEFAULT_SPIKE_AT}",
                             DEFAULT_SPIKE_MINUTES)
         lost = worst_loss(plan, fleet)
-        loss = parse_loss(f"{lost}@{DEFAULT_LOSS_AT}", fleet) if lost else None
+        names = [r.region for r in fleet.regions]
+        loss = parse_loss(f"{lost}@{DEFAULT_LOSS_AT}", names) if lost else None
         _MEMO[key] = ReportDays(
             quiet=simulate(plan, fleet, Scenario(day=day), stack, models),
             spike=simulate(plan, fleet, Scenario(day=day, spike=spike), stack, models),

@@ -14,8 +14,7 @@ from pydantic import Field
 
 from llmfleet.data import Data
 from llmfleet.errors import PlanError
-from llmfleet.fleetplan.fleet import FleetPlan
-from llmfleet.plan.schema import DayProfile
+from llmfleet.plan.schema import CapacityPlan, DayProfile
 
 DAY_S = 86_400
 DEFAULT_SPIKE_PERCENT = 50.0
@@ -139,10 +138,9 @@ def parse_spike(text: str, minutes: int) -> Spike:
     return Spike(percent=percent, start_s=start, minutes=minutes)
 
 
-def parse_loss(text: str, fleet: FleetPlan) -> Loss:
-    """REGION@HH:MM: a region of the plan lost at HH:MM, another left serving."""
+def parse_loss(text: str, names: list[str]) -> Loss:
+    """REGION@HH:MM: one of the plan's regions (`names`) lost at HH:MM, another left serving."""
     region, sep, at = text.strip().partition("@")
-    names = [r.region for r in fleet.regions]
     if not sep:
         raise PlanError("--lose", text, f"give REGION@HH:MM, e.g. {names[0]}@14:00")
     if region not in names:
@@ -155,17 +153,17 @@ def parse_loss(text: str, fleet: FleetPlan) -> Loss:
 
 
 def scenario_from_args(
-    fleet: FleetPlan,
-    profile: DayProfile,
+    plan: CapacityPlan,
     day: str = "plan",
     spike: str | None = None,
     spike_minutes: int = DEFAULT_SPIKE_MINUTES,
     lose: str | None = None,
     seed: int = 0,
 ) -> Scenario:
+    """The scenario the command line gives, checked against the plan before it is sized."""
     return Scenario(
-        day=parse_day(day, profile),
+        day=parse_day(day, plan.day_profile),
         spike=parse_spike(spike, spike_minutes) if spike else None,
-        loss=parse_loss(lose, fleet) if lose else None,
+        loss=parse_loss(lose, [r.name for r in plan.regions]) if lose else None,
         seed=seed,
     )

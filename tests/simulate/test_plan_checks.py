@@ -116,8 +116,8 @@ def test_a_warm_floor_with_a_tenth_to_spare_recovers_in_the_plans_time(env) -> N
             })
         regions.append(rp)
     roomy = fp.model_copy(update={"regions": regions})
-    sim = simulate(plan, roomy, Scenario(day=PLAN_DAY, loss=parse_loss(f"{lost}@14:00", roomy)),
-                   env)
+    loss = parse_loss(f"{lost}@14:00", [r.region for r in roomy.regions])
+    sim = simulate(plan, roomy, Scenario(day=PLAN_DAY, loss=loss), env)
     assert all(c.holds for c in _after_dns(roomy, sim.checks, lost))
     event = sim.events[0]
     assert event.plan_recovery_s is not None and event.recovery_s is not None
@@ -139,7 +139,7 @@ def _steady(plan: CapacityPlan, fp: FleetPlan, region: str) -> tuple[CapacityPla
 
 
 def _changes_after_an_hour(plan: CapacityPlan, fp: FleetPlan, region: str) -> int:
-    day = run_day(plan, fp, Scenario(day=PLAN_DAY)).regions[region]
+    day = run_day(plan, fp, Scenario(day=PLAN_DAY), only={region}).regions[region]
     settled = day.replicas[int(3600 / 2.5):]
     return int(np.count_nonzero(np.diff(settled)))
 
