@@ -186,11 +186,10 @@ def checks(
                 holds=not cold,
             ))
     for e in event_list:
-        holds = e.plan_recovery_s is not None and e.recovery_s is not None and (
-            e.recovery_s <= e.plan_recovery_s + 2 * run.step_s
+        # Holds when the plan promised nothing (it says so in plan_basis) or within two steps.
+        holds = e.plan_recovery_s is None or (
+            e.recovery_s is not None and e.recovery_s <= e.plan_recovery_s + 2 * run.step_s
         )
-        if e.plan_recovery_s is None and e.recovery_s is not None:
-            holds = True  # the plan promised nothing
         out.append(Check(
             check=f"recovery after the {e.kind} at {e.start} ({e.label})",
             plan="none promised" if e.plan_recovery_s is None else f"{e.plan_recovery_s:g} s",
