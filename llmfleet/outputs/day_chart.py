@@ -95,9 +95,9 @@ def _svg(spec_json: str) -> str:
 
     spec = json.loads(spec_json)
     with matplotlib.rc_context(cast(Any, STYLE)):
-        columns = len(spec["days"])
-        fig = Figure(figsize=(5.0 * columns, 5.0))
-        fig.subplots_adjust(left=0.07, right=0.99, bottom=0.1, top=0.86, wspace=0.15,
+        width = max(8.0, 5.0 * len(spec["days"]))
+        fig = Figure(figsize=(width, 5.2))
+        fig.subplots_adjust(left=0.75 / width, right=0.99, bottom=0.1, top=0.84, wspace=0.15,
                             hspace=0.3)
         _draw(fig, spec)
         out = io.StringIO()
@@ -137,5 +137,5 @@ def _draw(fig: Any, spec: dict[str, Any]) -> None:
         bottom.set_xticks(range(0, 25, 3))
         bottom.set_ylim(0, None)
         top.legend(loc="upper left", frameon=False, fontsize=6.5, ncol=2)
-    fig.suptitle(f"{spec['stack']} through the day, simulated ({spec['slo']}); shaded: each "
+    fig.suptitle(f"{spec['stack']} through the day, simulated ({spec['slo']})\nshaded: each "
                  "event until it recovered", fontsize=9)
