@@ -56,6 +56,7 @@ lint: venv/.installed
 
 bench: venv/.installed
 	$(PY) benchmarks/bench.py
+	$(PY) benchmarks/simulate_bench.py
 
 clean:
 	rm -rf venv .pytest_cache .mypy_cache .ruff_cache

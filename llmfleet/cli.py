@@ -37,6 +37,7 @@ from llmfleet.outputs.deploy_order import deploy_order, deploy_order_text
 from llmfleet.outputs.diff import diff_plans
 from llmfleet.outputs.diff_markdown import markdown
 from llmfleet.outputs.report import calibration_text, fleet_text, predict_text, validation_text
+from llmfleet.outputs.simulation import simulation_text
 from llmfleet.paths import MEASUREMENTS
 from llmfleet.perf.architecture import PRECISIONS, check_config_heads
 from llmfleet.perf.replica import ENGINES, PredictRequest, PredictResult, run_predict
@@ -50,6 +51,8 @@ from llmfleet.plan.stacks import (
     stack_file_text,
     stack_path,
 )
+from llmfleet.simulate.run import simulate
+from llmfleet.simulate.scenario import DEFAULT_SPIKE_MINUTES, scenario_from_args
 
 GPUS = ("H100", "H200", "B200", "A100-80GB", "A100-40GB", "L40S", "L4", "A10G")
 
@@ -75,6 +78,26 @@ def cmd_drill(args: argparse.Namespace) -> int:
     report = drill(plan, parse_lost(plan, args.lose), environment=args.stack)
     sys.stdout.write(_dump(report.model_dump(mode="json")) if args.json else drill_text(report))
     return 0 if report.passed else 1
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    if args.spike_minutes is not None and args.spike is None:
+        raise PlanError("--spike-minutes", args.spike_minutes, "give it with --spike PCT@HH:MM")
+    if args.seed < 0:
+        raise PlanError("--seed", args.seed, "give a seed of 0 or more")
+    plan = read_plan(args.stack)
+    scenario = scenario_from_args(
+        plan,
+        day=args.day,
+        spike=args.spike,
+        spike_minutes=args.spike_minutes or DEFAULT_SPIKE_MINUTES,
+        lose=args.lose,
+        seed=args.seed,
+    )
+    result = simulate(plan, build_fleet_plan(plan), scenario, args.stack)
+    text = _dump(result.model_dump(mode="json")) if args.json else simulation_text(result)
+    sys.stdout.write(text)
+    return 0
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
@@ -267,7 +290,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         root = out / env
         # `--check` draws every chart; a write keeps those whose stamp still matches.
         drawn = {} if args.check else render.drawn_charts(root)
-        files = render.render_stack(build_fleet_plan(read_plan(env)), drawn)
+        plan = read_plan(env)
+        files = render.render_stack(build_fleet_plan(plan), drawn, plan)
         if args.check:
             drifted += rendered_files.drift(files, root).lines(root)
         else:
@@ -434,6 +458,31 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--stack", required=True, help="environment: stacks/Pulumi.<ENV>.yaml")
     s.add_argument("--json", action="store_true", help="the steps as JSON (the workflow's input)")
     s.set_defaults(func=cmd_rollout)
+
+    s = sub.add_parser(
+        "simulate",
+        help="replay a day of the fleet: arrivals, replicas, autoscaling, a spike, a lost region",
+    )
+    s.add_argument("--stack", required=True)
+    s.add_argument(
+        "--day",
+        default="plan",
+        help="plan (the plan's day_profile), peak (the peak all day), trough, or P,T: hours at "
+        "the peak and at the trough",
+    )
+    s.add_argument(
+        "--spike",
+        help="PCT@HH:MM: PCT %% more traffic in every region from HH:MM (less: --spike=-PCT@HH:MM)",
+    )
+    s.add_argument(
+        "--spike-minutes",
+        type=int,
+        help=f"how long the spike lasts (default {DEFAULT_SPIKE_MINUTES})",
+    )
+    s.add_argument("--lose", help="REGION@HH:MM: the region lost at that time")
+    s.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrivals (default 0)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_simulate)
 
     s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
     s.add_argument(
