@@ -28,8 +28,8 @@ from llmfleet.outputs.diff import diff_plans
 from llmfleet.outputs.diff_markdown import markdown
 from llmfleet.outputs.report import fleet_text, predict_text, validation_text
 from llmfleet.paths import MEASUREMENTS
-from llmfleet.perf.architecture import PRECISIONS, check_config_heads
-from llmfleet.perf.replica import ENGINES, PredictRequest, run_predict
+from llmfleet.perf.architecture import PRECISIONS, check_config
+from llmfleet.perf.replica import ENGINES, PredictRequest, predict_served
 from llmfleet.plan import stacks
 from llmfleet.plan.stacks import format_validation_error, list_stacks, read_plan
 
@@ -47,9 +47,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def as_flag(field: str) -> str:
-    """A PredictRequest field as the flag that sets it: tensor_parallel_size ->
-    --tensor-parallel-size."""
-    return "--" + field.replace("_", "-")
+    """A field the core names, as the `predict` flag that sets it: tensor_parallel_size ->
+    --tensor-parallel-size; model.precision (the plan's word) -> --precision;
+    --speculative.draft_model (a speculative entry checked for predict) -> --draft-model.
+    A config.json key (`config.json:head_dim`) is named as it is in the file."""
+    if ":" in field:
+        return field
+    name = field.removeprefix("--")
+    for prefix in ("speculative.", "model."):
+        name = name.removeprefix(prefix)
+    return "--" + name.replace("_", "-")
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
@@ -63,7 +70,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     config = None
     if args.model.endswith(".json") or Path(args.model).is_file():
         config = model_facts.load_config_json(Path(args.model), "--model")
-        check_config_heads(config, args.model, "--model")
+        check_config(config, args.model, "--model")
     try:
         req = PredictRequest(
             model=args.model,
@@ -93,7 +100,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             "invalid predict arguments:\n" + format_validation_error(e, as_flags=True)
         ) from None
     try:
-        result = run_predict(req, config)
+        result = predict_served(req, config)
     except PlanError as e:  # the core names request fields; the user typed flags
         raise PlanError(as_flag(e.field), e.value, e.hint) from None
     sys.stdout.write(_dump(result.model_dump(mode="json")) if args.json else predict_text(result))

@@ -65,14 +65,38 @@ def format_validation_error(e: ValidationError, as_flags: bool = False) -> str:
         if as_flags:
             path = "--" + "-".join(str(p) for p in err["loc"]).replace("_", "-")
         msg = err["msg"].removeprefix("Value error, ")
+        value = err.get("input")
         if err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; see README's plan reference)"
-        value = err.get("input")
+        elif err["type"] in MAPPING_ERRORS:
+            msg = _mapping_hint(path, value, as_flags)
         shown = (
             "" if isinstance(value, dict | list) or err["type"] == "missing" else f" = {value!r}"
         )
         lines.append(f"  {path}{shown}: {msg}")
     return "\n".join(lines)
+
+
+MAPPING_ERRORS = ("model_type", "model_attributes_type", "dict_type")
+"""pydantic's "Input should be a valid dictionary or instance of <Class>": a section given
+as a single value. The message names the section with an example instead of the class."""
+MAPPING_EXAMPLES = {
+    "plan.model": "{{id: {value}}} (a catalog model) or {{config_path: ..., hf_repo: ...}}",
+    "plan.traffic.input_tokens": "{{mean: {value}, p95: ...}}",
+    "plan.traffic.output_tokens": "{{mean: {value}, p95: ...}}",
+}
+
+
+def _mapping_hint(path: str, value: object, as_flags: bool) -> str:
+    """A section written as one value: say it takes fields, with an example where known."""
+    section = path.rsplit(".", 1)[-1]
+    example = MAPPING_EXAMPLES.get(path)
+    if example and not isinstance(value, dict | list):
+        return (
+            f"{section} takes fields, not one value; write {section}: "
+            + example.format(value=value)
+        )
+    return f"{section} takes fields (a mapping, see README's plan reference), not one value"
 
 
 GIT_TIMEOUT_S = 30
