@@ -22,10 +22,17 @@ from llmfleet.catalog.constants import fitted, priors
 from llmfleet.drill import drill, drill_text, parse_lost
 from llmfleet.errors import ArgumentError, LlmfleetError, PlanError
 from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.fleetplan.replica_request import (
+    model_config,
+    predict_command,
+    region_of,
+    replica_request,
+)
 from llmfleet.gc_pause import gc_paused
 from llmfleet.outputs import render, rendered_files
 from llmfleet.outputs.diff import diff_plans
 from llmfleet.outputs.diff_markdown import markdown
+from llmfleet.outputs.render import VLLM_CONFIG
 from llmfleet.outputs.report import fleet_text, predict_text, validation_text
 from llmfleet.paths import MEASUREMENTS
 from llmfleet.perf.architecture import PRECISIONS, check_config
@@ -66,45 +73,125 @@ def cmd_drill(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+ENGINE_DEFAULTS = {
+    "engine": "vllm",
+    "tensor_parallel_size": 1,
+    "precision": "bf16",
+    "kv_cache_dtype": "auto",
+    "gpu_memory_utilization": 0.9,
+}
+"""predict's defaults for the engine flags (None in the parser, so `--stack` can tell a flag
+given from one left out)."""
+PLAN_SETS = (
+    "model",
+    "gpu",
+    *ENGINE_DEFAULTS,
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "speculative_method",
+    "num_speculative_tokens",
+    "acceptance_rate",
+    "draft_model",
+    "enforce_eager",
+)
+"""Flags `predict --stack` takes from the plan's replica; the load flags may still be given."""
+LOAD_FLAGS = ("input_tokens", "output_tokens", "concurrency", "request_rate", "num_requests")
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
+    header = ""
+    if args.stack:
+        req, config, header = _plan_replica(args)
+    else:
+        req, config = _flag_request(args)
+    try:
+        result = predict_served(req, config)
+    except PlanError as e:  # the core names request fields; the user typed flags
+        raise PlanError(as_flag(e.field), e.value, e.hint) from None
+    sys.stdout.write(
+        _dump(result.model_dump(mode="json")) if args.json else header + predict_text(result)
+    )
+    return 0
+
+
+def _flag_request(args: argparse.Namespace) -> tuple[PredictRequest, dict[str, object] | None]:
+    missing = [f"--{n.replace('_', '-')}" for n in ("model", "gpu", "input_tokens",
+               "output_tokens") if getattr(args, n) is None]
+    if missing:
+        raise ArgumentError(
+            f"predict needs {', '.join(missing)}; or give --stack ENV [--region R] to predict "
+            "a plan's own replica"
+        )
     config = None
     if args.model.endswith(".json") or Path(args.model).is_file():
         config = model_facts.load_config_json(Path(args.model), "--model")
         check_config(config, args.model, "--model")
+    values = {k: getattr(args, k) if getattr(args, k) is not None else v
+              for k, v in ENGINE_DEFAULTS.items()}
+    return _request(args, dict(model=args.model, gpu=args.gpu, **values)), config
+
+
+def _request(args: argparse.Namespace, fields: dict[str, object]) -> PredictRequest:
+    load = {n: getattr(args, n) for n in LOAD_FLAGS}
     try:
-        req = PredictRequest(
-            model=args.model,
-            gpu=args.gpu,
-            tensor_parallel_size=args.tensor_parallel_size,
-            precision=args.precision,
-            kv_cache_dtype=args.kv_cache_dtype,
-            input_tokens=args.input_tokens,
-            output_tokens=args.output_tokens,
-            concurrency=args.concurrency,
-            request_rate=args.request_rate,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            max_model_len=args.max_model_len,
-            max_num_seqs=args.max_num_seqs,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            engine=args.engine,
-            num_requests=args.num_requests,
-            output_lengths=args.output_lengths,
-            speculative_method=args.speculative_method,
-            num_speculative_tokens=args.num_speculative_tokens,
-            acceptance_rate=args.acceptance_rate,
-            draft_model=args.draft_model,
-            enforce_eager=args.enforce_eager,
+        return PredictRequest.model_validate(
+            {
+                "max_model_len": args.max_model_len,
+                "max_num_seqs": args.max_num_seqs,
+                "max_num_batched_tokens": args.max_num_batched_tokens,
+                "speculative_method": args.speculative_method,
+                "num_speculative_tokens": args.num_speculative_tokens,
+                "acceptance_rate": args.acceptance_rate,
+                "draft_model": args.draft_model,
+                "enforce_eager": args.enforce_eager,
+                **fields,
+                **{k: v for k, v in load.items() if v is not None or k not in fields},
+                "num_requests": args.num_requests,
+                "output_lengths": args.output_lengths,
+            }
         )
     except ValidationError as e:
         raise ArgumentError(
             "invalid predict arguments:\n" + format_validation_error(e, as_flags=True)
         ) from None
-    try:
-        result = predict_served(req, config)
-    except PlanError as e:  # the core names request fields; the user typed flags
-        raise PlanError(as_flag(e.field), e.value, e.hint) from None
-    sys.stdout.write(_dump(result.model_dump(mode="json")) if args.json else predict_text(result))
-    return 0
+
+
+def _plan_replica(
+    args: argparse.Namespace,
+) -> tuple[PredictRequest, dict[str, object] | None, str]:
+    """`predict --stack ENV --region R`: the plan's replica, its engine flags from the plan,
+    the load at the region's peak per replica unless the load flags say otherwise."""
+    given = [n for n in PLAN_SETS if getattr(args, n) not in (None, False)]
+    if given:
+        flag = as_flag(given[0])
+        raise ArgumentError(
+            f"{flag}: predict --stack takes it from the plan's replica; drop {flag}, or drop "
+            "--stack and give every flag (the command printed with --stack lists them)"
+        )
+    plan = read_plan(args.stack)
+    fp = build_fleet_plan(plan)
+    rp = region_of(plan, fp.regions, args.region)
+    base = replica_request(plan, rp)
+    fields = base.model_dump(exclude_unset=True)
+    if args.concurrency is not None:
+        fields.pop("request_rate", None)
+    req = _request(args, fields)
+    p = rp.predicted
+    header = (
+        f"{fp.name} {rp.region}: {rp.instance_type} ({rp.gpus_per_node} x {rp.gpu}), the "
+        f"replica of rendered/{args.stack}/{rp.region}/{VLLM_CONFIG} at "
+        + (
+            f"the region's peak, {p.requests_per_s_at_peak:g} req/s per replica"
+            if args.concurrency is None and args.request_rate is None
+            else "the load given"
+        )
+        + f"\n  the plan predicts at its peak: TTFT p{fp.slo.percentile:g} {p.ttft_ms:g} ms for "
+        f"a {p.ttft_prompt_tokens:,}-token prompt, ITL ({fp.slo.itl}) {p.itl_ms:g} ms; predict "
+        "below runs mean-length requests, so its TTFT and ITL are means\n"
+        f"  reproduce without the stack: {predict_command(req)}\n"
+    )
+    return req, model_config(plan, paths.PROJECT_ROOT), header
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -184,24 +271,31 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_plan)
 
     s = sub.add_parser("predict", help="predict one replica configuration")
-    s.add_argument("--model", required=True, help="catalog id or path to a config.json")
+    s.add_argument(
+        "--stack",
+        help="a plan's own replica: its GPU, engine arguments and levers, at the region's peak "
+        "per replica (the load flags may override it)",
+    )
+    s.add_argument("--region", help="with --stack: the region (a one-region plan needs none)")
+    s.add_argument("--model", help="catalog id or path to a config.json")
     s.add_argument(
         "--engine",
         choices=ENGINES,
-        default="vllm",
-        help="serving engine whose memory accounting and fitted factors apply",
+        help="serving engine whose memory accounting and fitted factors apply (default vllm)",
     )
-    s.add_argument("--gpu", required=True, help=" ".join(GPUS))
-    s.add_argument("--tensor-parallel-size", type=int, default=1)
+    s.add_argument("--gpu", help=" ".join(GPUS))
+    s.add_argument("--tensor-parallel-size", type=int, help="default 1")
     # case-insensitive, as --gpu is: BF16 = bf16
-    s.add_argument("--precision", default="bf16", type=str.lower, help=" ".join(PRECISIONS))
-    s.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto", type=str.lower)
-    s.add_argument("--input-tokens", type=int, required=True)
-    s.add_argument("--output-tokens", type=int, required=True)
+    s.add_argument(
+        "--precision", type=str.lower, help=" ".join(PRECISIONS) + " (default bf16)"
+    )
+    s.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), type=str.lower)
+    s.add_argument("--input-tokens", type=int)
+    s.add_argument("--output-tokens", type=int)
     load = s.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=float, help="closed loop: requests in flight")
     load.add_argument("--request-rate", type=float, help="open loop: requests per second")
-    s.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    s.add_argument("--gpu-memory-utilization", type=float, help="default 0.9")
     s.add_argument("--max-model-len", type=int)
     s.add_argument("--max-num-seqs", type=int)
     s.add_argument("--max-num-batched-tokens", type=int)

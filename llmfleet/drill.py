@@ -209,13 +209,13 @@ def drill_text(report: DrillReport) -> str:
             "without a global name; add plan.dns"
         )
     elif report.passed:
-        over = [u.lost for u in report.rerouted_users if u.within_slo is False]
+        slow = [u.lost for u in report.rerouted_users if u.within_slo is False]
         lines.append(
             "PASS: the SLO holds"
             + (
-                f" at the servers, where vLLM measures TTFT; with the detour {', '.join(over)}'s"
+                f" at the servers, where vLLM measures TTFT; with the detour {', '.join(slow)}'s"
                 " users wait longer (above)"
-                if over
+                if slow
                 else ""
             )
         )

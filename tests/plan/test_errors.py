@@ -148,21 +148,23 @@ CLI_CASES: list[tuple[str, str]] = [
 ]
 
 
-def test_render_onto_a_file_exits_2_naming_it(tmp_path, capsys) -> None:
+def test_render_onto_a_file_exits_2_naming_it(tmp_path, capsys, own_stacks) -> None:
     target = tmp_path / "a-file"
     target.write_text("")
-    assert cli.main(["render", "--stack", "dev", "--out", str(target)]) == 2
+    assert cli.main(["render", "--stack", "one-region", "--out", str(target)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("llmfleet: error: ")
     assert CLI_CASES[0][1].format(out=target) in err
 
 
-def test_render_into_a_folder_it_cannot_write_exits_2(tmp_path, capsys, monkeypatch) -> None:
+def test_render_into_a_folder_it_cannot_write_exits_2(
+    tmp_path, capsys, monkeypatch, own_stacks
+) -> None:
     def refuse(self: Path, *args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied", str(self))
 
     monkeypatch.setattr(Path, "write_text", refuse)
-    assert cli.main(["render", "--stack", "dev", "--out", str(tmp_path)]) == 2
+    assert cli.main(["render", "--stack", "one-region", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert CLI_CASES[1][1] in err and "Permission denied" in err
 
@@ -214,8 +216,8 @@ def test_precision_and_gpu_are_both_case_insensitive(capsys) -> None:
     assert capsys.readouterr().out == upper
 
 
-def test_plan_text_names_the_quota_to_request(capsys) -> None:
-    assert cli.main(["plan", "--stack", "dev"]) == 0
+def test_plan_text_names_the_quota_to_request(capsys, own_stacks) -> None:
+    assert cli.main(["plan", "--stack", "one-region"]) == 0
     out = capsys.readouterr().out
     assert "Service quotas to request before `pulumi up`" in out
     assert "us-east-1: Running On-Demand G and VT instances (L-DB2E81BA) >= " in out
