@@ -30,10 +30,12 @@ from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, downloa
 from llmfleet.fleetplan.network import SubnetPlan, subnet_layout
 from llmfleet.fleetplan.predicted import (
     BatchPoint,
+    Binding,
     Memory,
     Predicted,
     _round,
     build_batch_curve,
+    build_binding,
     build_memory,
     build_predicted,
 )
@@ -64,6 +66,10 @@ class RegionPlan(Data):
     monthly_cost_usd: float = Field(description="At desired nodes (provisioned for the peak).")
     monthly_cost_usd_at_trough: float
     predicted: Predicted
+    binding: Binding = Field(
+        description="What stops the batch at max_num_seqs: the constraint one more sequence "
+        "breaks, and what a lone request already takes of each SLO."
+    )
     risk: Risk
     memory: Memory
     serving: Serving
@@ -190,6 +196,7 @@ def build_region_plan(
     replicas = replicas_filling_slots(choice, floor)
     serve = build_serving(choice, weights_gib, cold)
     expected = build_predicted(choice, consts)
+    bound = build_binding(choice, consts)
     volume = node_volume_gib(weights_gib, choice.replicas_per_node)
     cost = build_costs(
         choice, capacity, floor, build_system_pool(), volume, weights_gib, len(zone_ids)
@@ -210,6 +217,7 @@ def build_region_plan(
         monthly_cost_usd=cost.gpu_peak,
         monthly_cost_usd_at_trough=cost.gpu_trough,
         predicted=expected,
+        binding=bound,
         risk=build_risk(choice, expected, pessimistic),
         batch_curve=build_batch_curve(
             choice.step_model,
@@ -233,7 +241,7 @@ def build_region_plan(
         subnets=[]
         if region.network
         else subnet_layout(region.vpc_cidr, region.name, zone_ids, f"{field}.cluster_zone_ids"),
-        reasons=reasons(choice, stage4),
+        reasons=[*reasons(choice, stage4), bound.text],
         alternatives=alternatives,
         levers=build_chosen_levers(choice),
         alerts=build_alerts(plan, replicas, serve, work),

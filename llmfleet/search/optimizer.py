@@ -23,7 +23,7 @@ from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
-from llmfleet.search.infeasible import infeasible
+from llmfleet.search.infeasible import closest_per_candidate, infeasible
 from llmfleet.search.levers import Levers, lever_space
 from llmfleet.search.operating_point import (
     Rejection,
@@ -192,13 +192,11 @@ def choose_region(
                 levers=levers,
             )
         )
-    if not options:
-        # Advice reads one rejection per (instance, TP): the plainest levers' (listed first).
-        first: dict[tuple[str, int], tuple[Instance, int, Rejection]] = {}
-        for (i, tp, _), r in rejected:
-            first.setdefault((i.instance_type, tp), (i, tp, r))
-        raise infeasible(plan, model, region, offered, list(first.values()))
     order = {lv: k for k, lv in enumerate(size.levers)}
+    if not options:
+        # Advice reads one rejection per (instance, TP): the lever setting that came closest.
+        closest = closest_per_candidate(rejected, order)
+        raise infeasible(plan, model, region, offered, closest, size.levers)
     options.sort(key=lambda o: (o.rank, order[o.lever]))
     return options[0], _alternatives(options, rejected, pruned)
 

@@ -62,7 +62,9 @@ def test_the_curve_passes_through_the_operating_point_at_the_slo_edge(stack_plan
             op = by_batch[rp.serving.vllm.max_num_seqs]
             assert op.itl_ms <= slo_itl and op.ttft_ms is not None and op.ttft_ms <= slo_ttft
             beyond = [p for p in rp.batch_curve if p.batch > op.batch]
-            if beyond:  # the next batch drawn breaks an SLO: max_num_seqs is the largest
+            if beyond and rp.binding.constraint in ("ttft", "itl", "prefill"):
+                # the next batch drawn breaks an SLO: max_num_seqs is the largest (where the
+                # KV pool binds, the next batch breaks no SLO: it does not fit)
                 p = beyond[0]
                 assert p.itl_ms > slo_itl or p.ttft_ms is None or p.ttft_ms > slo_ttft
             tokens = [p.output_tokens_per_s for p in rp.batch_curve]

@@ -69,6 +69,29 @@ PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
         {"traffic.peak_requests_per_s": 1e9},
         "traffic.peak_requests_per_s = 1000000000.0: sizes",
     ),
+    (
+        "an output p99 at or above max_model_len",
+        {"traffic.output_tokens": {"mean": 250, "p99": 9000}},
+        "traffic.output_tokens.p99 (9000) is at or above max_model_len (8192)",
+    ),
+    (
+        "an unquoted Kubernetes version",
+        {"kubernetes_version": 1.3},
+        "plan.kubernetes_version = 1.3: YAML reads an unquoted version as a number (1.3: 1.30 "
+        'becomes 1.3); quote it: kubernetes_version: "1.30" or "1.3"',
+    ),
+    (
+        "a section given as one value",
+        {"model": "Llama-3.1-8B-Instruct"},
+        "plan.model = 'Llama-3.1-8B-Instruct': model takes fields, not one value; write model: "
+        "{id: Llama-3.1-8B-Instruct}",
+    ),
+    (
+        "an SLO no allowed GPU can meet",
+        {"slo.itl_ms": 0.5, "allowed.gpus": ["H100"]},
+        "Nearest feasible change: relax slo.itl_ms to at least 4 ms or set model.precision: fp8 "
+        "or allow p6-b200.48xlarge (8 x B200)",
+    ),
 ]
 
 
@@ -144,6 +167,20 @@ CLI_CASES: list[tuple[str, str]] = [
     (
         "a config.json whose heads do not divide by its KV heads",
         "num_attention_heads (32) is not a multiple of num_key_value_heads (5)",
+    ),
+    (
+        "a config.json with no KV heads",
+        "--model = 'config.json': config.json has num_key_value_heads: 0, but it counts the KV "
+        "heads every attention layer reads",
+    ),
+    (
+        "a prompt longer than the model's context",
+        "--input-tokens = 50000: a request of 50,000 prompt + 100 output tokens is longer than "
+        "the 40,960 tokens of Qwen3-32B's context, and vLLM refuses it",
+    ),
+    (
+        "a max_model_len whose sequence the KV pool cannot hold",
+        "--max-model-len = 131072: vLLM will not start: set --max-model-len <= 24688",
     ),
 ]
 
