@@ -88,6 +88,20 @@ class FleetPlan(Data):
     def region(self, name: str) -> RegionPlan:
         return next(r for r in self.regions if r.region == name)
 
+    def served_as(self) -> str:
+        """Precision, KV dtype and speculation as served: one label when every region
+        serves alike, else each label with its regions ("us-east-1, us-west-2: fp8, KV
+        fp8, no speculation; eu-north-1: bf16, KV auto, no speculation")."""
+        labels: dict[str, list[str]] = {}
+        for r in self.regions:
+            label = r.levers.label if r.levers else (
+                f"{self.model.precision}, KV {self.model.kv_cache_dtype}, no speculation"
+            )
+            labels.setdefault(label, []).append(r.region)
+        if len(labels) == 1:
+            return next(iter(labels))
+        return "; ".join(f"{', '.join(regions)}: {label}" for label, regions in labels.items())
+
 
 def sizing_constants(plan: CapacityPlan, consts: Constants) -> Constants:
     """`confidence: pessimistic` slows the GPU part of every vLLM step to the p90 of the

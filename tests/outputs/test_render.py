@@ -489,12 +489,14 @@ def test_the_report_explains_each_regions_decisions(stack_plans) -> None:
         for rp in fp.regions:
             s = rp.serving
             assert f"## {rp.region}: {rp.instance_type}, TP {rp.tensor_parallel_size}" in report
+            shown = [a for a in rp.alternatives if not a.chosen][:5]
             for text in [
                 s.paging.explanation,
                 *rp.autoscaling.reasons,
                 *s.reasons,
                 *rp.reasons,
-                rp.alternatives[1].reason,
+                *(a.reason for a in shown),
+                *(a.differs for a in shown),
             ]:
                 assert text in report, text
         for rule in fp.rules_of_thumb:
