@@ -29,9 +29,9 @@ from llmfleet.fleetplan.replica_request import (
     replica_request,
 )
 from llmfleet.gc_pause import gc_paused
-from llmfleet.outputs import render, rendered_files
+from llmfleet.outputs import diff_charts, render, rendered_files
 from llmfleet.outputs.diff import diff_plans
-from llmfleet.outputs.diff_markdown import markdown
+from llmfleet.outputs.diff_markdown import charts_section, markdown
 from llmfleet.outputs.render import VLLM_CONFIG
 from llmfleet.outputs.report import fleet_text, predict_text, validation_text
 from llmfleet.paths import MEASUREMENTS
@@ -256,9 +256,31 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     base, head = stacks.plan_source(args.base), stacks.plan_source(args.head)
-    d = diff_plans(base.label, build_fleet_plan(base.plan), head.label, build_fleet_plan(head.plan))
-    sys.stdout.write(_dump(d.model_dump(mode="json")) if args.json else markdown(d))
+    before, after = build_fleet_plan(base.plan), build_fleet_plan(head.plan)
+    d = diff_plans(base.label, before, head.label, after)
+    text = _dump(d.model_dump(mode="json")) if args.json else markdown(d)
+    if args.charts:
+        folder = Path(args.charts)
+        files = diff_charts.chart_files(before, after, base.label, head.label)
+        _write_charts(files, folder)
+        if not args.json:
+            links = [(t, (folder / name).as_posix()) for t, name in diff_charts.chart_titles(files)]
+            text += charts_section(links) + "\n"
+    sys.stdout.write(text)
     return 0
+
+
+def _write_charts(files: dict[str, str], folder: Path) -> None:
+    """Write the diff's charts (only those files: the folder may hold others)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+    except OSError as e:
+        raise ArgumentError(
+            f"--charts: cannot write {e.filename or folder} ({e.strerror}); give a directory "
+            "you can write to"
+        ) from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -361,6 +383,12 @@ def parser() -> argparse.ArgumentParser:
             help=f"a stack name, a stack file, or REV:STACK at a git revision (e.g. {example})",
         )
     s.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    s.add_argument(
+        "--charts",
+        metavar="DIR",
+        help="also draw before/after SVG charts into DIR (fleet.svg, <region>-batch.svg) and "
+        "link them from the markdown",
+    )
     s.set_defaults(func=cmd_diff)
 
     s = sub.add_parser(
