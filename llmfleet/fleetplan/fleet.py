@@ -18,6 +18,7 @@ from llmfleet.fleetplan.entry_point import build_entry_point
 from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, build_lever_report
 from llmfleet.fleetplan.region import RegionPlan, build_region_plan
 from llmfleet.fleetplan.resilience import Resilience, build_resilience
+from llmfleet.fleetplan.traffic import TrafficAdvice, build_traffic_advice
 from llmfleet.paths import PROJECT_ROOT
 from llmfleet.perf.architecture import kv_dtype_bytes
 from llmfleet.plan.checks import check_plan
@@ -78,6 +79,11 @@ class FleetPlan(Data):
     )
     startup: Startup = Field(
         default_factory=Startup, description="The plan's image digest, registry and growth."
+    )
+    traffic_advice: TrafficAdvice | None = Field(
+        default=None,
+        description="Multi-region (latency routing): cost per request/s per region and the "
+        "moves of a region's users to a cheaper region worth saying, with their detour.",
     )
     monthly_cost_usd_day_profile: float = Field(
         default=0.0,
@@ -182,6 +188,7 @@ def build_fleet_plan(
         dns=plan.dns,
         api_key=plan.api_key,
         resilience=build_resilience(plan, regions, floors),
+        traffic_advice=build_traffic_advice(plan, regions),
         startup=plan.startup,
         monthly_cost_usd_day_profile=round(sum(r.costs.total_day_profile for r in regions), 2),
     )

@@ -79,6 +79,12 @@ def fleet_text(fp: FleetPlan) -> str:
     )
     for line in [*res.reasons, *(f"flag: {f}" for f in res.flags)]:
         con.print(f"  - {line}")
+    if fp.traffic_advice is not None:
+        con.print("Where the traffic should go:")
+        for s in fp.traffic_advice.shifts:
+            con.print(f"  - {'MOVE' if s.within_budget else 'over budget'}: {s.text}")
+        for line in fp.traffic_advice.notes:
+            con.print(f"  - {line}")
     for r in fp.regions:
         con.print(f"\n{r.region}: why {r.instance_type} TP {r.tensor_parallel_size}")
         rng = r.predicted.ranges
