@@ -76,7 +76,6 @@ def markdown(d: PlanDiff) -> str:
     out = [f"### llmfleet diff: `{d.base}`{ARROW}`{d.head}`", ""]
     if d.model_note:
         out += [f"> **Different models**: {d.model_note}.", ""]
-    kv = pair(fb.kv_cache_dtype, fa.kv_cache_dtype)
     cost = delta(fb.monthly_cost_usd, fa.monthly_cost_usd, _usd)
     cost_trough = delta(fb.monthly_cost_usd_at_trough, fa.monthly_cost_usd_at_trough, _usd)
     per_mtok = pair(fb.usd_per_million_output_tokens, fa.usd_per_million_output_tokens, _usd2)
@@ -85,7 +84,7 @@ def markdown(d: PlanDiff) -> str:
         fa.usd_per_million_output_tokens_at_trough,
         _usd2,
     )
-    served = pair(fb.served_as or f"{fb.precision}, KV {fb.kv_cache_dtype}", fa.served_as or kv)
+    served = pair(fb.served_as, fa.served_as)
     out += [
         f"{pair(fb.name, fa.name)}: {pair(fb.model, fa.model)} served as {served}.",
         "",
