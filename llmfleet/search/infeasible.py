@@ -132,7 +132,7 @@ def _hints(
     inst, tp, lv, r = closest
     gpu = hardware.gpu(inst.gpu)
     if r.kind in ("shape", "lever"):
-        return _support_hints(plan, region, others, r)
+        return _support_hints(plan, model, region, others, r)
     if r.kind == "memory":
         return _memory_hints(plan, model, region, offered, others, precisions, r)
     # a replica that can be faster at both: more memory bandwidth and more tensor FLOP/s
@@ -179,7 +179,11 @@ def _relax(plan: CapacityPlan, r: Rejection) -> list[str]:
 
 
 def _support_hints(
-    plan: CapacityPlan, region: Region, others: list[Instance], r: Rejection
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    region: Region,
+    others: list[Instance],
+    r: Rejection,
 ) -> list[str]:
     """Every candidate needs a GPU feature or shape the allowed ones lack."""
     hints = []
@@ -192,7 +196,16 @@ def _support_hints(
         if plan.model.pins_kv_cache_dtype and plan.model.kv_cache_dtype == "fp8":
             hints.append("set model.kv_cache_dtype: auto")
         if not fp8 and not hints:
-            hints.append(f"{region.name} offers no GPU with FP8 support: serve 16-bit weights")
+            sixteen = model.native_precision in ("bf16", "fp16")
+            hints.append(
+                f"{region.name} sells no GPU with FP8 support: "
+                + (
+                    "serve 16-bit weights (model.precision: bf16) and KV (auto)"
+                    if sixteen
+                    else f"{model.id} is published in {model.native_precision} only; serve "
+                    f"{region.name}'s users from another region"
+                )
+            )
     return hints
 
 
