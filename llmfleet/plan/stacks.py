@@ -84,17 +84,23 @@ MAPPING_EXAMPLES = {
     "plan.model": "{{id: {value}}} (a catalog model) or {{config_path: ..., hf_repo: ...}}",
     "plan.traffic.input_tokens": "{{mean: {value}, p95: ...}}",
     "plan.traffic.output_tokens": "{{mean: {value}, p95: ...}}",
+    "plan.regions[]": "{{name: {value}, traffic_share: ...}}",
+    "plan.allowed.speculative[]": "{{method: {value}}}",
 }
 
 
 def _mapping_hint(path: str, value: object, as_flags: bool) -> str:
     """A section written as one value: say it takes fields, with an example where known."""
-    section = path.rsplit(".", 1)[-1]
-    example = MAPPING_EXAMPLES.get(path)
+    *parents, last = path.split(".")
+    if last.isdigit():  # a list item: regions.0 -> regions[0], examples under regions[]
+        section, key = f"{parents[-1]}[{last}]", ".".join(parents) + "[]"
+    else:
+        section, key = last, path
+    example = MAPPING_EXAMPLES.get(key)
     if example and not isinstance(value, dict | list):
-        return (
-            f"{section} takes fields, not one value; write {section}: "
-            + example.format(value=value)
+        write = "the item as - " if key.endswith("[]") else f"{section}: "
+        return f"{section} takes fields, not one value; write {write}" + example.format(
+            value=value
         )
     return f"{section} takes fields (a mapping, see README's plan reference), not one value"
 

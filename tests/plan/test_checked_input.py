@@ -130,3 +130,12 @@ def test_predict_names_its_own_flags(capsys, flags, named) -> None:
     assert code == 2
     assert named in err
     assert "----" not in err and "--model." not in err and "--speculative." not in err
+
+
+def test_a_list_item_given_as_one_value_shows_the_item_to_write() -> None:
+    with pytest.raises(StackError) as e:
+        parse_plan(plan_dict(regions=["us-east-1"]))
+    assert (
+        "plan.regions.0 = 'us-east-1': regions[0] takes fields, not one value; write the item "
+        "as - {name: us-east-1, traffic_share: ...}"
+    ) in str(e.value)
