@@ -72,6 +72,8 @@ def infeasible(
             f"one of: {names}",
         )
     inst, tp, lv, r = next(c for c in ranked if c[3].kind != "price")
+    sized_names = {i.instance_type for i, *_, u in rejected if u.kind != "price"}
+    sized = [i for i in offered if i.instance_type in sized_names] or offered
     if r.kind == "itl" and r.best_ms and r.gap_ms == r.best_ms:
         summary += f" The ITL floor (batch 1) is {r.best_ms:.1f} ms on the fastest candidate."
     elif math.isfinite(r.over):
@@ -83,14 +85,20 @@ def infeasible(
     if r.kind == "memory" and "exceed" in r.reason:
         smallest = min(precisions, key=lambda p: model.arch.weight_bytes(p))
         need_gib = model.arch.weight_bytes(smallest) / GIB
-        largest = max(offered, key=lambda i: i.gpu_count * i.gpu_memory_mib)
+        largest = max(sized, key=lambda i: i.gpu_count * i.gpu_memory_mib)
         summary += (
             f" Weights need {need_gib:.0f} GiB ({need_gib * GIB / GB:.0f} GB); the largest "
             f"allowed instance, {largest.instance_type}, holds "
             f"{largest.gpu_count * largest.gpu_memory_mib / 1024:.0f} GiB."
         )
     others = _not_allowed(region, offered)
-    hints = _hints(plan, model, region, offered, others, precisions, (inst, tp, lv, r))
+    hints = _hints(plan, model, region, sized, others, precisions, (inst, tp, lv, r))
+    unpriced = sorted({i.instance_type for i, *_, u in rejected if u.kind == "price"})
+    if unpriced:
+        hints.append(
+            f"add plan.prices for {', '.join(unpriced)} (allowed and offered in {region.name} "
+            "without a known price, so not sized)"
+        )
     return InfeasibleError(summary, reasons, " or ".join(hints) or _fallback(region, others))
 
 

@@ -69,3 +69,18 @@ def test_every_instance_a_nearest_change_allows_is_not_allowed_yet(changes) -> N
     allowed = {i.instance_type for i in allowed_instances(plan)}
     named = set(re.findall(r"allow ([a-z0-9-]+\.[a-z0-9]+)", err.nearest))
     assert named and not named & allowed, err.nearest
+
+
+def test_an_allowed_instance_without_a_price_is_named_as_a_price_to_add() -> None:
+    # eu-north-1 offers p6-b200.48xlarge and p5.4xlarge with no known price: not sized, so
+    # the largest sized instance is p5.48xlarge (640 GiB) and the change is to price them
+    plan = make_plan(
+        **{"model.id": "Llama-3.1-405B-Instruct", "allowed.gpus": ["B200", "H100"]},
+        regions=[{"name": "eu-north-1", "traffic_share": 1.0}],
+    )
+    err = _error(plan)
+    assert "the largest allowed instance, p5.48xlarge, holds 640 GiB" in err.summary
+    assert err.nearest.endswith(
+        "or add plan.prices for p5.4xlarge, p6-b200.48xlarge (allowed and offered in "
+        "eu-north-1 without a known price, so not sized)"
+    )
