@@ -29,27 +29,31 @@ from llmfleet.calibration.server_fit import Server
 from llmfleet.catalog import constants, hardware, model_facts
 from llmfleet.catalog.constants import fitted, priors
 from llmfleet.drill import drill, drill_text, parse_lost
-from llmfleet.errors import ArgumentError, CalibrationError, LlmfleetError, PlanError, StackError
+from llmfleet.errors import ArgumentError, CalibrationError, LlmfleetError, PlanError
 from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.fleetplan.replica_request import (
+    model_config,
+    predict_command,
+    region_of,
+    replica_request,
+)
 from llmfleet.gc_pause import gc_paused
-from llmfleet.outputs import render, rendered_files
+from llmfleet.outputs import diff_charts, render, rendered_files
 from llmfleet.outputs.deploy_order import deploy_order, deploy_order_text
 from llmfleet.outputs.diff import diff_plans
-from llmfleet.outputs.diff_markdown import markdown
+from llmfleet.outputs.diff_markdown import charts_section, markdown
+from llmfleet.outputs.render import VLLM_CONFIG
 from llmfleet.outputs.report import calibration_text, fleet_text, predict_text, validation_text
 from llmfleet.outputs.simulation import simulation_text
 from llmfleet.paths import MEASUREMENTS
-from llmfleet.perf.architecture import PRECISIONS, check_config_heads
-from llmfleet.perf.replica import ENGINES, PredictRequest, PredictResult, run_predict
+from llmfleet.perf.architecture import PRECISIONS, check_config
+from llmfleet.perf.replica import ENGINES, PredictRequest, PredictResult, predict_served
 from llmfleet.perf.step import NO_CORRECTION
 from llmfleet.plan import stacks
 from llmfleet.plan.stacks import (
     format_validation_error,
     list_stacks,
-    missing_stack_files,
     read_plan,
-    stack_file_text,
-    stack_path,
 )
 from llmfleet.simulate.run import simulate
 from llmfleet.simulate.scenario import DEFAULT_SPIKE_MINUTES, scenario_from_args
@@ -68,9 +72,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def as_flag(field: str) -> str:
-    """A PredictRequest field as the flag that sets it: tensor_parallel_size ->
-    --tensor-parallel-size."""
-    return "--" + field.replace("_", "-")
+    """A field the core names, as the `predict` flag that sets it: tensor_parallel_size ->
+    --tensor-parallel-size; model.precision (the plan's word) -> --precision;
+    --speculative.draft_model (a speculative entry checked for predict) -> --draft-model.
+    A config.json key (`config.json:head_dim`) is named as it is in the file."""
+    if ":" in field:
+        return field
+    name = field.removeprefix("--")
+    for prefix in ("speculative.", "model."):
+        name = name.removeprefix(prefix)
+    return "--" + name.replace("_", "-")
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
@@ -102,16 +113,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_rollout(args: argparse.Namespace) -> int:
     plan = read_plan(args.stack)
-    missing = missing_stack_files(args.stack, plan)
-    if missing:
-        files = "\n".join(
-            f"  {stack_path(s)}:\n" + stack_file_text(args.stack, s.split(".", 1)[1])
-            for s in missing
-        )
-        raise StackError(
-            f"{args.stack} has {len(plan.regions)} regions and deploys as a stack per region "
-            f"plus {args.stack}.global; these stack files are missing:\n{files}"
-        )
     order = deploy_order(args.stack, plan, build_fleet_plan(plan))
     sys.stdout.write(
         _dump(order.model_dump(mode="json")) if args.json else deploy_order_text(order)
@@ -124,33 +125,25 @@ def _config(args: argparse.Namespace) -> dict[str, object] | None:
     config = None
     if args.model.endswith(".json") or Path(args.model).is_file():
         config = model_facts.load_config_json(Path(args.model), "--model")
-        check_config_heads(config, args.model, "--model")
+        check_config(config, args.model, "--model")
         return config
     return None
 
 
 def server_from_args(args: argparse.Namespace, config: dict[str, object] | None) -> Server:
-    """The server the flags describe, with catalog names spelled as the catalog does."""
-    model = args.model if config is not None else model_facts.model_entry(args.model, "--model").id
+    """The server the flags describe (calibrate --bench)."""
+    return server_of(vars(args), config)
+
+
+def server_of(values: dict[str, object], config: dict[str, object] | None) -> Server:
+    """A server from flag values, with catalog names spelled as the catalog does."""
+    name = str(values["model"])
+    model = name if config is not None else model_facts.model_entry(name, "--model").id
+    fields = {k: values.get(k) for k in Server.model_fields if k not in ("model", "gpu")}
     try:
-        return Server(
-            model=model,
-            hf_repo=args.hf_repo,
-            engine=args.engine,
-            engine_version=args.engine_version,
-            gpu=hardware.gpu(args.gpu, "--gpu").gpu,
-            tensor_parallel_size=args.tensor_parallel_size,
-            precision=args.precision,
-            kv_cache_dtype=args.kv_cache_dtype,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            max_model_len=args.max_model_len,
-            max_num_seqs=args.max_num_seqs,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            enforce_eager=args.enforce_eager,
-            speculative_method=args.speculative_method,
-            num_speculative_tokens=args.num_speculative_tokens,
-            acceptance_rate=args.acceptance_rate,
-            draft_model=args.draft_model,
+        return Server.model_validate(
+            {**{k: v for k, v in fields.items() if v is not None}, "model": model,
+             "gpu": hardware.gpu(str(values["gpu"]), "--gpu").gpu}
         )
     except ValidationError as e:
         raise ArgumentError(
@@ -158,55 +151,145 @@ def server_from_args(args: argparse.Namespace, config: dict[str, object] | None)
         ) from None
 
 
+ENGINE_DEFAULTS = {
+    "engine": "vllm",
+    "tensor_parallel_size": 1,
+    "precision": "bf16",
+    "kv_cache_dtype": "auto",
+    "gpu_memory_utilization": 0.9,
+}
+"""predict's defaults for the engine flags (None in the parser, so `--stack` can tell a flag
+given from one left out)."""
+PLAN_SETS = (
+    "model",
+    "gpu",
+    *ENGINE_DEFAULTS,
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "speculative_method",
+    "num_speculative_tokens",
+    "acceptance_rate",
+    "draft_model",
+    "enforce_eager",
+    "engine_version",
+    "hf_repo",
+)
+"""Flags `predict --stack` takes from the plan's replica; the load flags may still be given."""
+LOAD_FLAGS = ("input_tokens", "output_tokens", "concurrency", "request_rate", "num_requests")
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
-    config = _config(args)
+    header = ""
+    if args.stack:
+        req, config, header = _plan_replica(args)
+    else:
+        req, config = _flag_request(args)
+    cal = _calibration(args, req, config) if args.calibration else None
     try:
-        req = PredictRequest(
-            model=args.model,
-            gpu=args.gpu,
-            tensor_parallel_size=args.tensor_parallel_size,
-            precision=args.precision,
-            kv_cache_dtype=args.kv_cache_dtype,
-            input_tokens=args.input_tokens,
-            output_tokens=args.output_tokens,
-            concurrency=args.concurrency,
-            request_rate=args.request_rate,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            max_model_len=args.max_model_len,
-            max_num_seqs=args.max_num_seqs,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            engine=args.engine,
-            num_requests=args.num_requests,
-            output_lengths=args.output_lengths,
-            speculative_method=args.speculative_method,
-            num_speculative_tokens=args.num_speculative_tokens,
-            acceptance_rate=args.acceptance_rate,
-            draft_model=args.draft_model,
-            enforce_eager=args.enforce_eager,
-            engine_version=args.engine_version,
-        )
-    except ValidationError as e:
-        raise ArgumentError(
-            "invalid predict arguments:\n" + format_validation_error(e, as_flags=True)
-        ) from None
-    cal = None
-    if args.calibration:
-        path = Path(args.calibration)
-        cal = read_calibration(path)
-        why = mismatch(cal, server_from_args(args, config))
-        if why:
-            raise CalibrationError(f"--calibration {path}: {why}")
-        cal = current(cal, fitted(), config)
-    try:
-        result = run_predict(req, config, cal.factors.correction if cal else NO_CORRECTION)
+        result = predict_served(req, config, cal.factors.correction if cal else NO_CORRECTION)
     except PlanError as e:  # the core names request fields; the user typed flags
         raise PlanError(as_flag(e.field), e.value, e.hint) from None
     if cal is not None:
         result = result.model_copy(
             update={"calibration": args.calibration, "ranges": calibrated_ranges(result, cal)}
         )
-    sys.stdout.write(_dump(result.model_dump(mode="json")) if args.json else predict_text(result))
+    sys.stdout.write(
+        _dump(result.model_dump(mode="json")) if args.json else header + predict_text(result)
+    )
     return 0
+
+
+def _calibration(
+    args: argparse.Namespace, req: PredictRequest, config: dict[str, object] | None
+) -> ServerCalibration:
+    """--calibration's file, refused unless it calibrates the server predicted."""
+    path = Path(args.calibration)
+    cal = read_calibration(path)
+    why = mismatch(cal, server_of({**req.model_dump(), "hf_repo": args.hf_repo}, config))
+    if why:
+        raise CalibrationError(f"--calibration {path}: {why}")
+    return current(cal, fitted(), config)
+
+
+def _flag_request(args: argparse.Namespace) -> tuple[PredictRequest, dict[str, object] | None]:
+    missing = [f"--{n.replace('_', '-')}" for n in ("model", "gpu", "input_tokens",
+               "output_tokens") if getattr(args, n) is None]
+    if missing:
+        raise ArgumentError(
+            f"predict needs {', '.join(missing)}; or give --stack ENV [--region R] to predict "
+            "a plan's own replica"
+        )
+    config = None
+    if args.model.endswith(".json") or Path(args.model).is_file():
+        config = model_facts.load_config_json(Path(args.model), "--model")
+        check_config(config, args.model, "--model")
+    values = {k: getattr(args, k) if getattr(args, k) is not None else v
+              for k, v in ENGINE_DEFAULTS.items()}
+    return _request(args, dict(model=args.model, gpu=args.gpu, **values)), config
+
+
+def _request(args: argparse.Namespace, fields: dict[str, object]) -> PredictRequest:
+    load = {n: getattr(args, n) for n in LOAD_FLAGS}
+    try:
+        return PredictRequest.model_validate(
+            {
+                "max_model_len": args.max_model_len,
+                "max_num_seqs": args.max_num_seqs,
+                "max_num_batched_tokens": args.max_num_batched_tokens,
+                "speculative_method": args.speculative_method,
+                "num_speculative_tokens": args.num_speculative_tokens,
+                "acceptance_rate": args.acceptance_rate,
+                "draft_model": args.draft_model,
+                "enforce_eager": args.enforce_eager,
+                "engine_version": args.engine_version,
+                **fields,
+                **{k: v for k, v in load.items() if v is not None or k not in fields},
+                "num_requests": args.num_requests,
+                "output_lengths": args.output_lengths,
+            }
+        )
+    except ValidationError as e:
+        raise ArgumentError(
+            "invalid predict arguments:\n" + format_validation_error(e, as_flags=True)
+        ) from None
+
+
+def _plan_replica(
+    args: argparse.Namespace,
+) -> tuple[PredictRequest, dict[str, object] | None, str]:
+    """`predict --stack ENV --region R`: the plan's replica, its engine flags from the plan,
+    the load at the region's peak per replica unless the load flags say otherwise."""
+    given = [n for n in PLAN_SETS if getattr(args, n) not in (None, False)]
+    if given:
+        flag = as_flag(given[0])
+        raise ArgumentError(
+            f"{flag}: predict --stack takes it from the plan's replica; drop {flag}, or drop "
+            "--stack and give every flag (the command printed with --stack lists them)"
+        )
+    plan = read_plan(args.stack)
+    fp = build_fleet_plan(plan)
+    rp = region_of(plan, fp.regions, args.region)
+    base = replica_request(plan, rp)
+    fields = base.model_dump(exclude_unset=True)
+    if args.concurrency is not None:
+        fields.pop("request_rate", None)
+    req = _request(args, fields)
+    p = rp.predicted
+    header = (
+        f"{fp.name} {rp.region}: {rp.instance_type} ({rp.gpus_per_node} x {rp.gpu}), the "
+        f"replica of rendered/{args.stack}/{rp.region}/{VLLM_CONFIG} at "
+        + (
+            f"the region's peak, {p.requests_per_s_at_peak:g} req/s per replica"
+            if args.concurrency is None and args.request_rate is None
+            else "the load given"
+        )
+        + f"\n  the plan predicts at its peak: TTFT p{fp.slo.percentile:g} {p.ttft_ms:g} ms for "
+        f"a {p.ttft_prompt_tokens:,}-token prompt, ITL ({fp.slo.itl}) {p.itl_ms:g} ms; predict "
+        "below runs mean-length requests, so its TTFT and ITL are means\n"
+        f"  reproduce without the stack: {predict_command(req)}\n"
+    )
+    return req, model_config(plan, paths.PROJECT_ROOT), header
 
 
 def calibrated_ranges(
@@ -309,15 +392,43 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     base, head = stacks.plan_source(args.base), stacks.plan_source(args.head)
-    d = diff_plans(base.label, build_fleet_plan(base.plan), head.label, build_fleet_plan(head.plan))
-    sys.stdout.write(_dump(d.model_dump(mode="json")) if args.json else markdown(d))
+    before, after = build_fleet_plan(base.plan), build_fleet_plan(head.plan)
+    d = diff_plans(base.label, before, head.label, after)
+    text = _dump(d.model_dump(mode="json")) if args.json else markdown(d)
+    if args.charts:
+        folder = Path(args.charts)
+        files = diff_charts.chart_files(before, after, base.label, head.label)
+        _write_charts(files, folder)
+        if not args.json:
+            links = [(t, (folder / name).as_posix()) for t, name in diff_charts.chart_titles(files)]
+            text += charts_section(links) + "\n"
+    sys.stdout.write(text)
     return 0
 
 
-def add_server_flags(s: argparse.ArgumentParser, required: bool) -> None:
+def _write_charts(files: dict[str, str], folder: Path) -> None:
+    """Write the diff's charts (only those files: the folder may hold others)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+    except OSError as e:
+        raise ArgumentError(
+            f"--charts: cannot write {e.filename or folder} ({e.strerror}); give a directory "
+            "you can write to"
+        ) from None
+
+
+def add_server_flags(s: argparse.ArgumentParser, required: bool, defaults: bool = True) -> None:
     """The flags that say what a server is (predict, calibrate --bench): model, engine, GPU,
     parallelism, precision and vLLM's flags. `required`: --model and --gpu must be given
-    (calibrate checks them itself, as plain `calibrate` needs neither)."""
+    (calibrate checks them itself, as plain `calibrate` needs neither). `defaults`: the engine
+    flags default here (calibrate); without, they are None until used, so `predict --stack`
+    can tell a flag given from one left out (ENGINE_DEFAULTS fills them)."""
+
+    def default(value: object) -> object:
+        return value if defaults else None
+
     s.add_argument("--model", required=required, help="catalog id or path to a config.json")
     s.add_argument(
         "--hf-repo",
@@ -327,19 +438,28 @@ def add_server_flags(s: argparse.ArgumentParser, required: bool) -> None:
     s.add_argument(
         "--engine",
         choices=ENGINES,
-        default="vllm",
-        help="serving engine whose memory accounting and fitted factors apply",
+        default=default("vllm"),
+        help="serving engine whose memory accounting and fitted factors apply (default vllm)",
     )
     s.add_argument(
         "--engine-version",
         help="the vLLM release served (its memory accounting; default: the pinned one)",
     )
     s.add_argument("--gpu", required=required, help=" ".join(GPUS))
-    s.add_argument("--tensor-parallel-size", type=int, default=1)
+    s.add_argument("--tensor-parallel-size", type=int, default=default(1), help="default 1")
     # case-insensitive, as --gpu is: BF16 = bf16
-    s.add_argument("--precision", default="bf16", type=str.lower, help=" ".join(PRECISIONS))
-    s.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto", type=str.lower)
-    s.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    s.add_argument(
+        "--precision",
+        default=default("bf16"),
+        type=str.lower,
+        help=" ".join(PRECISIONS) + " (default bf16)",
+    )
+    s.add_argument(
+        "--kv-cache-dtype", choices=("auto", "fp8"), default=default("auto"), type=str.lower
+    )
+    s.add_argument(
+        "--gpu-memory-utilization", type=float, default=default(0.9), help="default 0.9"
+    )
     s.add_argument("--max-model-len", type=int)
     s.add_argument("--max-num-seqs", type=int)
     s.add_argument("--max-num-batched-tokens", type=int)
@@ -369,9 +489,15 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_plan)
 
     s = sub.add_parser("predict", help="predict one replica configuration")
-    add_server_flags(s, required=True)
-    s.add_argument("--input-tokens", type=int, required=True)
-    s.add_argument("--output-tokens", type=int, required=True)
+    s.add_argument(
+        "--stack",
+        help="a plan's own replica: its GPU, engine arguments and levers, at the region's peak "
+        "per replica (the load flags may override it)",
+    )
+    s.add_argument("--region", help="with --stack: the region (a one-region plan needs none)")
+    add_server_flags(s, required=False, defaults=False)
+    s.add_argument("--input-tokens", type=int)
+    s.add_argument("--output-tokens", type=int)
     load = s.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=float, help="closed loop: requests in flight")
     load.add_argument("--request-rate", type=float, help="open loop: requests per second")
@@ -441,6 +567,12 @@ def parser() -> argparse.ArgumentParser:
             help=f"a stack name, a stack file, or REV:STACK at a git revision (e.g. {example})",
         )
     s.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    s.add_argument(
+        "--charts",
+        metavar="DIR",
+        help="also draw before/after SVG charts into DIR (fleet.svg, <region>-batch.svg) and "
+        "link them from the markdown",
+    )
     s.set_defaults(func=cmd_diff)
 
     s = sub.add_parser(

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from llmfleet.catalog import geo
 from llmfleet.catalog.constants import fitted
 from llmfleet.errors import PlanError
 from llmfleet.fleetplan.fleet import build_fleet_plan, sizing_constants
@@ -52,6 +53,19 @@ class OperatorStep(BaseModel):
     action: Literal["up", "none", "leave"]
     change: str
     command: str | None
+class ReroutedUsers(BaseModel):
+    """A lost region's users at the survivor that absorbs them: the TTFT they see is the
+    survivor's plus the detour (`geo.first_token_detour_ms`: a new connection's TCP and TLS
+    handshakes and the request, one round trip each over the great-circle distance)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lost: str
+    absorbed_by: str
+    round_trip_ms: float | None  # None: failover (the secondary's distance is not routed by)
+    added_ttft_ms: float | None
+    ttft_seen_ms: float | None  # None: the survivor is overloaded
+    within_slo: bool | None
 
 
 class DrillReport(BaseModel):
@@ -67,6 +81,8 @@ class DrillReport(BaseModel):
     recovery_s: int | None
     passed: bool
     operator_commands: list[OperatorStep] = []
+    rerouted: bool = True  # False: no global name (plan.dns), nothing moves the users
+    rerouted_users: list[ReroutedUsers] = []
 
 
 def parse_lost(plan: CapacityPlan, lose: str) -> list[str]:
@@ -134,6 +150,8 @@ def drill(
     env = environment or plan.name
     order = [r for r in fp.rollout.order if r in load]
     by_region = {s.region: s for s in survivors}
+    rerouted = plan.dns is not None
+    seen = [_seen(a, survivors, slo.ttft_ms) for a in moved]
     return DrillReport(
         stack_name=plan.name,
         lost=list(lost),
@@ -143,8 +161,28 @@ def drill(
         slo_ttft_ms=slo.ttft_ms,
         slo_itl_ms=slo.itl_ms,
         recovery_s=recovery,
-        passed=all(s.slo_holds and s.warm_floor_holds for s in survivors),
+        passed=rerouted and all(s.slo_holds and s.warm_floor_holds for s in survivors),
         operator_commands=operator_steps(plan, env, list(lost), [by_region[r] for r in order]),
+        rerouted=rerouted,
+        rerouted_users=seen,
+    )
+
+
+def _seen(a: Absorption, survivors: list[SurvivorResult], slo_ttft_ms: float) -> ReroutedUsers:
+    """The TTFT a lost region's users see at the survivor absorbing them."""
+    ttft = next(s.ttft_ms for s in survivors if s.region == a.absorbed_by)
+    rtt = added = None
+    if a.distance_km is not None:
+        rtt = round(geo.round_trip_ms(a.lost, a.absorbed_by), 1)
+        added = round(geo.first_token_detour_ms(a.lost, a.absorbed_by), 1)
+    total = None if ttft is None else round(ttft + (added or 0.0), 1)
+    return ReroutedUsers(
+        lost=a.lost,
+        absorbed_by=a.absorbed_by,
+        round_trip_ms=rtt,
+        added_ttft_ms=added,
+        ttft_seen_ms=total,
+        within_slo=None if total is None else total <= slo_ttft_ms,
     )
 
 
@@ -249,6 +287,16 @@ def drill_text(report: DrillReport) -> str:
             + ("holds until new nodes join" if s.warm_floor_holds else "SHORT, cold start needed")
             + ("" if s.slo_holds else "; SLO BREAKS")
         )
+    for u in report.rerouted_users:
+        if not report.rerouted or u.added_ttft_ms is None or u.ttft_seen_ms is None:
+            continue
+        over = "" if u.within_slo else f", over the {report.slo_ttft_ms:g} ms SLO"
+        lines.append(
+            f"  {u.lost}'s users at {u.absorbed_by} see TTFT about {u.ttft_seen_ms:.0f} ms: "
+            f"+{u.added_ttft_ms:.0f} ms for a new connection's TCP and TLS handshakes and the "
+            f"request ({geo.HANDSHAKE_ROUND_TRIPS + 1} round trips of {u.round_trip_ms:.0f} ms "
+            f"at fibre speed){over}"
+        )
     if report.recovery_s is not None:
         lines.append(f"  recovery: about {report.recovery_s} s until the survivors serve them")
     else:
@@ -262,5 +310,22 @@ def drill_text(report: DrillReport) -> str:
         for step in report.operator_commands:
             verb = {"up": "run", "none": "keep", "leave": "leave"}[step.action]
             lines.append(f"    {verb} {step.stack}: {step.change}")
-    lines.append("PASS: the SLO holds" if report.passed else "FAIL: the SLO breaks")
+    if not report.rerouted:
+        lines.append(
+            f"FAIL: not re-routed: {', '.join(report.lost)}'s users are not moved to a survivor "
+            "without a global name; add plan.dns"
+        )
+    elif report.passed:
+        slow = [u.lost for u in report.rerouted_users if u.within_slo is False]
+        lines.append(
+            "PASS: the SLO holds"
+            + (
+                f" at the servers, where vLLM measures TTFT; with the detour {', '.join(slow)}'s"
+                " users wait longer (above)"
+                if slow
+                else ""
+            )
+        )
+    else:
+        lines.append("FAIL: the SLO breaks")
     return "\n".join(lines) + "\n"

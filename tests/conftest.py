@@ -12,17 +12,40 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from plans import OWN_STACKS, write_stacks
+
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
 from llmfleet.plan import stacks
-from llmfleet.plan.stacks import list_stacks, read_plan
+from llmfleet.plan.stacks import list_stacks, parse_plan, read_plan
 
 STACKS = list_stacks()
 
 
 @pytest.fixture(scope="session")
 def stack_plans() -> dict[str, FleetPlan]:
-    """The FleetPlan of every stack in stacks/, built once per test session."""
+    """The FleetPlan of every stack in stacks/, built once per test session. Tests over it
+    hold for any stack a user adds; a test that needs a particular fleet uses `own_plans`."""
     return {env: build_fleet_plan(read_plan(env)) for env in STACKS}
+
+
+@pytest.fixture(scope="session")
+def own_plans() -> dict[str, FleetPlan]:
+    """The FleetPlans of the plans the tests own (`plans.OWN_STACKS`): `three-regions` and
+    `one-region`, whatever stacks/ holds."""
+    return {env: build_fleet_plan(parse_plan(plan)) for env, plan in OWN_STACKS.items()}
+
+
+@pytest.fixture
+def own_stacks(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stacks folder holding only the tests' own stacks (`three-regions`, `one-region`);
+    the CLI's `--stack`, `render` and `diff` read it instead of stacks/."""
+    from llmfleet import cli
+
+    folder = write_stacks(tmp_path_factory.mktemp("own") / "stacks")
+    monkeypatch.setattr(cli, "read_plan", lambda env: read_plan(env, folder))
+    monkeypatch.setattr(cli, "list_stacks", lambda: list_stacks(folder))
+    monkeypatch.setattr(stacks, "read_plan", lambda env: read_plan(env, folder))
+    return folder
 
 
 # --- secret hygiene: every stack run with sentinel secrets in its config and environment ---

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.plan.stacks import parse_plan
@@ -25,7 +28,85 @@ BASE: dict[str, Any] = {
 
 def plan_dict(**changes: Any) -> dict[str, Any]:
     """BASE with dotted-path overrides: plan_dict(**{"slo.itl_ms": 5})."""
-    d = copy.deepcopy(BASE)
+    return _changed(BASE, changes)
+
+
+def make_plan(**changes: Any) -> CapacityPlan:
+    return parse_plan(plan_dict(**changes))
+
+
+# --- plans the tests own --------------------------------------------------------------------
+# Tests that need a particular shape of fleet (three regions with a global name, one small
+# region) build it from these, never from stacks/: a user edits, removes or adds stacks, and
+# the suite must stay green. Worked numbers in tests refer to these plans.
+
+THREE_REGIONS: dict[str, Any] = {
+    "name": "chat-three",
+    "model": {"id": "Llama-3.3-70B-Instruct"},
+    "max_model_len": 16384,
+    "traffic": {
+        "peak_requests_per_s": 300,
+        "trough_requests_per_s": 60,
+        "input_tokens": {"mean": 1000, "p95": 2500},
+        "output_tokens": {"mean": 300, "p95": 900},
+    },
+    "slo": {"ttft_ms": 500, "itl_ms": 40, "percentile": 99},
+    "regions": [
+        {"name": "us-east-1", "traffic_share": 0.45, "vpc_cidr": "10.40.0.0/16"},
+        {"name": "us-west-2", "traffic_share": 0.35, "vpc_cidr": "10.41.0.0/16"},
+        {"name": "eu-north-1", "traffic_share": 0.20, "vpc_cidr": "10.42.0.0/16"},
+    ],
+    "allowed": {"speculative": [{"method": "eagle3"}]},
+    "headroom": 0.20,
+    "environment": "production",
+    "cluster": {"public_access_cidrs": ["203.0.113.0/24"]},
+    "dns": {
+        "zone_name": "example.com",
+        "record_name": "chat.example.com",
+        "health_check_interval_s": 10,
+        "failure_threshold": 3,
+    },
+}
+"""Llama-3.3-70B at TTFT 500 ms / a 40 ms token gap (p99) in us-east-1, us-west-2 and
+eu-north-1, with a global name; the search picks precision, KV dtype and speculation."""
+
+ONE_REGION: dict[str, Any] = {
+    "name": "chat-one",
+    "model": {"id": "Llama-3.1-8B-Instruct", "precision": "bf16", "kv_cache_dtype": "auto"},
+    "max_model_len": 8192,
+    "traffic": {
+        "peak_requests_per_s": 6,
+        "trough_requests_per_s": 1,
+        "input_tokens": {"mean": 1000, "p95": 3000},
+        "output_tokens": {"mean": 250, "p95": 800},
+    },
+    "slo": {"ttft_ms": 800, "itl_ms": 50, "itl": "tpot", "percentile": 95},
+    "regions": [{"name": "us-east-1", "traffic_share": 1.0}],
+    "allowed": {"gpus": ["L4", "A10G", "L40S"]},
+    "headroom": 0.20,
+    "dns": {
+        "zone_name": "example.com",
+        "record_name": "chat-one.example.com",
+        "health_check_interval_s": 30,
+        "failure_threshold": 3,
+    },
+}
+"""Llama-3.1-8B in one region on L4, A10G or L40S at TTFT 800 ms / TPOT 50 ms (p95)."""
+
+OWN_STACKS: dict[str, dict[str, Any]] = {"three-regions": THREE_REGIONS, "one-region": ONE_REGION}
+"""The stacks tests that run commands write to a stacks folder of their own."""
+
+
+def three_regions(**changes: Any) -> CapacityPlan:
+    return parse_plan(_changed(THREE_REGIONS, changes))
+
+
+def one_region(**changes: Any) -> CapacityPlan:
+    return parse_plan(_changed(ONE_REGION, changes))
+
+
+def _changed(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    d = copy.deepcopy(base)
     for path, value in changes.items():
         node = d
         *parents, last = path.split(".")
@@ -35,5 +116,15 @@ def plan_dict(**changes: Any) -> dict[str, Any]:
     return d
 
 
-def make_plan(**changes: Any) -> CapacityPlan:
-    return parse_plan(plan_dict(**changes))
+def stack_text(plan: dict[str, Any]) -> str:
+    """A stack file holding `plan` as its llmfleet:plan (and the provider's region, as the
+    shipped stacks give it)."""
+    config = {"aws:region": plan["regions"][0]["name"], "llmfleet:plan": plan}
+    return yaml.safe_dump({"config": config}, sort_keys=False)
+
+
+def write_stacks(stacks_dir: Path, plans: dict[str, dict[str, Any]] = OWN_STACKS) -> Path:
+    stacks_dir.mkdir(parents=True, exist_ok=True)
+    for env, plan in plans.items():
+        (stacks_dir / f"Pulumi.{env}.yaml").write_text(stack_text(plan))
+    return stacks_dir

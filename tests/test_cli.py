@@ -39,8 +39,8 @@ def run(argv, capsys):
     return code, out.out, out.err
 
 
-def test_plan_json_has_the_keys_scripts_rely_on(capsys):
-    code, out, _ = run(["plan", "--stack", "prod", "--json"], capsys)
+def test_plan_json_has_the_keys_scripts_rely_on(capsys, own_stacks):
+    code, out, _ = run(["plan", "--stack", "three-regions", "--json"], capsys)
     assert code == 0
     fp = json.loads(out)
     assert isinstance(fp["regions"], list) and len(fp["regions"]) == 3
@@ -60,8 +60,8 @@ def test_plan_json_has_the_keys_scripts_rely_on(capsys):
         }
 
 
-def test_plan_prints_the_fleet_and_the_rules_of_thumb(capsys):
-    code, out, _ = run(["plan", "--stack", "dev"], capsys)
+def test_plan_prints_the_fleet_and_the_rules_of_thumb(capsys, own_stacks):
+    code, out, _ = run(["plan", "--stack", "one-region"], capsys)
     assert code == 0
     assert "Sized fleet" in out and "us-east-1" in out and "1.5-2.5 MB" in out
 

@@ -1,11 +1,14 @@
-"""`llmfleet render`: writes rendered/<env>/ byte-identically; `--check` names what drifted."""
+"""`llmfleet render`: writes rendered/<env>/ byte-identically; `--check` names what drifted.
+
+The committed rendered/ is checked against whatever stacks stacks/ holds; the rest renders
+the tests' own stacks (`plans.OWN_STACKS`) into a temporary folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from llmfleet.cli import main
-from llmfleet.paths import RENDERED_DIR
+from llmfleet.plan.stacks import list_stacks
 
 
 def render(capsys, *argv: str) -> tuple[int, str, str]:
@@ -15,33 +18,33 @@ def render(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_the_committed_rendered_dir_is_current(capsys) -> None:
+    """Whatever stacks the project holds (a user adds their own), rendered/ matches them."""
     code, out, err = render(capsys, "--check")
     assert code == 0, err
-    assert "up to date for dev, prod" in out
+    assert f"up to date for {', '.join(list_stacks())}" in out
 
 
-def test_render_writes_a_stack_and_rerendering_changes_nothing(tmp_path: Path, capsys) -> None:
-    assert render(capsys, "--stack", "dev", "--out", str(tmp_path))[0] == 0
+def test_render_writes_a_stack_and_rerendering_changes_nothing(
+    tmp_path: Path, capsys, own_stacks
+) -> None:
+    assert render(capsys, "--stack", "one-region", "--out", str(tmp_path))[0] == 0
     files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    assert tmp_path / "dev" / "REPORT.md" in files
-    assert tmp_path / "dev" / "us-east-1" / "vllm-config.yaml" in files
-    code, out, _ = render(capsys, "--stack", "dev", "--out", str(tmp_path))
+    assert tmp_path / "one-region" / "REPORT.md" in files
+    assert tmp_path / "one-region" / "us-east-1" / "vllm-config.yaml" in files
+    code, out, _ = render(capsys, "--stack", "one-region", "--out", str(tmp_path))
     assert code == 0 and "0 changed" in out
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
-    assert files == {
-        tmp_path / p.relative_to(RENDERED_DIR): p.read_bytes()
-        for p in (RENDERED_DIR / "dev").rglob("*")
-        if p.is_file()
-    }
 
 
-def test_check_names_stale_missing_and_extra_files_and_writes_nothing(tmp_path, capsys) -> None:
-    render(capsys, "--stack", "dev", "--out", str(tmp_path))
-    region = tmp_path / "dev" / "us-east-1"
+def test_check_names_stale_missing_and_extra_files_and_writes_nothing(
+    tmp_path, capsys, own_stacks
+) -> None:
+    render(capsys, "--stack", "one-region", "--out", str(tmp_path))
+    region = tmp_path / "one-region" / "us-east-1"
     (region / "deployment.yaml").write_text("edited by hand\n")
     (region / "service.yaml").unlink()
     (region / "old.yaml").write_text("kind: Leftover\n")
-    code, _, err = render(capsys, "--stack", "dev", "--out", str(tmp_path), "--check")
+    code, _, err = render(capsys, "--stack", "one-region", "--out", str(tmp_path), "--check")
     assert code == 1
     assert f"stale: {region / 'deployment.yaml'}" in err
     assert f"missing: {region / 'service.yaml'}" in err
@@ -50,25 +53,30 @@ def test_check_names_stale_missing_and_extra_files_and_writes_nothing(tmp_path, 
     assert not (region / "service.yaml").exists()
 
 
-def test_a_first_render_says_it_wrote_every_file_and_none_is_missing(tmp_path, capsys) -> None:
-    code, out, _ = render(capsys, "--stack", "dev", "--out", str(tmp_path))
-    written = sorted(p for p in (tmp_path / "dev").rglob("*") if p.is_file())
+def test_a_first_render_says_it_wrote_every_file_and_none_is_missing(
+    tmp_path, capsys, own_stacks
+) -> None:
+    code, out, _ = render(capsys, "--stack", "one-region", "--out", str(tmp_path))
+    written = sorted(p for p in (tmp_path / "one-region").rglob("*") if p.is_file())
     assert code == 0 and "missing:" not in out
     n = len(written)
-    assert f"{tmp_path / 'dev'}: {n} files, {n} changed ({n} written, 0 updated, 0 removed)" in out
+    root = tmp_path / "one-region"
+    assert f"{root}: {n} files, {n} changed ({n} written, 0 updated, 0 removed)" in out
     assert sorted(line.split("wrote: ")[1] for line in out.splitlines()[1:]) == [
         str(p) for p in written
     ]
 
 
-def test_render_repairs_a_drifted_directory_and_says_how(tmp_path, capsys) -> None:
-    render(capsys, "--stack", "dev", "--out", str(tmp_path))
-    region = tmp_path / "dev" / "us-east-1"
+def test_render_repairs_a_drifted_directory_and_says_how(
+    tmp_path, capsys, own_stacks
+) -> None:
+    render(capsys, "--stack", "one-region", "--out", str(tmp_path))
+    region = tmp_path / "one-region" / "us-east-1"
     (region / "deployment.yaml").write_text("edited by hand\n")
     (region / "service.yaml").unlink()
     (region / "old.yaml").write_text("kind: Leftover\n")
     (region / "notes.txt").write_text("mine\n")
-    code, out, _ = render(capsys, "--stack", "dev", "--out", str(tmp_path))
+    code, out, _ = render(capsys, "--stack", "one-region", "--out", str(tmp_path))
     assert code == 0
     assert "3 changed (1 written, 1 updated, 1 removed)" in out
     assert f"  wrote: {region / 'service.yaml'}\n" in out
@@ -77,18 +85,20 @@ def test_render_repairs_a_drifted_directory_and_says_how(tmp_path, capsys) -> No
     assert f"  kept: {region / 'notes.txt'} (not a rendered file)\n" in out
     assert not (region / "old.yaml").exists() and (region / "notes.txt").exists()
     (region / "notes.txt").unlink()
-    assert render(capsys, "--stack", "dev", "--out", str(tmp_path), "--check")[0] == 0
+    assert render(capsys, "--stack", "one-region", "--out", str(tmp_path), "--check")[0] == 0
 
 
-def test_check_of_every_stack_names_a_missing_stack_and_an_unknown_one(tmp_path, capsys) -> None:
-    render(capsys, "--stack", "dev", "--out", str(tmp_path))
+def test_check_of_every_stack_names_a_missing_stack_and_an_unknown_one(
+    tmp_path, capsys, own_stacks
+) -> None:
+    render(capsys, "--stack", "one-region", "--out", str(tmp_path))
     (tmp_path / "staging").mkdir()
     code, _, err = render(capsys, "--out", str(tmp_path), "--check")
     assert code == 1
-    assert f"missing: {tmp_path / 'prod' / 'REPORT.md'}" in err
+    assert f"missing: {tmp_path / 'three-regions' / 'REPORT.md'}" in err
     assert f"extra: {tmp_path / 'staging'}" in err
 
 
-def test_an_unknown_stack_is_a_user_error(capsys) -> None:
+def test_an_unknown_stack_is_a_user_error(capsys, own_stacks) -> None:
     code, _, err = render(capsys, "--stack", "nope", "--check")
     assert code == 2 and "no file" in err

@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from plans import write_stacks
 
 from llmfleet.perf.replica import PredictRequest, run_predict
 
@@ -81,10 +82,10 @@ def test_a_project_beside_the_wheel_plans_and_renders_its_own_stacks(
     """A project directory (Pulumi.yaml + stacks/) is found from the working directory;
     the templates ship in the wheel."""
     shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    shutil.copytree(REPO / "stacks", tmp_path / "stacks")
-    plan = _run(installed, ["plan", "--stack", "dev", "--json"], cwd=tmp_path)
+    write_stacks(tmp_path / "stacks")  # the tests' own stacks, not this checkout's
+    plan = _run(installed, ["plan", "--stack", "one-region", "--json"], cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
-    assert json.loads(plan.stdout)["name"] == "chat-dev"
-    render = _run(installed, ["render", "--stack", "dev", "--out", "out"], cwd=tmp_path)
+    assert json.loads(plan.stdout)["name"] == "chat-one"
+    render = _run(installed, ["render", "--stack", "one-region", "--out", "out"], cwd=tmp_path)
     assert render.returncode == 0, render.stderr
-    assert (tmp_path / "out" / "dev" / "REPORT.md").is_file()
+    assert (tmp_path / "out" / "one-region" / "REPORT.md").is_file()

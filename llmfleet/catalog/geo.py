@@ -21,6 +21,14 @@ from llmfleet.errors import UnknownNameError
 LOCATIONS = DATA_DIR / "region_locations.csv"
 EARTH_RADIUS_KM = 6371.0
 """Mean Earth radius (IUGG)."""
+FIBRE_KM_PER_S = 200_000.0
+"""Light in optical fibre: c / n with silica's group index n ~ 1.47 (ITU-T G.652 fibre;
+c = 299,792 km/s) is ~204,000 km/s, i.e. ~5 us per km, rounded to the 200,000 km/s network
+engineers use. Great-circle distance at this speed is a lower bound: cables run longer."""
+HANDSHAKE_ROUND_TRIPS = 2
+"""Round trips before a new HTTPS connection carries a request: TCP's three-way handshake
+(one round trip, RFC 9293 section 3.5) and a full TLS 1.3 handshake (one round trip, RFC
+8446 section 2). After a failover every client opens a new connection to the new region."""
 
 
 @dataclass(frozen=True)
@@ -64,3 +72,14 @@ def distance_km(a: str, b: str) -> float:
 def nearest(region: str, candidates: Sequence[str]) -> str:
     """The candidate nearest `region` (ties: name order)."""
     return min(sorted(candidates), key=lambda c: round(distance_km(region, c), 6))
+
+
+def round_trip_ms(a: str, b: str) -> float:
+    """One round trip between two regions: twice the great-circle distance at fibre speed."""
+    return 2 * distance_km(a, b) / FIBRE_KM_PER_S * 1000
+
+
+def first_token_detour_ms(a: str, b: str) -> float:
+    """What serving region `a`'s users from `b` adds to their first token, on a new
+    connection: the TCP and TLS handshakes plus the request itself, one round trip each."""
+    return (HANDSHAKE_ROUND_TRIPS + 1) * round_trip_ms(a, b)

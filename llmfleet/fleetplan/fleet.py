@@ -21,6 +21,7 @@ from llmfleet.fleetplan.region import RegionPlan, build_region_plan
 from llmfleet.fleetplan.resilience import Resilience, build_resilience
 from llmfleet.fleetplan.risk import calibrated_slowdown
 from llmfleet.fleetplan.rollout import Rollout, build_rollout
+from llmfleet.fleetplan.traffic import TrafficAdvice, build_traffic_advice
 from llmfleet.paths import PROJECT_ROOT
 from llmfleet.perf.architecture import kv_dtype_bytes
 from llmfleet.plan.checks import check_plan, load_calibrations
@@ -82,6 +83,11 @@ class FleetPlan(Data):
     startup: Startup = Field(
         default_factory=Startup, description="The plan's image digest, registry and growth."
     )
+    traffic_advice: TrafficAdvice | None = Field(
+        default=None,
+        description="Multi-region (latency routing): cost per request/s per region and the "
+        "moves of a region's users to a cheaper region worth saying, with their detour.",
+    )
     monthly_cost_usd_day_profile: float = Field(
         default=0.0,
         description="Every region's costs.total_day_profile: GPUs over the day's profile, "
@@ -98,6 +104,20 @@ class FleetPlan(Data):
 
     def region(self, name: str) -> RegionPlan:
         return next(r for r in self.regions if r.region == name)
+
+    def served_as(self) -> str:
+        """Precision, KV dtype and speculation as served: one label when every region
+        serves alike, else each label with its regions ("us-east-1, us-west-2: fp8, KV
+        fp8, no speculation; eu-north-1: bf16, KV auto, no speculation")."""
+        labels: dict[str, list[str]] = {}
+        for r in self.regions:
+            label = r.levers.label if r.levers else (
+                f"{self.model.precision}, KV {self.model.kv_cache_dtype}, no speculation"
+            )
+            labels.setdefault(label, []).append(r.region)
+        if len(labels) == 1:
+            return next(iter(labels))
+        return "; ".join(f"{', '.join(regions)}: {label}" for label, regions in labels.items())
 
 
 def sizing_constants(plan: CapacityPlan, consts: Constants) -> Constants:
@@ -181,6 +201,7 @@ def build_fleet_plan(
         dns=plan.dns,
         api_key=plan.api_key,
         resilience=build_resilience(plan, regions, floors),
+        traffic_advice=build_traffic_advice(plan, regions),
         startup=plan.startup,
         monthly_cost_usd_day_profile=round(sum(r.costs.total_day_profile for r in regions), 2),
         calibrations=build_calibrations(

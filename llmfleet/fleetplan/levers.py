@@ -44,6 +44,16 @@ class ChosenLevers(Data):
     draft_model: str | None
     acceptance_source: str | None
 
+    @property
+    def label(self) -> str:
+        """"fp8, KV fp8, no speculation" / "bf16, KV auto, eagle3 k=3"."""
+        spec = (
+            f"{self.speculative} k={self.num_speculative_tokens}"
+            if self.speculative
+            else "no speculation"
+        )
+        return f"{self.precision}, KV {self.kv_cache_dtype}, {spec}"
+
 
 def build_chosen_levers(choice: Choice) -> ChosenLevers:
     lv = choice.lever

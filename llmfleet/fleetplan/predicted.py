@@ -13,12 +13,14 @@ import math
 
 from pydantic import Field
 
+from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import Constants
 from llmfleet.data import Data
 from llmfleet.perf.chunked import mixed_steps
 from llmfleet.perf.step import StepModel
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
+from llmfleet.search.operating_point import MAX_BATCH, batch_bound
 from llmfleet.search.replica_slo import (
     itl_percentile_s,
     predict_at,
@@ -84,6 +86,87 @@ class BatchPoint(Data):
 
 def _round(x: float, nd: int = 2) -> float:
     return round(x, nd)
+
+
+class Binding(Data):
+    """What stops a replica's batch at the operating point (`max_num_seqs`), and by how much:
+    the constraint one more running sequence breaks, and what a lone request already costs
+    of each SLO. `text` is the one line the report and `llmfleet diff` show."""
+
+    constraint: str = Field(
+        description="ttft, itl (either SLO), prefill (every step would carry a chunk), "
+        "kv_cache (the pool holds no more) or max_batch (llmfleet's cap)."
+    )
+    batch: int = Field(description="The operating point: running sequences, max_num_seqs.")
+    chunk_tokens: int = Field(description="Prefill tokens a mixed step carries.")
+    slo_ms: float | None = Field(description="The binding SLO's target (None: not an SLO).")
+    next_ms: float | None = Field(
+        description="The binding SLO's figure with one more sequence (over slo_ms)."
+    )
+    lone_prompt_ttft_ms: float = Field(
+        description="TTFT of the SLO percentile's prompt alone on an idle replica."
+    )
+    lone_itl_ms: float = Field(description="ITL (as slo.itl reads it) of one sequence alone.")
+    kv_sequences: int = Field(description="Mean requests the KV pool holds (capped at 1024).")
+    text: str
+
+
+def _over(value_ms: float, slo_ms: float) -> str:
+    """A value just over the SLO, with a decimal where whole milliseconds would hide it."""
+    return f"{value_ms:.0f}" if round(value_ms) > slo_ms else f"{value_ms:.1f}"
+
+
+def build_binding(choice: Choice, consts: Constants) -> Binding:
+    plan, inst = choice.plan, choice.instance
+    b = batch_bound(
+        choice.model.arch, hardware.gpu(inst.gpu), choice.tp, plan, consts, choice.lever,
+        choice.sizing, choice.step_model.correction,
+    )
+    p, slo = f"p{plan.slo.percentile:g}", plan.slo
+    on = f"on {inst.gpu} TP {choice.tp}"
+    itl_name = "longest token gap" if slo.itl == "token_gap" else f"TPOT {p}"
+    mean = plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean
+    slo_ms = next_ms = None
+    if b.constraint == "ttft":
+        slo_ms, next_ms = slo.ttft_ms, b.ttft_next_ms
+        text = (
+            f"TTFT binds: {b.batch + 1} running sequences would take TTFT {p} to "
+            f"{_over(next_ms or 0.0, slo_ms)} ms, over the {slo_ms:g} ms SLO; a lone {p} prompt "
+            f"({ttft_prompt_tokens(plan):,} tokens) already takes {b.lone_prompt_ttft_ms:.0f} "
+            f"ms of it {on} ({b.lone_prompt_ttft_ms / slo_ms:.0%})"
+        )
+    elif b.constraint == "itl":
+        slo_ms, next_ms = slo.itl_ms, b.itl_next_ms
+        text = (
+            f"ITL binds: {b.batch + 1} running sequences would take the {itl_name} to "
+            f"{next_ms:.1f} ms, over the {slo_ms:g} ms SLO; one sequence alone already takes "
+            f"{b.lone_itl_ms:.1f} ms of it {on} ({b.lone_itl_ms / slo_ms:.0%}, with "
+            f"{b.chunk_tokens}-token prefill chunks)"
+        )
+    elif b.constraint == "prefill":
+        text = (
+            f"prefill binds: with {b.batch + 1} running sequences every step would carry a "
+            f"{b.chunk_tokens}-token prefill chunk {on}, and prompts would queue without bound"
+        )
+    elif b.constraint == "kv_cache":
+        held = f"at least {MAX_BATCH}" if b.kv_sequences >= MAX_BATCH else f"{b.kv_sequences}"
+        text = (
+            f"the KV pool binds: {choice.sizing.memory.kv_cache_tokens:,} tokens {on} hold "
+            f"{held} mean requests ({mean:,} tokens each), inside both SLOs"
+        )
+    else:
+        text = f"the batch is at llmfleet's cap of {MAX_BATCH} sequences, inside both SLOs"
+    return Binding(
+        constraint=b.constraint,
+        batch=b.batch,
+        chunk_tokens=b.chunk_tokens,
+        slo_ms=slo_ms,
+        next_ms=None if next_ms is None else _round(next_ms, 1),
+        lone_prompt_ttft_ms=_round(b.lone_prompt_ttft_ms, 1),
+        lone_itl_ms=_round(b.lone_itl_ms, 2),
+        kv_sequences=b.kv_sequences,
+        text=text,
+    )
 
 
 def build_predicted(choice: Choice, consts: Constants) -> Predicted:

@@ -30,10 +30,12 @@ from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, downloa
 from llmfleet.fleetplan.network import SubnetPlan, subnet_layout
 from llmfleet.fleetplan.predicted import (
     BatchPoint,
+    Binding,
     Memory,
     Predicted,
     _round,
     build_batch_curve,
+    build_binding,
     build_memory,
     build_predicted,
 )
@@ -41,7 +43,7 @@ from llmfleet.fleetplan.risk import Risk, build_risk
 from llmfleet.fleetplan.serving import Serving, build_serving
 from llmfleet.fleetplan.workload import Workload, build_workload
 from llmfleet.search.choice import Choice
-from llmfleet.search.optimizer import Alternative
+from llmfleet.search.optimizer import Alternative, allowed_instances
 from llmfleet.search.replica_slo import itl_percentile_s, ttft_prompt_tokens
 from llmfleet.search.replicas import LossSizing
 
@@ -64,6 +66,10 @@ class RegionPlan(Data):
     monthly_cost_usd: float = Field(description="At desired nodes (provisioned for the peak).")
     monthly_cost_usd_at_trough: float
     predicted: Predicted
+    binding: Binding = Field(
+        description="What stops the batch at max_num_seqs: the constraint one more sequence "
+        "breaks, and what a lone request already takes of each SLO."
+    )
     risk: Risk
     memory: Memory
     serving: Serving
@@ -83,6 +89,11 @@ class RegionPlan(Data):
     batch_curve: list[BatchPoint] = Field(
         description="ITL, TTFT and throughput against the running batch, from one sequence to "
         "what the KV pool holds; includes the operating point (the report's chart)."
+    )
+    faster_gpus: list[str] = Field(
+        default_factory=list,
+        description="GPUs with more memory bandwidth than the chosen one that the catalog "
+        "offers (with a price) in the region; empty: none faster is sold there.",
     )
     levers: ChosenLevers | None = Field(
         default=None, description="Precision, KV dtype, checkpoint and speculation chosen."
@@ -169,6 +180,36 @@ def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
     ]
 
 
+def faster_gpus(choice: Choice) -> tuple[list[str], str | None]:
+    """GPUs the region sells (a catalog offering with a price) with more memory bandwidth
+    than the chosen one (decode reads the weights and KV from it every step), and a line
+    for the reasons: the region has none, or has them but the plan does not allow them."""
+    region, gpu = choice.region.name, hardware.gpu(choice.instance.gpu)
+    sold = {
+        o.instance_type: hardware.instance(o.instance_type)
+        for o in hardware.offerings()
+        if o.region == region and o.on_demand_usd_per_hour is not None
+    }
+    gpus = {i.gpu: hardware.gpu(i.gpu) for i in sold.values()}
+    faster = sorted(
+        (g for g in gpus.values() if g.hbm_bandwidth_gb_s > gpu.hbm_bandwidth_gb_s),
+        key=lambda g: (-g.hbm_bandwidth_gb_s, g.gpu),
+    )
+    names = [g.gpu for g in faster]
+    if not faster:
+        return [], (
+            f"the catalog sells no GPU faster than {gpu.gpu} in {region} "
+            f"({gpu.hbm_bandwidth_gb_s:,.0f} GB/s of memory bandwidth; {region} offers "
+            f"{', '.join(sorted(gpus))})"
+        )
+    allowed = {i.instance_type for i in allowed_instances(choice.plan)}
+    if not any(n in allowed for n, i in sold.items() if i.gpu in names):
+        example = {g: min(n for n, i in sold.items() if i.gpu == g) for g in names}
+        listed = ", ".join(f"{g} ({example[g]})" for g in names)
+        return names, f"faster GPUs sold in {region} that the plan does not allow: {listed}"
+    return names, None
+
+
 def build_region_plan(
     choice: Choice,
     alternatives: list[Alternative],
@@ -201,6 +242,8 @@ def build_region_plan(
     replicas = replicas_filling_slots(choice, floor)
     serve = build_serving(choice, weights_gib, cold)
     expected = build_predicted(choice, consts)
+    bound = build_binding(choice, consts)
+    faster, faster_note = faster_gpus(choice)
     volume = node_volume_gib(weights_gib, choice.replicas_per_node)
     cost = build_costs(
         choice, capacity, floor, build_system_pool(), volume, weights_gib, len(zone_ids)
@@ -221,6 +264,7 @@ def build_region_plan(
         monthly_cost_usd=cost.gpu_peak,
         monthly_cost_usd_at_trough=cost.gpu_trough,
         predicted=expected,
+        binding=bound,
         risk=build_risk(choice, expected, pessimistic),
         batch_curve=build_batch_curve(
             choice.step_model,
@@ -242,7 +286,8 @@ def build_region_plan(
         subnets=[]
         if region.network
         else subnet_layout(region.vpc_cidr, region.name, zone_ids, f"{field}.cluster_zone_ids"),
-        reasons=reasons(choice, stage4),
+        reasons=[*reasons(choice, stage4), bound.text, *([faster_note] if faster_note else [])],
+        faster_gpus=faster,
         alternatives=alternatives,
         levers=build_chosen_levers(choice),
         alerts=build_alerts(plan, replicas, serve, work),

@@ -1,4 +1,5 @@
-"""What a change to a capacity plan does: GPUs, cost, cost per token, SLO margins, flags.
+"""What a change to a capacity plan does: GPUs, cost, cost per token, SLO margins, flags,
+and why (one line per material change, diff_causes.py).
 
 `llmfleet diff BASE HEAD` sizes both plans and compares the FleetPlans region by region
 (regions only on one side are added or removed), then the files each would render. Pure:
@@ -16,6 +17,7 @@ from llmfleet.data import Data, MinDesiredMax
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.outputs import economics
+from llmfleet.outputs.diff_causes import region_causes
 from llmfleet.outputs.render import REPORT, render_stack
 from llmfleet.units import round_or_none
 
@@ -63,6 +65,12 @@ class RegionSide(Data):
     autoscaling: dict[str, int | float] = Field(
         description="AUTOSCALING_FIELDS of the ScaledObject."
     )
+    speculative: str | None = Field(default=None, description="Speculative method, if any.")
+    batch: int = Field(default=0, description="max_num_seqs at the operating point.")
+    binding: str = Field(default="", description="What stops the batch (RegionPlan.binding).")
+    capacity_requests_per_s: float = Field(
+        default=0.0, description="What one replica carries inside the SLOs."
+    )
 
 
 class Change(Data):
@@ -78,6 +86,11 @@ class RegionDiff(Data):
     after: RegionSide | None
     engine_flags: list[Change] = Field(description="vllm-config.yaml keys that differ.")
     autoscaling: list[Change] = Field(description="ScaledObject numbers that differ.")
+    causes: list[str] = Field(
+        default_factory=list,
+        description="One line per material change (GPUs, cost, batch, TP, levers, the "
+        "floor) naming the constraint that binds (diff_causes.py).",
+    )
 
 
 class FleetSide(Data):
@@ -85,6 +98,9 @@ class FleetSide(Data):
     model: str
     precision: str
     kv_cache_dtype: str
+    served_as: str = Field(
+        default="", description="Precision, KV dtype and speculation per region (served_as)."
+    )
     gpus: MinDesiredMax
     monthly_cost_usd: float
     monthly_cost_usd_at_trough: float
@@ -110,6 +126,10 @@ class PlanDiff(Data):
     files: FileChanges
     rendered_diff: str = Field(description="Unified diff of the rendered YAML files, truncated.")
     rendered_diff_truncated_lines: int
+
+
+def _region(fp: FleetPlan, name: str) -> RegionPlan | None:
+    return next((r for r in fp.regions if r.region == name), None)
 
 
 def margin(predicted: float, target: float) -> float:
@@ -153,6 +173,10 @@ def region_side(fp: FleetPlan, rp: RegionPlan) -> RegionSide:
         price_note=note.text(),
         engine_args=rp.serving.vllm.config(),
         autoscaling=scaling,
+        speculative=rp.levers.speculative if rp.levers else None,
+        batch=rp.serving.vllm.max_num_seqs,
+        binding=rp.binding.text,
+        capacity_requests_per_s=rp.predicted.requests_per_s,
     )
 
 
@@ -163,6 +187,7 @@ def fleet_side(fp: FleetPlan) -> FleetSide:
         model=fp.model.id,
         precision=fp.model.precision,
         kv_cache_dtype=fp.model.kv_cache_dtype,
+        served_as=fp.served_as(),
         gpus=fp.gpus,
         monthly_cost_usd=fp.monthly_cost_usd,
         monthly_cost_usd_at_trough=fp.monthly_cost_usd_at_trough,
@@ -202,7 +227,12 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
     ]
 
 
-def region_diff(region: str, before: RegionSide | None, after: RegionSide | None) -> RegionDiff:
+def region_diff(
+    region: str,
+    before: RegionSide | None,
+    after: RegionSide | None,
+    causes: list[str] | None = None,
+) -> RegionDiff:
     if before is None or after is None:
         status: Literal["added", "removed", "changed", "unchanged"] = (
             "added" if before is None else "removed"
@@ -220,6 +250,7 @@ def region_diff(region: str, before: RegionSide | None, after: RegionSide | None
         autoscaling=changes(
             before.autoscaling if before else {}, after.autoscaling if after else {}
         ),
+        causes=causes or [],
     )
 
 
@@ -276,7 +307,15 @@ def diff_plans(base: str, before: FleetPlan, head: str, after: FleetPlan) -> Pla
         model_note=note,
         fleet={"before": fb, "after": fa},
         inputs=changes(fb.inputs, fa.inputs),
-        regions=[region_diff(r, old.get(r), new.get(r)) for r in order],
+        regions=[
+            region_diff(
+                r,
+                old.get(r),
+                new.get(r),
+                region_causes(before, after, _region(before, r), _region(after, r)),
+            )
+            for r in order
+        ],
         files=files,
         rendered_diff=text,
         rendered_diff_truncated_lines=cut,

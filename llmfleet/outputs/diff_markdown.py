@@ -76,7 +76,6 @@ def markdown(d: PlanDiff) -> str:
     out = [f"### llmfleet diff: `{d.base}`{ARROW}`{d.head}`", ""]
     if d.model_note:
         out += [f"> **Different models**: {d.model_note}.", ""]
-    kv = pair(fb.kv_cache_dtype, fa.kv_cache_dtype)
     cost = delta(fb.monthly_cost_usd, fa.monthly_cost_usd, _usd)
     cost_trough = delta(fb.monthly_cost_usd_at_trough, fa.monthly_cost_usd_at_trough, _usd)
     per_mtok = pair(fb.usd_per_million_output_tokens, fa.usd_per_million_output_tokens, _usd2)
@@ -85,9 +84,9 @@ def markdown(d: PlanDiff) -> str:
         fa.usd_per_million_output_tokens_at_trough,
         _usd2,
     )
+    served = pair(fb.served_as, fa.served_as)
     out += [
-        f"{pair(fb.name, fa.name)}: {pair(fb.model, fa.model)} "
-        f"{pair(fb.precision, fa.precision)}, KV cache {kv}.",
+        f"{pair(fb.name, fa.name)}: {pair(fb.model, fa.model)} served as {served}.",
         "",
         f"- **GPUs at the peak: {delta(fb.gpus.desired, fa.gpus.desired, str)}**; at the "
         f"trough {delta(fb.gpus.min, fa.gpus.min, str)}",
@@ -99,16 +98,20 @@ def markdown(d: PlanDiff) -> str:
             "- Plan inputs: "
             + "; ".join(f"`{c.key}` {pair(c.before, c.after, _value)}" for c in d.inputs)
         )
+    out += _why(d)
     out += [
         "",
-        "| region | instance | TP | precision | GPUs peak (trough) | nodes min/desired/max |",
-        "| --- | --- | ---: | --- | ---: | ---: |",
+        "| region | instance | TP | precision | KV | speculation | batch | GPUs peak (trough) "
+        "| nodes min/desired/max |",
+        "| --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: |",
     ]
     for r in d.regions:
         gpus = f"{_side(r, lambda s: s.gpus.desired)} ({_side(r, lambda s: s.gpus.min)})"
         out.append(
             f"| {_name(r)} | {_side(r, lambda s: s.instance_type)} | "
             f"{_side(r, lambda s: s.tensor_parallel_size)} | {_side(r, lambda s: s.precision)} | "
+            f"{_side(r, lambda s: s.kv_cache_dtype)} | "
+            f"{_side(r, lambda s: s.speculative or 'none')} | {_side(r, lambda s: s.batch)} | "
             f"{gpus} | {_side(r, lambda s: s.nodes, _mdm)} |"
         )
     out += ["", "#### Cost", ""]
@@ -136,6 +139,25 @@ def markdown(d: PlanDiff) -> str:
         out.append(f"- {_name(r)}: {price}")
     out += _files(d)
     return "\n".join(out) + "\n"
+
+
+def _why(d: PlanDiff) -> list[str]:
+    """One line per material change of each region, with the constraint that binds."""
+    lines = ["", "#### Why", ""]
+    rows = []
+    for r in d.regions:
+        if r.causes:
+            rows.append(f"- **{_name(r)}**")
+            rows += [f"  - {cause}" for cause in r.causes]
+    return lines + (rows or ["No material change in any region."])
+
+
+def charts_section(links: list[tuple[str, str]]) -> str:
+    """Markdown embedding the before/after charts (`llmfleet diff --charts DIR`)."""
+    lines = ["", "#### Before and after", ""]
+    for title, path in links:
+        lines += [f"![{title}]({path})", ""]
+    return "\n".join(lines)
 
 
 def _changed(title: str, d: PlanDiff, get: Callable[[RegionDiff], list[Any]]) -> list[str]:

@@ -26,9 +26,9 @@ def fleet_text(fp: FleetPlan) -> str:
     con = _console(buf)
     m = fp.model
     con.print(
-        f"Fleet {fp.name}: {m.id} ({m.params_b:g}B params, {m.active_params_b:g}B active) at "
-        f"{m.precision}, KV {m.kv_cache_dtype}; weights {m.weights_gib:.1f} GiB, KV "
-        f"{m.kv_bytes_per_token:,.0f} bytes/token"
+        f"Fleet {fp.name}: {m.id} ({m.params_b:g}B params, {m.active_params_b:g}B active) "
+        f"served as {fp.served_as()}; weights {m.weights_gib:.1f} GiB at {m.precision}, KV "
+        f"{m.kv_bytes_per_token:,.0f} bytes/token at KV {m.kv_cache_dtype}"
     )
     con.print(
         f"SLO: TTFT <= {fp.slo.ttft_ms:g} ms, ITL ({fp.slo.itl}) <= {fp.slo.itl_ms:g} ms at "
@@ -92,6 +92,12 @@ def fleet_text(fp: FleetPlan) -> str:
                 if m in cal.shipped_band
             )
         )
+    if fp.traffic_advice is not None:
+        con.print("Where the traffic should go:")
+        for s in fp.traffic_advice.shifts:
+            con.print(f"  - {'MOVE' if s.within_budget else 'over budget'}: {s.text}")
+        for line in fp.traffic_advice.notes:
+            con.print(f"  - {line}")
     for r in fp.regions:
         con.print(f"\n{r.region}: why {r.instance_type} TP {r.tensor_parallel_size}")
         rng = r.predicted.ranges
@@ -105,9 +111,11 @@ def fleet_text(fp: FleetPlan) -> str:
         con.print(f"  {flag}{risk.summary}")
         for line in r.reasons:
             con.print(f"  - {line}")
-        runners = [a for a in r.alternatives[1:4] if a.feasible]
+        runners = [a for a in r.alternatives if a.feasible and not a.chosen][:3]
         for a in runners:
-            con.print(f"  - not {a.instance_type} TP {a.tensor_parallel_size}: {a.reason}")
+            con.print(
+                f"  - not {a.instance_type} TP {a.tensor_parallel_size} ({a.differs}): {a.reason}"
+            )
         rejected = [a for a in r.alternatives if not a.feasible and not a.no_price]
         unpriced = sorted({a.instance_type for a in r.alternatives if a.no_price})
         if unpriced:

@@ -286,6 +286,37 @@ def _positive_int(cfg: dict[str, object], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+SHAPE_KEYS = {
+    "hidden_size": "the width of every layer",
+    "num_hidden_layers": "the transformer layers",
+    "num_attention_heads": "the query heads of every attention layer",
+    "num_key_value_heads": "the KV heads every attention layer reads (without grouped-query "
+    "attention, num_attention_heads; leave the key out to mean that)",
+    "head_dim": "the width of one attention head (leave it out to mean hidden_size / "
+    "num_attention_heads)",
+    "vocab_size": "the tokenizer's vocabulary",
+}
+"""config.json keys a model cannot have as 0: each sizes weights, KV or FLOPs."""
+
+
+def check_config(cfg: dict[str, object], path: str, field: str) -> None:
+    """A config.json with shapes no model has, refused before it is sized: a zero head,
+    layer or width count (a 0 KV-head model would divide by zero; 0 attention heads would
+    size a model without attention), and KV heads that do not divide the query heads."""
+    if isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg, **cfg["text_config"]}  # type: ignore[dict-item]
+    for key, meaning in SHAPE_KEYS.items():
+        value = cfg.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
+            raise PlanError(
+                field,
+                path,
+                f"config.json has {key}: {value:g}, but it counts {meaning}: give the "
+                f"model's own value (at least 1), as its published config.json has it",
+            )
+    check_config_heads(cfg, path, field)
+
+
 def check_config_heads(cfg: dict[str, object], path: str, field: str) -> None:
     """Grouped-query attention shares each KV head among num_attention_heads /
     num_key_value_heads query heads, so the division must be exact."""

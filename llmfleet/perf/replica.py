@@ -12,11 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmfleet.catalog import hardware, model_facts, vllm_release
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.errors import PlanError
-from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, tp_problem
+from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, kv_dtype_bytes, tp_problem
 from llmfleet.perf.load import Load, OutputLengths, Prediction, predict
 from llmfleet.perf.memory import budget
 from llmfleet.perf.speculation import from_flags
 from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel
+from llmfleet.units import GIB
 
 EngineName = Literal["vllm", "trtllm", "sglang"]
 
@@ -94,6 +95,83 @@ def run_predict(
     return run_predict_with(req, fitted(), config, correction)
 
 
+def predict_served(
+    req: PredictRequest,
+    config: dict[str, object] | None = None,
+    correction: Correction = NO_CORRECTION,
+) -> PredictResult:
+    """What `llmfleet predict` runs: `run_predict`, refusing what vLLM refuses rather than
+    predicting it: a max_model_len beyond the model's context, a request longer than
+    max_model_len (vLLM answers it with an error), and a max_model_len of which the KV pool
+    cannot hold one sequence (vLLM will not start). A pool that holds nothing at all is
+    predicted (`fits` false), so the memory lines say by how much the weights overrun."""
+    name, arch = _model(req, config)
+    context = arch.max_context
+    if req.max_model_len and context and req.max_model_len > context:
+        raise PlanError(
+            "max_model_len",
+            req.max_model_len,
+            f"{name} supports at most {context:,} tokens (max_position_embeddings); vLLM "
+            f"refuses a longer max_model_len: give --max-model-len {context} or less",
+        )
+    max_len = req.max_model_len or context
+    i, o = req.input_tokens, req.output_tokens
+    if max_len and i + o > max_len:
+        limit = "--max-model-len" if req.max_model_len else f"{name}'s context"
+        field, value = ("input_tokens", i) if i >= o else ("output_tokens", o)
+        raise PlanError(
+            field,
+            value,
+            f"a request of {i:,} prompt + {o:,} output tokens is longer than the {max_len:,} "
+            f"tokens of {limit}, and vLLM refuses it: keep --input-tokens + --output-tokens "
+            f"<= {max_len}",
+        )
+    result = run_predict(req, config, correction)
+    if result.kv_cache_gib_per_gpu > 0 and result.max_concurrency < 1:
+        spec = from_flags(
+            req.speculative_method, req.num_speculative_tokens, req.acceptance_rate,
+            req.draft_model, name, arch, req.precision,
+        )
+        kv_b = kv_dtype_bytes(req.kv_cache_dtype)
+        draft = spec.draft_kv_bytes_per_token(kv_b) if spec else 0.0
+        pool = result.kv_cache_gib_per_gpu * GIB * arch.kv_shards(req.tensor_parallel_size)
+        longest = longest_sequence(arch, kv_b, draft, pool, max_len)
+        raise PlanError(
+            "max_model_len",
+            max_len,
+            f"vLLM will not start: set --max-model-len <= {longest} (one {max_len:,}-token "
+            f"sequence needs more KV than the pool's {result.kv_cache_tokens:,} tokens, "
+            f"{result.kv_cache_gib_per_gpu:.2f} GiB per GPU), or give the KV pool more "
+            "memory: --gpu-memory-utilization, --tensor-parallel-size, --kv-cache-dtype fp8",
+        )
+    return result
+
+
+def longest_sequence(
+    arch: Arch, kv_b: float, draft_bytes_per_token: float, pool_bytes: float, upper: int
+) -> int:
+    """The longest sequence (a multiple of the 16-token block, at most `upper`) whose KV,
+    over every GPU of the group, fits `pool_bytes`: what vLLM reports as the largest
+    max_model_len the pool allows."""
+
+    def fits(tokens: int) -> bool:
+        need = arch.kv_bytes_per_sequence(tokens, kv_b) + draft_bytes_per_token * tokens
+        return need <= pool_bytes
+
+    lo, hi = 0, upper
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo - lo % 16
+
+
+def _model(req: PredictRequest, config: dict[str, object] | None) -> tuple[str, Arch]:
+    if config is None:
+        entry = model_facts.model_entry(req.model, "model")
+        return entry.id, catalog_arch(entry.id)
+    return req.model, from_config(req.model, config)
+
+
 def run_predict_with(
     req: PredictRequest,
     consts: Constants,
@@ -103,11 +181,7 @@ def run_predict_with(
     """`run_predict` with explicit constants: what calibration refits call."""
     if req.precision not in PRECISIONS:
         raise PlanError("precision", req.precision, f"use one of {', '.join(PRECISIONS)}")
-    if config is None:
-        entry = model_facts.model_entry(req.model, "model")
-        name, arch = entry.id, catalog_arch(entry.id)
-    else:
-        name, arch = req.model, from_config(req.model, config)
+    name, arch = _model(req, config)
     gpu = hardware.gpu(req.gpu, "gpu")
     split = tp_problem(arch, req.tensor_parallel_size)
     if split:

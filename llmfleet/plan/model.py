@@ -9,7 +9,7 @@ from llmfleet.catalog import model_facts
 from llmfleet.catalog.model_facts import published
 from llmfleet.errors import PlanError
 from llmfleet.paths import PROJECT_ROOT
-from llmfleet.perf.architecture import Arch, check_config_heads, from_config
+from llmfleet.perf.architecture import Arch, check_config, from_config
 from llmfleet.plan.schema import CapacityPlan
 
 
@@ -57,7 +57,7 @@ def resolve_model(plan: CapacityPlan, base_dir: Path = PROJECT_ROOT) -> Resolved
             )
         path = (base_dir / spec.config_path).resolve()
         cfg = model_facts.load_config_json(path)
-        check_config_heads(cfg, spec.config_path, "model.config_path")
+        check_config(cfg, spec.config_path, "model.config_path")
         quant = cfg.get("quantization_config")
         native = str(quant.get("quant_method", "bf16")) if isinstance(quant, dict) else "bf16"
         model = ResolvedModel(

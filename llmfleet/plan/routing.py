@@ -116,6 +116,14 @@ class Routing(Data):
         description="Region losses the survivors carry the whole peak through (default 1 "
         "with two or more regions, 0 with one).",
     )
+    latency_budget_ms: float | None = Field(
+        default=None,
+        gt=0,
+        description="The most a user's first token may gain when the report weighs moving "
+        "their region's share to a cheaper region (a new connection's handshakes and the "
+        "request over the distance; fleetplan.traffic). Default: what the cheaper region's "
+        "predicted TTFT leaves under the SLO.",
+    )
 
 
 class Rollout(Data):

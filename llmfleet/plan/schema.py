@@ -262,6 +262,21 @@ class CapacityPlan(Data):
         "one covers is sized with its factors and reports its narrower band.",
     )
 
+    @field_validator("kubernetes_version", mode="before")
+    @classmethod
+    def _quoted_version(cls, value: object) -> object:
+        """YAML reads `1.30` as the number 1.3: the version must be a quoted string."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            written = f"{value}"
+            meant = f'"{written}0" or "{written}"' if len(written.split(".")[-1]) == 1 else (
+                f'"{written}"'
+            )
+            raise ValueError(
+                f"YAML reads an unquoted version as a number ({written}: 1.30 becomes 1.3); "
+                f"quote it: kubernetes_version: {meant}"
+            )
+        return value
+
     @property
     def survive_region_losses(self) -> int:
         given = self.routing.survive_region_losses
@@ -302,6 +317,15 @@ class CapacityPlan(Data):
                 f"{self.traffic.input_tokens.mean} + output {self.traffic.output_tokens.mean})"
             )
         t = self.traffic
+        longest_output = t.output_tokens.p99
+        if longest_output is not None and longest_output >= self.max_model_len:
+            raise ValueError(
+                f"traffic.output_tokens.p99 ({longest_output}) is at or above max_model_len "
+                f"({self.max_model_len}): vLLM stops every such request at max_model_len "
+                f"minus its prompt, so one in 100 answers would be cut; raise max_model_len "
+                f"above {longest_output + t.input_tokens.mean} (the p99 output after a mean "
+                "prompt) or lower output_tokens.p99"
+            )
         p95 = t.input_tokens.p95_or_mean + t.output_tokens.p95_or_mean
         if p95 > self.max_model_len:
             raise ValueError(

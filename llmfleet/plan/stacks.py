@@ -148,18 +148,36 @@ def stack_file_text(env: str, region: str) -> str:
 
 
 def missing_stack_files(env: str, plan: CapacityPlan, stacks_dir: Path = STACKS_DIR) -> list[str]:
-    """The deploy stacks of `env` without a file in stacks/."""
+    """The deploy stacks of `env` without a file in stacks/ (optional: a region or global
+    stack is resolved from its name; a file records it for `pulumi config`)."""
     return [s for s in deploy_stacks(env, plan) if not stack_path(s, stacks_dir).exists()]
+
+
+def _by_name(stack: str, stacks_dir: Path) -> bool:
+    """`ENV.PART` where ENV is an environment's file: a region or global stack by its name."""
+    env_name, dot, part = stack.partition(".")
+    return bool(dot and part) and stack_path(env_name, stacks_dir).exists()
 
 
 def resolve_stack(
     stack: str, config: Mapping[str, Any] | None = None, stacks_dir: Path = STACKS_DIR
 ) -> StackTarget:
     """The target of stack `stack` from its config (default: its file in stacks/): an
-    environment (its file holds the plan) or a region or global stack of one."""
-    config = read_stack_config(stack, stacks_dir) if config is None else config
+    environment (its file holds the plan) or a region or global stack of one. A region or
+    global stack needs no file of its own: `ENV.REGION` and `ENV.global` name what they
+    deploy (a file, when present, must agree with the name)."""
     path = stack_path(stack, stacks_dir)
+    if config is None:
+        config = {} if _by_name(stack, stacks_dir) and not path.exists() else read_stack_config(
+            stack, stacks_dir
+        )
     part_keys = [k for k in (ENVIRONMENT_KEY, REGION_KEY) if k in config]
+    if PLAN_KEY not in config and not part_keys and _by_name(stack, stacks_dir):
+        env_name, _, region_name = stack.partition(".")
+        config = {**config, ENVIRONMENT_KEY: env_name, REGION_KEY: region_name}
+        config.setdefault(AWS_REGION_KEY, GLOBAL_AWS_REGION if region_name == GLOBAL
+                          else region_name)
+        part_keys = [ENVIRONMENT_KEY, REGION_KEY]
     if PLAN_KEY in config:
         if part_keys:
             raise StackError(
@@ -218,14 +236,44 @@ def format_validation_error(e: ValidationError, as_flags: bool = False) -> str:
         if as_flags:
             path = "--" + "-".join(str(p) for p in err["loc"]).replace("_", "-")
         msg = err["msg"].removeprefix("Value error, ")
+        value = err.get("input")
         if err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; see README's plan reference)"
-        value = err.get("input")
+        elif err["type"] in MAPPING_ERRORS:
+            msg = _mapping_hint(path, value, as_flags)
         shown = (
             "" if isinstance(value, dict | list) or err["type"] == "missing" else f" = {value!r}"
         )
         lines.append(f"  {path}{shown}: {msg}")
     return "\n".join(lines)
+
+
+MAPPING_ERRORS = ("model_type", "model_attributes_type", "dict_type")
+"""pydantic's "Input should be a valid dictionary or instance of <Class>": a section given
+as a single value. The message names the section with an example instead of the class."""
+MAPPING_EXAMPLES = {
+    "plan.model": "{{id: {value}}} (a catalog model) or {{config_path: ..., hf_repo: ...}}",
+    "plan.traffic.input_tokens": "{{mean: {value}, p95: ...}}",
+    "plan.traffic.output_tokens": "{{mean: {value}, p95: ...}}",
+    "plan.regions[]": "{{name: {value}, traffic_share: ...}}",
+    "plan.allowed.speculative[]": "{{method: {value}}}",
+}
+
+
+def _mapping_hint(path: str, value: object, as_flags: bool) -> str:
+    """A section written as one value: say it takes fields, with an example where known."""
+    *parents, last = path.split(".")
+    if last.isdigit():  # a list item: regions.0 -> regions[0], examples under regions[]
+        section, key = f"{parents[-1]}[{last}]", ".".join(parents) + "[]"
+    else:
+        section, key = last, path
+    example = MAPPING_EXAMPLES.get(key)
+    if example and not isinstance(value, dict | list):
+        write = "the item as - " if key.endswith("[]") else f"{section}: "
+        return f"{section} takes fields, not one value; write {write}" + example.format(
+            value=value
+        )
+    return f"{section} takes fields (a mapping, see README's plan reference), not one value"
 
 
 GIT_TIMEOUT_S = 30

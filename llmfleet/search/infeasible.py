@@ -1,4 +1,10 @@
-"""Why a plan is infeasible in a region, and the nearest change that would make it feasible."""
+"""Why a plan is infeasible in a region, and the nearest change that would make it feasible.
+
+Each (instance type, TP) is judged by the lever setting (precision, KV dtype, speculation)
+that came closest to the plan: the one whose binding constraint is the least far past its
+limit (`Rejection.over`), not the first or last tried. The nearest change is always a
+change: an instance type the plan does not already allow, a precision it does not already
+try, an SLO looser than the one it has."""
 
 from __future__ import annotations
 
@@ -10,8 +16,25 @@ from llmfleet.errors import InfeasibleError
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.levers import Levers
 from llmfleet.search.operating_point import Rejection
 from llmfleet.units import GB, GIB
+
+Rejected = tuple[Instance, int, Levers, Rejection]
+
+
+def closest_per_candidate(
+    rejected: list[tuple[tuple[Instance, int, Levers], Rejection]], order: dict[Levers, int]
+) -> list[Rejected]:
+    """One rejection per (instance type, TP): the lever setting that came closest (ties: the
+    plainer levers, listed first in the lever space)."""
+    best: dict[tuple[str, int], Rejected] = {}
+    for (inst, tp, lv), r in rejected:
+        key = (inst.instance_type, tp)
+        held = best.get(key)
+        if held is None or (r.over, order.get(lv, 0)) < (held[3].over, order.get(held[2], 0)):
+            best[key] = (inst, tp, lv, r)
+    return list(best.values())
 
 
 def infeasible(
@@ -19,12 +42,12 @@ def infeasible(
     model: ResolvedModel,
     region: Region,
     offered: list[Instance],
-    rejected: list[tuple[Instance, int, Rejection]],
+    rejected: list[Rejected],
+    levers: list[Levers],
 ) -> InfeasibleError:
-    arch = model.arch
-    need_gib = arch.weight_bytes(plan.model.precision) / GIB
+    precisions = list(dict.fromkeys(lv.precision for lv in levers))
     summary = (
-        f"{model.id} ({plan.model.precision}) has no feasible configuration in "
+        f"{model.id} ({', '.join(precisions)}) has no feasible configuration in "
         f"{region.name} among {len(offered)} allowed instance types offered there."
     )
     if not offered:
@@ -34,9 +57,13 @@ def infeasible(
             ["no allowed instance type is offered in this region"],
             f"allow one of: {', '.join(here)}",
         )
-    reasons = sorted({f"{i.instance_type} TP {tp}: {r.reason}" for i, tp, r in rejected})[:12]
-    kinds = {r.kind for _, _, r in rejected}
-    if kinds == {"price"}:
+    ranked = sorted(rejected, key=lambda c: (c[3].over, c[0].instance_type, c[1]))
+    many = len(levers) > 1
+    reasons = [
+        f"{i.instance_type} TP {tp}" + (f" ({lv.label})" if many else "") + f": {r.reason}"
+        for i, tp, lv, r in ranked
+    ][:12]
+    if {r.kind for *_, r in rejected} == {"price"}:
         names = ", ".join(sorted({i.instance_type for i in offered}))
         return InfeasibleError(
             summary + " The catalog has no on-demand price for them there.",
@@ -44,46 +71,185 @@ def infeasible(
             f"add plan.prices entries (instance_type, usd_per_hour, region: {region.name}) for "
             f"one of: {names}",
         )
-    if kinds <= {"memory", "shape", "price"}:
-        largest = max(offered, key=lambda i: i.gpu_count * i.gpu_memory_mib)
-        have_gib = largest.gpu_count * largest.gpu_memory_mib / 1024
-        hints = []
-        fp8_gib = arch.weight_bytes("fp8") / GIB
-        if plan.model.precision in ("bf16", "fp16") and fp8_gib < 0.8 * have_gib:
-            hints.append(f"set model.precision: fp8 (weights {fp8_gib:.0f} GiB)")
-        bigger = sorted(
-            {
-                o.instance_type
-                for o in hardware.offerings()
-                if o.region == region.name
-                and hardware.instance(o.instance_type).gpu_count
-                * hardware.instance(o.instance_type).gpu_memory_mib
-                / 1024
-                > 1.2 * need_gib
-            },
-            key=lambda n: hardware.instance(n).gpu_count * hardware.instance(n).gpu_memory_mib,
+    inst, tp, lv, r = next(c for c in ranked if c[3].kind != "price")
+    sized_names = {i.instance_type for i, *_, u in rejected if u.kind != "price"}
+    sized = [i for i in offered if i.instance_type in sized_names] or offered
+    if r.kind == "itl" and r.best_ms and r.gap_ms == r.best_ms:
+        summary += f" The ITL floor (batch 1) is {r.best_ms:.1f} ms on the fastest candidate."
+    elif math.isfinite(r.over):
+        summary += (
+            f" The closest, {inst.instance_type} TP {tp}"
+            + (f" ({lv.label})" if many else "")
+            + f", misses by {r.over - 1:.0%}."
         )
-        if bigger:
-            hints.append(f"allow {bigger[0]}")
+    if r.kind == "memory" and "exceed" in r.reason:
+        smallest = min(precisions, key=lambda p: model.arch.weight_bytes(p))
+        need_gib = model.arch.weight_bytes(smallest) / GIB
+        largest = max(sized, key=lambda i: i.gpu_count * i.gpu_memory_mib)
         summary += (
             f" Weights need {need_gib:.0f} GiB ({need_gib * GIB / GB:.0f} GB); the largest "
-            f"allowed instance, {largest.instance_type}, holds {have_gib:.0f} GiB."
+            f"allowed instance, {largest.instance_type}, holds "
+            f"{largest.gpu_count * largest.gpu_memory_mib / 1024:.0f} GiB."
         )
-        return InfeasibleError(summary, reasons, " or ".join(hints) or "allow a larger instance")
-    floors = [r.best_ms for _, _, r in rejected if r.kind == "itl" and r.best_ms]
-    if "itl" in kinds and floors and not any(r.kind == "ttft" for _, _, r in rejected):
-        best = min(floors)
-        return InfeasibleError(
-            summary + f" The ITL floor (batch 1) is {best:.1f} ms on the fastest candidate.",
-            reasons,
-            f"relax slo.itl_ms to at least {math.ceil(best * 1.1)} ms, or allow fp8 "
-            "or a GPU with more memory bandwidth",
+    others = _not_allowed(region, offered)
+    hints = _hints(plan, model, region, sized, others, precisions, (inst, tp, lv, r))
+    unpriced = sorted({i.instance_type for i, *_, u in rejected if u.kind == "price"})
+    if unpriced:
+        hints.append(
+            f"add plan.prices for {', '.join(unpriced)} (allowed and offered in {region.name} "
+            "without a known price, so not sized)"
         )
-    ttft = [r.best_ms for _, _, r in rejected if r.kind == "ttft" and r.best_ms]
-    best_ttft = min(ttft) if ttft else math.nan
-    return InfeasibleError(
-        summary,
-        reasons,
-        f"relax slo.ttft_ms to at least {math.ceil(best_ttft * 1.1)} ms or slo.itl_ms (a longer "
-        "prefill chunk fits a looser ITL), or allow more GPUs per replica",
+    return InfeasibleError(summary, reasons, " or ".join(hints) or _fallback(region, others))
+
+
+def _not_allowed(region: Region, offered: list[Instance]) -> list[Instance]:
+    """Instance types priced in the region that the plan does not allow (a real change)."""
+    allowed = {i.instance_type for i in offered}
+    return sorted(
+        (
+            hardware.instance(o.instance_type)
+            for o in hardware.offerings()
+            if o.region == region.name
+            and o.on_demand_usd_per_hour is not None
+            and o.instance_type not in allowed
+        ),
+        key=lambda i: (i.gpu_count * i.gpu_memory_mib, i.instance_type),
     )
+
+
+def _fallback(region: Region, others: list[Instance]) -> str:
+    if others:
+        return f"allow one of the other instance types offered in {region.name}: " + ", ".join(
+            i.instance_type for i in others
+        )
+    return (
+        f"every instance type offered in {region.name} is allowed already: relax the SLO, "
+        "shorten max_model_len, or serve this region from another"
+    )
+
+
+def _hints(
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    region: Region,
+    offered: list[Instance],
+    others: list[Instance],
+    precisions: list[str],
+    closest: Rejected,
+) -> list[str]:
+    inst, tp, lv, r = closest
+    gpu = hardware.gpu(inst.gpu)
+    if r.kind in ("shape", "lever"):
+        return _support_hints(plan, model, region, others, r)
+    if r.kind == "memory":
+        return _memory_hints(plan, model, region, offered, others, precisions, r)
+    # a replica that can be faster at both: more memory bandwidth and more tensor FLOP/s
+    faster = [
+        o
+        for o in others
+        if o.gpu_count * hardware.gpu(o.gpu).hbm_bandwidth_gb_s > tp * gpu.hbm_bandwidth_gb_s
+        and o.gpu_count * hardware.gpu(o.gpu).bf16_dense_tflops > tp * gpu.bf16_dense_tflops
+    ]
+    hints = _relax(plan, r)
+    if "fp8" not in precisions and gpu.has_fp8:
+        hints.append(_allow_fp8(plan))
+    if faster:
+        cheapest = min(faster, key=lambda o: (_price(o, region), o.instance_type))
+        hints.append(f"allow {cheapest.instance_type} ({cheapest.gpu_count} x {cheapest.gpu})")
+    return hints
+
+
+def _price(inst: Instance, region: Region) -> float:
+    offering = hardware.offering(inst.instance_type, region.name)
+    price = offering.on_demand_usd_per_hour if offering else None
+    return price if price is not None else math.inf
+
+
+def _relax(plan: CapacityPlan, r: Rejection) -> list[str]:
+    """The least SLO change that lets the closest candidate run one sequence: TTFT alone
+    (keeping the ITL target, with a chunk that meets it), ITL alone, or else both."""
+    slo = plan.slo
+    one = r.one_sequence or ((r.gap_ms or math.inf, r.ttft_ms or math.inf),)
+    keep_itl = [t for g, t in one if g <= slo.itl_ms and math.isfinite(t)]
+    keep_ttft = [g for g, t in one if t <= slo.ttft_ms]
+    hints = []
+    if keep_itl:
+        hints.append(f"relax slo.ttft_ms to at least {math.ceil(min(keep_itl) * 1.1)} ms")
+    if keep_ttft:
+        hints.append(f"relax slo.itl_ms to at least {math.ceil(min(keep_ttft) * 1.1)} ms")
+    if not hints:
+        g, t = min(one, key=lambda p: max(p[0] / slo.itl_ms, p[1] / slo.ttft_ms))
+        hints.append(
+            f"relax slo.ttft_ms to at least {math.ceil(t * 1.1)} ms and slo.itl_ms to at "
+            f"least {math.ceil(g * 1.1)} ms"
+        )
+    return hints
+
+
+def _support_hints(
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    region: Region,
+    others: list[Instance],
+    r: Rejection,
+) -> list[str]:
+    """Every candidate needs a GPU feature or shape the allowed ones lack."""
+    hints = []
+    if "FP8" in r.reason:
+        fp8 = [o for o in others if hardware.gpu(o.gpu).has_fp8]
+        if fp8:
+            hints.append(f"allow {fp8[0].instance_type} ({fp8[0].gpu}, with FP8 support)")
+        if plan.model.pins_precision and plan.model.precision == "fp8":
+            hints.append("set model.precision: bf16")
+        if plan.model.pins_kv_cache_dtype and plan.model.kv_cache_dtype == "fp8":
+            hints.append("set model.kv_cache_dtype: auto")
+        if not fp8 and not hints:
+            sixteen = model.native_precision in ("bf16", "fp16")
+            hints.append(
+                f"{region.name} sells no GPU with FP8 support: "
+                + (
+                    "serve 16-bit weights (model.precision: bf16) and KV (auto)"
+                    if sixteen
+                    else f"{model.id} is published in {model.native_precision} only; serve "
+                    f"{region.name}'s users from another region"
+                )
+            )
+    return hints
+
+
+def _memory_hints(
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    region: Region,
+    offered: list[Instance],
+    others: list[Instance],
+    precisions: list[str],
+    r: Rejection,
+) -> list[str]:
+    arch = model.arch
+    smallest = min(precisions, key=lambda p: arch.weight_bytes(p))
+    need_gib = arch.weight_bytes(smallest) / GIB
+    largest = max(offered, key=lambda i: i.gpu_count * i.gpu_memory_mib)
+    have_gib = largest.gpu_count * largest.gpu_memory_mib / 1024
+    hints = []
+    if "max_model_len" in r.reason and math.isfinite(r.over):
+        fits = int(plan.max_model_len / r.over) // 16 * 16
+        hints.append(f"lower max_model_len to {fits:,} or less (the KV pool's sequence)")
+    fp8_gib = arch.weight_bytes("fp8") / GIB
+    if "fp8" not in precisions and fp8_gib < 0.8 * have_gib:
+        hints.append(f"{_allow_fp8(plan)} (weights {fp8_gib:.0f} GiB)")
+    bigger = [o for o in others if o.gpu_count * o.gpu_memory_mib / 1024 > 1.2 * need_gib]
+    if bigger:
+        hints.append(f"allow {bigger[0].instance_type}")
+    if not hints:
+        hints.append(
+            f"no instance type offered in {region.name} holds the weights: serve this region "
+            "from another, or a smaller precision"
+        )
+    return hints
+
+
+def _allow_fp8(plan: CapacityPlan) -> str:
+    if plan.model.pins_precision:
+        return "set model.precision: fp8"
+    return "add fp8 to allowed.precisions"

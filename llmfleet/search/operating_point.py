@@ -9,7 +9,8 @@ For each chunk size C the largest running batch D is found such that
   - ITL at the percentile <= the ITL target,
   - TTFT at the percentile <= the TTFT target (`replica_slo`),
   - D sequences of input + output tokens fit the KV pool.
-The replica then sustains D / (output * mean step) requests/s. The best C wins."""
+The replica then sustains D / (output * mean step) requests/s. The best C wins.
+`batch_bound` says which of them stops D, for the reasons a reviewer reads."""
 
 from __future__ import annotations
 
@@ -56,8 +57,12 @@ class ReplicaSizing:
 @dataclass(frozen=True)
 class Rejection:
     reason: str
-    kind: str  # shape | memory | itl | ttft | price
+    kind: str  # shape | lever (the GPU lacks what a lever needs) | memory | itl | ttft | price
     best_ms: float | None = None  # the physical floor, for the nearest feasible change
+    over: float = math.inf  # how far past its limit the binding constraint is (1.2: 20 %)
+    gap_ms: float | None = None  # the closest chunk's ITL and TTFT with one sequence
+    ttft_ms: float | None = None
+    one_sequence: tuple[tuple[float, float], ...] = ()  # (ITL, TTFT) ms per chunk, batch 1
 
 
 def memory_for(
@@ -120,22 +125,25 @@ def size_replica(
         return Rejection(shape, "shape")
     unsupported = gpu_problem(arch, gpu, lv)
     if unsupported:
-        return Rejection(unsupported, "shape")
+        return Rejection(unsupported, "lever")
     # Feasibility at the smallest engine (one sequence, the smallest chunk): the activation
     # peak grows with max_num_seqs and the token budget, which the search then picks.
     mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, lv)
     if mem.kv_cache_gib_per_gpu <= 0:
+        need = mem.weights_gib_per_gpu + mem.activation_gib + mem.non_torch_gib
         return Rejection(
             f"weights {mem.weights_gib_per_gpu:.1f} GiB + runtime "
             f"{mem.activation_gib + mem.non_torch_gib:.1f} GiB per GPU exceed "
             f"{mem.requested_gib:.1f} GiB usable at TP {tp}",
             "memory",
+            over=need / mem.requested_gib,
         )
     if not mem.holds_one_sequence:
         return Rejection(
             f"KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU holds {mem.kv_cache_tokens:,} "
             f"tokens, less than one max_model_len sequence ({plan.max_model_len:,})",
             "memory",
+            over=1 / max(mem.max_concurrency, 1e-9),
         )
 
     step_model = lv.step_model(arch, gpu, tp, consts, correction)
@@ -143,11 +151,22 @@ def size_replica(
     floor = step_time(step_model, 1, i + o / 2).total_s * 1000
     if plan.slo.itl == "tpot" and lv.spec:
         floor /= lv.spec.tokens_per_step
+    prompt = ttft_prompt_tokens(plan)
+    one = _one_sequence(step_model, plan)
+    over_one = min(max(g / plan.slo.itl_ms, t / plan.slo.ttft_ms) for g, t in one)
+    closest = min((max(g / plan.slo.itl_ms, t / plan.slo.ttft_ms), g, t) for g, t in one)
     if floor > plan.slo.itl_ms:
-        return Rejection(f"ITL {floor:.1f} ms > {plan.slo.itl_ms:g} ms at batch 1", "itl", floor)
+        return Rejection(
+            f"ITL {floor:.1f} ms > {plan.slo.itl_ms:g} ms at batch 1",
+            "itl",
+            floor,
+            over=max(floor / plan.slo.itl_ms, over_one),
+            gap_ms=floor,
+            ttft_ms=closest[2],
+            one_sequence=one,
+        )
     best: ReplicaSizing | None = None
     ttft_best_ms = gap_best_ms = math.inf
-    prompt = ttft_prompt_tokens(plan)
     for chunk in CHUNK_GRID:
         ttft_best_ms = min(ttft_best_ms, 1000 * prefill_s(step_model, 1, i + o / 2, prompt, chunk))
         gap_best_ms = min(
@@ -175,6 +194,10 @@ def size_replica(
             f"tokens) beside one sequence takes {gap_best_ms:.1f} ms",
             "itl",
             gap_best_ms,
+            over=closest[0],
+            gap_ms=closest[1],
+            ttft_ms=closest[2],
+            one_sequence=one,
         )
     if best is None:
         why = (
@@ -190,11 +213,29 @@ def size_replica(
             f"p{plan.slo.percentile:g}: {why}",
             "ttft",
             ttft_best_ms,
+            over=max(1.0, closest[0]),
+            gap_ms=closest[1],
+            ttft_ms=closest[2],
+            one_sequence=one,
         )
     final_mem = memory_for(arch, gpu, tp, plan, best.batch, best.max_num_batched_tokens, consts, lv)
     return ReplicaSizing(
         best.batch, best.chunk_tokens, best.steps, best.capacity_requests_per_s, final_mem
     )
+
+
+def _one_sequence(step_model: StepModel, plan: CapacityPlan) -> tuple[tuple[float, float], ...]:
+    """ITL (as slo.itl reads it) and TTFT at the percentile, in ms, of a replica running one
+    sequence, for each prefill chunk: how close a candidate comes to the SLOs."""
+    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
+    out = []
+    for chunk in CHUNK_GRID:
+        steps = mixed_steps(step_model, 1, i, o, chunk)
+        ttft = math.inf
+        if steps.mixed_share < 1:
+            ttft = ttft_percentile_s(step_model, plan, steps, 1, chunk)
+        out.append((1000 * itl_percentile_s(plan, steps), 1000 * ttft))
+    return tuple(out)
 
 
 def capacity_upper_bound(
@@ -278,3 +319,65 @@ def _shape_problem(arch: Arch, instance: Instance, tp: int) -> str | None:
     if instance.gpu_count % tp:
         return f"TP {tp} does not divide the {instance.gpu_count} GPUs of a node"
     return tp_problem(arch, tp)
+
+
+@dataclass(frozen=True)
+class BatchBound:
+    """What stops a replica's batch at its operating point, and the floors beside it: the
+    constraint one more running sequence would break, and what a lone request costs."""
+
+    constraint: str  # ttft | itl | prefill | kv_cache | max_batch
+    batch: int  # the operating point (max_num_seqs)
+    chunk_tokens: int
+    ttft_next_ms: float | None  # TTFT at the percentile with one more sequence (None: prefill)
+    itl_next_ms: float  # ITL (as slo.itl reads it) with one more sequence
+    lone_prompt_ttft_ms: float  # the percentile prompt alone: its chunked prefill
+    lone_itl_ms: float  # ITL with one sequence running
+    kv_sequences: int  # mean requests (input + output) the KV pool holds
+
+
+def batch_bound(
+    arch: Arch,
+    gpu: Gpu,
+    tp: int,
+    plan: CapacityPlan,
+    consts: Constants,
+    levers: Levers,
+    sizing: ReplicaSizing,
+    correction: Correction = NO_CORRECTION,
+) -> BatchBound:
+    """Which constraint binds `sizing`'s batch: the one a batch one larger breaks (the KV
+    pool when that batch no longer fits, llmfleet's MAX_BATCH when it is reached), on the
+    step model the sizing used (a calibrated server's `correction` included)."""
+    step_model = levers.step_model(arch, gpu, tp, consts, correction)
+    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
+    chunk, b = sizing.chunk_tokens, sizing.batch
+    kv = _kv_batch(arch, gpu, tp, plan, chunk, consts, levers)
+    nxt = mixed_steps(step_model, b + 1, i, o, chunk)
+    itl_next = itl_percentile_s(plan, nxt) * 1000
+    ttft_next = (
+        ttft_percentile_s(step_model, plan, nxt, b + 1, chunk) * 1000
+        if nxt.mixed_share < 1
+        else None
+    )
+    if b >= MAX_BATCH:
+        constraint = "max_batch"
+    elif b + 1 > kv:
+        constraint = "kv_cache"
+    elif ttft_next is None:
+        constraint = "prefill"
+    else:  # the SLO one more sequence overruns most (both within: the bisection's edge)
+        over_itl, over_ttft = itl_next / plan.slo.itl_ms, ttft_next / plan.slo.ttft_ms
+        constraint = "itl" if over_itl >= over_ttft else "ttft"
+    ctx = i + o / 2
+    lone = prefill_s(step_model, 1, ctx, ttft_prompt_tokens(plan), chunk)
+    return BatchBound(
+        constraint=constraint,
+        batch=b,
+        chunk_tokens=chunk,
+        ttft_next_ms=ttft_next,
+        itl_next_ms=itl_next,
+        lone_prompt_ttft_ms=(lone + step_model.ttft_overhead_s) * 1000,
+        lone_itl_ms=itl_percentile_s(plan, mixed_steps(step_model, 1, i, o, chunk)) * 1000,
+        kv_sequences=kv,
+    )

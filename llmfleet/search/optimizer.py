@@ -26,7 +26,7 @@ from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
-from llmfleet.search.infeasible import infeasible
+from llmfleet.search.infeasible import closest_per_candidate, infeasible
 from llmfleet.search.levers import Levers, lever_space
 from llmfleet.search.operating_point import (
     Rejection,
@@ -65,6 +65,12 @@ class Alternative(Data):
         default=False,
         description="Not sized only because no price is known in the region (add a "
         "plan.prices override): unpriced, not infeasible.",
+    )
+    chosen: bool = Field(default=False, description="The configuration the search chose.")
+    differs: str = Field(
+        default="",
+        description="What differs from the chosen configuration: instance type, TP, "
+        "precision, KV dtype or speculation, each with the chosen value.",
     )
 
 
@@ -222,13 +228,11 @@ def choose_region(
                 levers=levers,
             )
         )
-    if not options:
-        # Advice reads one rejection per (instance, TP): the plainest levers' (listed first).
-        first: dict[tuple[str, int], tuple[Instance, int, Rejection]] = {}
-        for (i, tp, _), r in rejected:
-            first.setdefault((i.instance_type, tp), (i, tp, r))
-        raise infeasible(plan, model, region, offered, list(first.values()))
     order = {lv: k for k, lv in enumerate(size.levers)}
+    if not options:
+        # Advice reads one rejection per (instance, TP): the lever setting that came closest.
+        closest = closest_per_candidate(rejected, order)
+        raise infeasible(plan, model, region, offered, closest, size.levers)
     options.sort(key=lambda o: (o.rank, order[o.lever]))
     return options[0], _alternatives(options, rejected, pruned)
 
@@ -248,12 +252,32 @@ def _by_cost_bound(
     return sorted(out, key=lambda c: c[2])
 
 
+def differs(chosen: Candidate, other: Candidate) -> str:
+    """What `other` changes against the chosen candidate, each with the chosen value:
+    "TP 2 (chosen 4); KV auto (chosen fp8)"."""
+    (ci, ctp, clv), (i, tp, lv) = chosen, other
+    out = []
+    if i.instance_type != ci.instance_type:
+        out.append(f"{i.instance_type} (chosen {ci.instance_type})")
+    if tp != ctp:
+        out.append(f"TP {tp} (chosen {ctp})")
+    if lv.precision != clv.precision:
+        out.append(f"{lv.precision} (chosen {clv.precision})")
+    if lv.kv_cache_dtype != clv.kv_cache_dtype:
+        out.append(f"KV {lv.kv_cache_dtype} (chosen {clv.kv_cache_dtype})")
+    if lv.speculative != clv.speculative:
+        out.append(f"{lv.speculative or 'no speculation'} (chosen {clv.speculative or 'none'})")
+    return "; ".join(out)
+
+
 def _alternatives(
     options: list[Choice],
     rejected: list[tuple[Candidate, Rejection]],
     pruned: list[tuple[Candidate, float]],
 ) -> list[Alternative]:
     best = options[0].monthly_cost_usd
+    top = options[0]
+    chosen: Candidate = (top.instance, top.tp, top.lever)
     return (
         [
             Alternative(
@@ -269,6 +293,8 @@ def _alternatives(
                 kv_cache_dtype=o.lever.kv_cache_dtype,
                 speculative=o.lever.speculative,
                 usd_per_million_output_tokens=round_or_none(o.usd_per_million_output_tokens, 4),
+                chosen=k == 0,
+                differs=differs(chosen, (o.instance, o.tp, o.lever)),
             )
             for k, o in enumerate(options)
         ]
@@ -283,6 +309,7 @@ def _alternatives(
                 precision=lv.precision,
                 kv_cache_dtype=lv.kv_cache_dtype,
                 speculative=lv.speculative,
+                differs=differs(chosen, (i, tp, lv)),
             )
             for (i, tp, lv), r in rejected
         ]
@@ -298,6 +325,7 @@ def _alternatives(
                 kv_cache_dtype=lv.kv_cache_dtype,
                 speculative=lv.speculative,
                 pruned=True,
+                differs=differs(chosen, (i, tp, lv)),
             )
             for (i, tp, lv), floor in pruned
         ]

@@ -1,7 +1,7 @@
-"""The mocked prod program, per region: Karpenter whose GPU ceiling covers the peak, GPU
-nodes in zones named by ID, weights that never come from Hugging Face at pod start, a
-startup probe that outlasts the FleetPlan's predicted container start, and IAM scoped to
-one cluster and one model."""
+"""The mocked program of the tests' three-region plan (`plans.THREE_REGIONS`), per region:
+Karpenter whose GPU ceiling covers the peak, GPU nodes in zones named by ID, weights that
+never come from Hugging Face at pod start, a startup probe that outlasts the FleetPlan's
+predicted container start, and IAM scoped to one cluster and one model."""
 
 from __future__ import annotations
 
@@ -10,18 +10,19 @@ from typing import Any
 
 import pytest
 import yaml
+from plans import THREE_REGIONS, three_regions
 
 from components.preview.run import PreviewResult, run_program
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
-from llmfleet.plan.stacks import read_plan
 
 pytestmark = pytest.mark.slow  # runs the Pulumi program under mocks
 
 
 @pytest.fixture(scope="module")
-def prod() -> tuple[FleetPlan, list[dict[str, Any]]]:
-    result: PreviewResult = run_program("prod")
-    return build_fleet_plan(read_plan("prod")), result.resources
+def program() -> tuple[FleetPlan, list[dict[str, Any]]]:
+    config = {"aws:region": "us-east-1", "llmfleet:plan": THREE_REGIONS}
+    result: PreviewResult = run_program("three-regions", config)
+    return build_fleet_plan(three_regions()), result.resources
 
 
 def _of(resources: list[dict[str, Any]], typ: str, name: str) -> dict[str, Any]:
@@ -29,8 +30,8 @@ def _of(resources: list[dict[str, Any]], typ: str, name: str) -> dict[str, Any]:
     return r
 
 
-def test_each_regions_karpenter_ceiling_plus_floor_covers_the_peak(prod) -> None:
-    fp, resources = prod
+def test_each_regions_karpenter_ceiling_plus_floor_covers_the_peak(program) -> None:
+    fp, resources = program
     for rp in fp.regions:
         base = f"{fp.name}-{rp.region}"
         pool = _of(resources, "kubernetes:karpenter.sh/v1:NodePool", f"{base}-karpenter-nodepool")
@@ -41,8 +42,8 @@ def test_each_regions_karpenter_ceiling_plus_floor_covers_the_peak(prod) -> None
         assert limit == (rp.nodes.max - floor_nodes) * rp.gpus_per_node, rp.region
 
 
-def test_the_karpenter_chart_runs_on_the_system_nodes_and_knows_its_queue(prod) -> None:
-    fp, resources = prod
+def test_the_karpenter_chart_runs_on_the_system_nodes_and_knows_its_queue(program) -> None:
+    fp, resources = program
     for rp in fp.regions:
         base = f"{fp.name}-{rp.region}"
         chart = _of(resources, "kubernetes:helm.sh/v3:Release", f"{base}-karpenter-chart")
@@ -53,9 +54,9 @@ def test_the_karpenter_chart_runs_on_the_system_nodes_and_knows_its_queue(prod) 
 
 
 def test_the_controller_may_pass_only_its_node_role_and_delete_only_what_it_launched(
-    prod,
+    program,
 ) -> None:
-    fp, resources = prod
+    fp, resources = program
     rp = fp.regions[0]
     base = f"{fp.name}-{rp.region}"
     policy = json.loads(
@@ -70,8 +71,8 @@ def test_the_controller_may_pass_only_its_node_role_and_delete_only_what_it_laun
     assert all(s["Effect"] == "Allow" for s in policy["Statement"])
 
 
-def test_pods_stream_the_regions_s3_copy_and_may_read_only_that_model(prod) -> None:
-    fp, resources = prod
+def test_pods_stream_the_regions_s3_copy_and_may_read_only_that_model(program) -> None:
+    fp, resources = program
     for rp in fp.regions:
         base = f"{fp.name}-{rp.region}"
         config = _of(resources, "kubernetes:core/v1:ConfigMap", f"{base}-vllm-configmap")
@@ -98,8 +99,8 @@ def test_pods_stream_the_regions_s3_copy_and_may_read_only_that_model(prod) -> N
         )
 
 
-def test_the_startup_probe_outlasts_the_predicted_container_start(prod) -> None:
-    fp, resources = prod
+def test_the_startup_probe_outlasts_the_predicted_container_start(program) -> None:
+    fp, resources = program
     for rp in fp.regions:
         base = f"{fp.name}-{rp.region}"
         deployment = _of(resources, "kubernetes:apps/v1:Deployment", f"{base}-vllm-deployment")
@@ -110,8 +111,8 @@ def test_the_startup_probe_outlasts_the_predicted_container_start(prod) -> None:
         assert deployment["inputs"]["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
 
 
-def test_gpu_subnets_are_placed_by_zone_id(prod) -> None:
-    fp, resources = prod
+def test_gpu_subnets_are_placed_by_zone_id(program) -> None:
+    fp, resources = program
     subnets = {r["id"]: r for r in resources if r["type"] == "aws:ec2/subnet:Subnet"}
     for rp in fp.regions:
         floor = _of(resources, "aws:eks/nodeGroup:NodeGroup", f"{fp.name}-{rp.region}-gpu")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pulumi_aws as aws
 import pytest
+from plans import one_region
 
 from components import iam
 from components.cluster import cluster_args, kubeconfig_json, vpc_cni_addon_args
@@ -38,7 +39,6 @@ from llmfleet.fleetplan import workload
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
 from llmfleet.fleetplan.network import subnet_layout
 from llmfleet.fleetplan.region import RegionPlan
-from llmfleet.plan.stacks import read_plan
 
 # pulumi_aws warns about its own deprecated ec2 modules when the ec2 package is imported.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")
@@ -75,7 +75,8 @@ def _unknown(params: Any, values: dict[str, Any], module: Any, path: str) -> lis
 
 @pytest.fixture(scope="module")
 def dev_plan() -> FleetPlan:
-    return build_fleet_plan(read_plan("dev"))
+    """The tests' own one-region plan (`plans.ONE_REGION`)."""
+    return build_fleet_plan(one_region())
 
 
 @pytest.fixture(scope="module")

@@ -34,19 +34,19 @@ def test_release_args_are_arguments_of_the_helm_release() -> None:
         assert set(release_args(chart)) <= set(params)
 
 
-def test_the_device_plugin_runs_only_on_the_node_pools_gpu_nodes(stack_plans) -> None:
+def test_the_device_plugin_runs_only_on_the_node_pools_gpu_nodes(own_plans) -> None:
     values = NVIDIA_DEVICE_PLUGIN.values
-    [taint] = node_taints(stack_plans["dev"].regions[0])
+    [taint] = node_taints(own_plans["one-region"].regions[0])
     assert values["tolerations"] == [
         {"key": taint["key"], "operator": "Exists", "effect": "NoSchedule"}
     ]
     assert values["nodeSelector"].items() <= node_labels_of_any_pool().items()
 
 
-def test_cluster_services_run_on_the_system_pool_not_on_gpu_nodes(stack_plans) -> None:
+def test_cluster_services_run_on_the_system_pool_not_on_gpu_nodes(own_plans) -> None:
     """KEDA's pods and every kube-prometheus-stack Deployment/StatefulSet/Job select the
     system pool's label (value keys of KEDA 2.16.1 and kube-prometheus-stack 69.5.1)."""
-    rp = stack_plans["dev"].regions[0]
+    rp = own_plans["one-region"].regions[0]
     system, gpu = system_pool(rp, "f").labels, gpu_pool(rp).labels
     kps = KUBE_PROMETHEUS_STACK.values
     selectors = {
@@ -98,8 +98,8 @@ def test_gpu_node_labels_are_the_pods_node_selector(stack_plans) -> None:
             assert selector.items() <= gpu_pool(rp).labels.items()
 
 
-def test_every_rendered_kind_has_a_resource_class(stack_plans) -> None:
-    fp = stack_plans["dev"]
+def test_every_rendered_kind_has_a_resource_class(own_plans) -> None:
+    fp = own_plans["one-region"]
     for doc in render.region_manifests(fp, fp.regions[0]):
         assert (doc["apiVersion"], doc["kind"]) in {*TYPED, *CUSTOM}
 

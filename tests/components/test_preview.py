@@ -18,7 +18,9 @@ import pulumi_aws
 import pulumi_kubernetes
 import pytest
 import yaml
+from plans import ONE_REGION, THREE_REGIONS
 
+import components.preview.run as preview_run
 from components.preview.run import PreviewResult, run_preview, run_program
 from components.preview.text import format_preview
 from llmfleet.cli import main
@@ -27,7 +29,7 @@ from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.outputs import render
 from llmfleet.paths import RENDERED_DIR
-from llmfleet.plan.stacks import parse_plan, read_stack_config
+from llmfleet.plan.stacks import list_stacks, parse_plan, read_stack_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
@@ -92,9 +94,15 @@ def _run(name: str, config: dict[str, Any]) -> Run:
     return Run(name, config, run_program(name, config))
 
 
+def own_config(plan: dict[str, Any]) -> dict[str, Any]:
+    """A stack's config holding one of the tests' own plans (`plans.OWN_STACKS`)."""
+    return {"aws:region": "us-east-1", "llmfleet:plan": copy.deepcopy(plan)}
+
+
 def existing_vpc_config() -> dict[str, Any]:
-    """prod, with us-west-2 placed in an existing VPC and the API endpoint narrowed."""
-    config = copy.deepcopy(read_stack_config("prod"))
+    """The three-region plan, with us-west-2 placed in an existing VPC and the API endpoint
+    narrowed."""
+    config = own_config(THREE_REGIONS)
     [west] = [r for r in config["llmfleet:plan"]["regions"] if r["name"] == "us-west-2"]
     west["network"] = EXISTING
     config["llmfleet:plan"]["cluster"] = {"public_access_cidrs": [OFFICE_CIDR]}
@@ -102,10 +110,12 @@ def existing_vpc_config() -> dict[str, Any]:
 
 
 VARIANTS = {
-    "dev": lambda: _run("dev", read_stack_config("dev")),
-    "prod": lambda: _run("prod", read_stack_config("prod")),
-    "prod-existing-vpc": lambda: _run("prod", existing_vpc_config()),
+    "dev": lambda: _run("one-region", own_config(ONE_REGION)),
+    "prod": lambda: _run("three-regions", own_config(THREE_REGIONS)),
+    "prod-existing-vpc": lambda: _run("three-regions", existing_vpc_config()),
 }
+"""The tests' own plans (not stacks/: a user edits those): "dev" is plans.ONE_REGION,
+"prod" plans.THREE_REGIONS."""
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +133,14 @@ def _get(runs: dict[str, Run], variant: str) -> Run:
 @pytest.fixture(params=list(VARIANTS))
 def run(request: pytest.FixtureRequest, runs: dict[str, Run]) -> Run:
     return _get(runs, request.param)
+
+
+@pytest.fixture
+def preview_own_stacks(own_stacks, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`llmfleet preview --stack` reads the tests' own stacks folder."""
+    monkeypatch.setattr(
+        preview_run, "read_stack_config", lambda env: read_stack_config(env, own_stacks)
+    )
 
 
 @pytest.fixture
@@ -263,7 +281,7 @@ def test_private_subnets_take_internal_load_balancers(run: Run) -> None:
 
 def test_an_existing_vpc_is_used_rather_than_a_new_one(existing: Run) -> None:
     """Every given subnet, for the GPU nodes too: the user picks subnets in node_zones."""
-    west = [r for r in existing.resources if r["provider"] == "chat-prod-us-west-2-aws"]
+    west = [r for r in existing.resources if r["provider"] == "chat-three-us-west-2-aws"]
     for typ in ("aws:ec2/vpc:Vpc", SUBNET, "aws:ec2/natGateway:NatGateway"):
         assert not [r for r in west if r["type"] == typ], typ
     [cluster] = [r for r in west if r["type"] == CLUSTER]
@@ -321,7 +339,7 @@ def test_gpu_nodes_go_only_where_the_instance_is_offered(run: Run) -> None:
             assert placed == sorted(rp.cluster_zone_ids), ng["name"]
 
 
-def test_prod_us_east_1_gpu_nodes_are_only_in_use1_az6_and_the_report_says_so(runs) -> None:
+def test_us_east_1_b200_nodes_are_only_in_use1_az6_and_the_report_says_so(runs) -> None:
     """p6-b200.48xlarge is offered only in use1-az6 (catalog/zone_id_offerings.csv)."""
     run = _get(runs, "prod")
     rp = run.plan.region("us-east-1")
@@ -340,7 +358,7 @@ def test_prod_us_east_1_gpu_nodes_are_only_in_use1_az6_and_the_report_says_so(ru
     assert len(rp.cluster_zone_ids) >= 2, "EKS still gets two zones for the control plane"
 
 
-def test_prod_gpu_nodes_span_two_or_more_zone_ids_where_offered(runs) -> None:
+def test_gpu_nodes_span_two_or_more_zone_ids_where_offered(runs) -> None:
     run = _get(runs, "prod")
     pools = {_k8s_region(run, p): p for p in run.of_type(NODEPOOL)}
     for rp in run.plan.regions:
@@ -546,28 +564,31 @@ def test_the_preview_keeps_the_fleet_plan_the_program_sized(run: Run) -> None:
     assert run.plan == build_fleet_plan(parse_plan(run.config["llmfleet:plan"]))
 
 
-def test_the_cli_prints_the_summary_and_tree_of_the_program_it_ran(runs, capsys) -> None:
-    assert main(["preview", "--stack", "dev"]) == 0
+def test_the_cli_prints_the_summary_and_tree_of_the_program_it_ran(
+    runs, capsys, preview_own_stacks
+) -> None:
+    assert main(["preview", "--stack", "one-region"]) == 0
     out = capsys.readouterr().out
     dev = _get(runs, "dev")
     assert out == format_preview(dev.resources, dev.plan)
     assert out.startswith(f"fleet {dev.plan.name}: {dev.plan.model.id}")
 
 
-def test_the_cli_prints_the_resources_as_json(runs, capsys) -> None:
-    assert main(["preview", "--stack", "dev", "--json"]) == 0
+def test_the_cli_prints_the_resources_as_json(runs, capsys, preview_own_stacks) -> None:
+    assert main(["preview", "--stack", "one-region", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == _get(runs, "dev").resources
 
 
 def test_a_preview_is_deterministic() -> None:
-    assert run_preview("dev") == run_preview("dev")
+    config = own_config(ONE_REGION)
+    assert run_preview("one-region", config) == run_preview("one-region", config)
 
 
 def test_a_bad_plan_fails_the_preview_with_the_plan_error() -> None:
-    config = copy.deepcopy(read_stack_config("dev"))
+    config = own_config(ONE_REGION)
     config["llmfleet:plan"]["regions"][0]["vpc_cidr"] = "10.40.0.0/24"
     with pytest.raises(StackError, match=r"plan\.regions\.0\.vpc_cidr = '10.40.0.0/24'"):
-        run_preview("dev", config)
+        run_preview("one-region", config)
 
 
 def test_an_error_raised_while_the_program_settles_fails_the_preview(monkeypatch) -> None:
@@ -580,7 +601,7 @@ def test_an_error_raised_while_the_program_settles_fails_the_preview(monkeypatch
 
     monkeypatch.setattr(mocks, "availability_zones", without_zones)
     with pytest.raises(ProgramError, match="not available to this account"):
-        run_preview("dev")
+        run_preview("one-region", own_config(ONE_REGION))
 
 
 # --- Kubernetes: the rendered documents, the cluster add-ons ---------------------------------
@@ -602,9 +623,10 @@ def _k8s_region(run: Run, r: dict[str, Any]) -> str:
     return str(provider["name"]).removeprefix(f"{run.plan.name}-").removesuffix("-k8s")
 
 
-@pytest.mark.parametrize("env", ["dev", "prod"])
-def test_the_program_deploys_exactly_the_documents_rendered_holds(runs, env: str) -> None:
-    run = _get(runs, env)
+@pytest.mark.parametrize("env", list_stacks())
+def test_the_program_deploys_exactly_the_documents_rendered_holds(env: str) -> None:
+    """Every stack in stacks/: what its program deploys is what rendered/<env>/ holds."""
+    run = _run(env, read_stack_config(env))
     for rp in run.plan.regions:
         deployed = sorted(
             (r["inputs"] for r in _objects_of(run, rp.region)), key=lambda d: d["kind"]

@@ -17,8 +17,8 @@ def _rules(fp, region):
     return {r.name: r for r in fp.region(region).alerts.rules}
 
 
-def test_prod_burn_rates_are_the_p99_budget_times_the_workbook_rates(stack_plans) -> None:
-    fp = stack_plans["prod"]
+def test_p99_burn_rates_are_the_p99_budget_times_the_workbook_rates(own_plans) -> None:
+    fp = own_plans["three-regions"]
     rules = _rules(fp, "us-east-1")
     assert fp.region("us-east-1").alerts.error_budget == 0.01
     # 14.4 x 1 % over 1 h and 5 m pages; 6 x 1 % over 6 h and 30 m opens a ticket
@@ -71,16 +71,16 @@ def test_a_loose_percentile_drops_the_burn_rate_no_traffic_could_reach() -> None
 
 
 def test_the_prometheus_rule_carries_every_alert_of_the_plan(stack_plans) -> None:
-    fp = stack_plans["dev"]
-    r = fp.regions[0]
-    docs = {d["kind"]: d for d in render.region_manifests(fp, r)}
-    rules = docs["PrometheusRule"]["spec"]["groups"][0]["rules"]
-    assert [x["alert"] for x in rules] == [a.name for a in r.alerts.rules]
-    assert all(x["labels"]["region"] == "us-east-1" for x in rules)
+    for fp in stack_plans.values():
+        for r in fp.regions:
+            docs = {d["kind"]: d for d in render.region_manifests(fp, r)}
+            rules = docs["PrometheusRule"]["spec"]["groups"][0]["rules"]
+            assert [x["alert"] for x in rules] == [a.name for a in r.alerts.rules]
+            assert all(x["labels"]["region"] == r.region for x in rules)
 
 
-def test_the_dashboard_shows_the_slo_and_gpu_telemetry(stack_plans) -> None:
-    fp = stack_plans["prod"]
+def test_the_dashboard_shows_the_slo_and_gpu_telemetry(own_plans) -> None:
+    fp = own_plans["three-regions"]
     r = fp.region("eu-north-1")
     [dash] = [d for d in render.region_manifests(fp, r)
               if "grafana_dashboard" in d["metadata"]["labels"]]
@@ -101,12 +101,13 @@ def test_vllm_usage_reporting_is_off(stack_plans) -> None:
 
 
 def test_egress_is_dns_to_coredns_and_https_to_public_addresses(stack_plans) -> None:
-    fp = stack_plans["dev"]
-    docs = {d["kind"]: d for d in render.region_manifests(fp, fp.regions[0])}
-    dns, https = docs["NetworkPolicy"]["spec"]["egress"]
-    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
-    assert {p["port"] for p in dns["ports"]} == {53}
-    block = https["to"][0]["ipBlock"]
-    assert block["cidr"] == "0.0.0.0/0"
-    assert "169.254.0.0/16" in block["except"] and "10.0.0.0/8" in block["except"]
-    assert https["ports"] == [{"port": 443, "protocol": "TCP"}]
+    for fp in stack_plans.values():
+        for r in fp.regions:
+            docs = {d["kind"]: d for d in render.region_manifests(fp, r)}
+            dns, https = docs["NetworkPolicy"]["spec"]["egress"]
+            assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+            assert {p["port"] for p in dns["ports"]} == {53}
+            block = https["to"][0]["ipBlock"]
+            assert block["cidr"] == "0.0.0.0/0"
+            assert "169.254.0.0/16" in block["except"] and "10.0.0.0/8" in block["except"]
+            assert https["ports"] == [{"port": 443, "protocol": "TCP"}]

@@ -193,25 +193,26 @@ def test_spot_burst_is_costed_at_the_plans_spot_price_above_an_on_demand_floor()
     assert spot.vcpus_needed == (peak - 1) * 192
 
 
-def test_prod_quotas_are_the_p_family_vcpus_at_the_ceiling(stack_plans) -> None:
-    # us-east-1: 5 x p6-b200.48xlarge x 192 vCPUs = 960 (its warm floor is its ceiling)
-    rp = stack_plans["prod"].region("us-east-1")
+def test_quotas_are_the_p_family_vcpus_at_the_ceiling(own_plans) -> None:
+    # three regions, us-east-1: 5 x p6-b200.48xlarge x 192 vCPUs = 960 (its warm floor is
+    # its ceiling)
+    rp = own_plans["three-regions"].region("us-east-1")
     [q] = rp.capacity.quotas
     assert (q.quota_code, q.quota_name, q.vcpus_needed) == (
         "L-417A185B",
         "Running On-Demand P instances",
         960,
     )
-    [dev] = stack_plans["dev"].regions[0].capacity.quotas
+    [dev] = own_plans["one-region"].regions[0].capacity.quotas
     assert (dev.quota_code, dev.vcpus_needed) == ("L-DB2E81BA", 2 * 4)  # 2 x g6e.xlarge
 
 
-def test_prod_eu_north_1_costs_over_the_day_profile(stack_plans) -> None:
+def test_eu_north_1_costs_over_the_day_profile(own_plans) -> None:
     # 8 h at 6 nodes, 8 h at 2, 8 h at 4, x $67.72672/h (p5en.48xlarge): mean 4 nodes,
     # $270.90688/h x 730 h = $197,762.02. (6 p5.48xlarge until a request waited for the step
     # under way, issue #23: a p5.48xlarge replica now carries slightly less inside TTFT
     # 500 ms and 7 of them cost $300,942 against 6 p5en.48xlarge at $296,643.)
-    costs = stack_plans["prod"].region("eu-north-1").costs
+    costs = own_plans["three-regions"].region("eu-north-1").costs
     assert (costs.gpu_peak, costs.gpu_trough) == (296_643.03, 98_881.01)
     assert costs.gpu_day_profile == pytest.approx(197_762.02)
     assert costs.eks_control_plane == 73.0  # $0.10 x 730 h
@@ -228,6 +229,8 @@ def test_prod_eu_north_1_costs_over_the_day_profile(stack_plans) -> None:
 def test_the_trough_cost_is_the_floor_the_fleet_keeps(stack_plans) -> None:
     for fp in stack_plans.values():
         for rp in fp.regions:
+            if rp.capacity.purchase not in ("on_demand", "spot"):
+                continue  # a reservation or a block is billed whole (tests above)
             assert rp.monthly_cost_usd_at_trough == pytest.approx(
                 rp.capacity.floor_nodes * rp.price_usd_per_hour * 730, abs=0.01
             )
@@ -235,12 +238,13 @@ def test_the_trough_cost_is_the_floor_the_fleet_keeps(stack_plans) -> None:
 
 
 def test_the_pdb_fits_a_node_replacement_where_the_other_replicas_carry_the_peak(
-    stack_plans,
+    own_plans,
 ) -> None:
-    # prod us-east-1: 9 of its 10 (warm-floor) replicas x 24.31 req/s = 219 req/s >= the
-    # 135 req/s peak (162 %)
-    [note] = [n for n in stack_plans["prod"].region("us-east-1").capacity.notes if "Budget" in n]
+    # three regions, us-east-1: 9 of its 10 (warm-floor) replicas x 24.31 req/s = 219 req/s
+    # >= the 135 req/s peak (162 %)
+    three = own_plans["three-regions"]
+    [note] = [n for n in three.region("us-east-1").capacity.notes if "Budget" in n]
     assert "fits: during a node replacement (919 s, one cold start) 9 replica(s) carry 162%" in note
-    # dev: 1 of 2 replicas cannot carry the peak: the report says to disrupt off-peak
-    [dev] = [n for n in stack_plans["dev"].regions[0].capacity.notes if "Budget" in n]
+    # one region: 1 of 2 replicas cannot carry the peak: the report says to disrupt off-peak
+    [dev] = [n for n in own_plans["one-region"].regions[0].capacity.notes if "Budget" in n]
     assert "does NOT fit at the peak" in dev

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from plans import make_plan
+from plans import THREE_REGIONS, make_plan, three_regions
 
 from llmfleet.catalog import geo
 from llmfleet.cli import main
@@ -14,7 +14,7 @@ from llmfleet.drill import drill, parse_lost
 from llmfleet.errors import PlanError, StackError
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.plan.schema import CapacityPlan
-from llmfleet.plan.stacks import parse_plan, read_plan, read_stack_config
+from llmfleet.plan.stacks import parse_plan
 from llmfleet.search.region_losses import loss_sets, reroute
 
 DNS = {"zone_name": "example.com", "record_name": "llm.example.com"}
@@ -24,8 +24,9 @@ TWO = [
 ]
 
 
-def prod_with(**routing: Any) -> CapacityPlan:
-    data = copy.deepcopy(read_stack_config("prod")["llmfleet:plan"])
+def three_regions_with(**routing: Any) -> CapacityPlan:
+    """The tests' three-region plan (`plans.THREE_REGIONS`) with these routing settings."""
+    data = copy.deepcopy(THREE_REGIONS)
     data["routing"] = routing
     return parse_plan(data)
 
@@ -100,7 +101,7 @@ def test_us_east_1_and_us_west_2_are_3503_km_apart() -> None:
 
 
 def test_a_lost_regions_users_go_to_the_nearest_survivor() -> None:
-    plan = read_plan("prod")
+    plan = three_regions()
     load, moved = reroute(plan, ["us-east-1"])
     # us-east-1's 45 % of 300 req/s go to us-west-2 (3,503 km), not eu-north-1 (6,647 km).
     assert [(m.lost, m.absorbed_by, m.requests_per_s) for m in moved] == [
@@ -122,15 +123,15 @@ def test_failover_sends_everyone_to_the_secondary_only_when_the_primary_is_lost(
 
 
 def test_two_losses_of_three_regions_are_every_single_and_pair() -> None:
-    plan = prod_with(survive_region_losses=2)
+    plan = three_regions_with(survive_region_losses=2)
     assert len(loss_sets(plan)) == 3 + 3
 
 
 # --- floors and cost ------------------------------------------------------------------------
 
 
-def test_prod_keeps_a_warm_floor_for_the_worst_loss_it_absorbs() -> None:
-    fp = build_fleet_plan(read_plan("prod"))
+def test_three_regions_keep_a_warm_floor_for_the_worst_loss_it_absorbs() -> None:
+    fp = build_fleet_plan(three_regions())
     floors = {f.region: f for f in fp.resilience.regions}
     # us-east-1 takes us-west-2's 105 req/s: 240 req/s at 24.277 per replica (B200 TP 4, FP8;
     # 24.312 before a request waited for the step under way) = 9.9 -> 10 replicas, two per
@@ -165,7 +166,7 @@ def test_the_search_prices_a_survivor_with_the_loss_it_absorbs() -> None:
 
 
 def test_a_floor_raised_by_stage_4_says_so_and_a_trough_floor_names_the_trough() -> None:
-    fp = build_fleet_plan(read_plan("prod"))
+    fp = build_fleet_plan(three_regions())
     [east] = [n for n in fp.region("us-east-1").capacity.notes if n.startswith("floor:")]
     assert east.startswith("floor: stage 4 keeps 10 replica(s) warm, above the 2 the trough")
     assert "with us-west-2 lost this region carries 240 req/s" in east
@@ -176,27 +177,27 @@ def test_a_floor_raised_by_stage_4_says_so_and_a_trough_floor_names_the_trough()
 
 
 def test_the_report_shows_the_cost_with_and_without_resilience() -> None:
-    fp = build_fleet_plan(read_plan("prod"))
+    fp = build_fleet_plan(three_regions())
     assert fp.resilience.monthly_cost_usd_without_resilience < fp.monthly_cost_usd
-    without = build_fleet_plan(prod_with(survive_region_losses=0))
+    without = build_fleet_plan(three_regions_with(survive_region_losses=0))
     assert without.monthly_cost_usd == fp.resilience.monthly_cost_usd_without_resilience
 
 
 def test_recovery_is_detection_plus_ttl_when_the_floors_hold() -> None:
-    rec = build_fleet_plan(read_plan("prod")).resilience.recovery
+    rec = build_fleet_plan(three_regions()).resilience.recovery
     assert rec is not None
     # 3 checks 10 s apart + the 60 s TTL Route53 gives an alias to a load balancer.
     assert (rec.detection_s, rec.ttl_s, rec.worst_s) == (30, 60, 90)
 
 
 def test_a_short_warm_floor_adds_the_cold_start_to_the_recovery() -> None:
-    fp = build_fleet_plan(prod_with(warm_share=0.5))
+    fp = build_fleet_plan(three_regions_with(warm_share=0.5))
     rec = fp.resilience.recovery
     assert rec is not None and rec.worst_s == 30 + 60 + rec.cold_start_s
 
 
 def test_a_region_whose_gpus_sit_in_one_zone_is_flagged() -> None:
-    fp = build_fleet_plan(read_plan("prod"))
+    fp = build_fleet_plan(three_regions())
     single = [r.region for r in fp.regions if r.capacity.single_zone]
     assert single == ["us-east-1"]
     assert any(
@@ -208,23 +209,24 @@ def test_a_region_whose_gpus_sit_in_one_zone_is_flagged() -> None:
 
 
 @pytest.mark.parametrize("region", ["us-east-1", "us-west-2", "eu-north-1"])
-def test_prod_passes_the_drill_for_every_single_region_loss(region) -> None:
-    report = drill(read_plan("prod"), [region])
+def test_three_regions_pass_the_drill_for_every_single_region_loss(region) -> None:
+    report = drill(three_regions(), [region])
     assert report.passed, report
 
 
 def test_a_plan_sized_without_resilience_fails_the_drill_and_passes_with_it() -> None:
-    bare = drill(prod_with(survive_region_losses=0), ["us-east-1"])
+    bare = drill(three_regions_with(survive_region_losses=0), ["us-east-1"])
     [west] = [s for s in bare.survivors if s.region == "us-west-2"]
     # 240 req/s on 6 replicas of 24.31 req/s: overloaded, and 6 warm < 10 needed.
     assert (west.replicas_max, west.replicas_must_reach, west.ttft_ms) == (6, 10, None)
     assert not bare.passed
-    assert drill(prod_with(), ["us-east-1"]).passed
+    assert drill(three_regions_with(), ["us-east-1"]).passed
 
 
-def test_the_drill_exits_1_when_the_slo_breaks_and_0_when_it_holds(capsys) -> None:
-    assert main(["drill", "--stack", "prod", "--lose", "us-west-2"]) == 0
-    assert main(["drill", "--stack", "prod", "--lose", "us-east-1,us-west-2", "--json"]) == 1
+def test_the_drill_exits_1_when_the_slo_breaks_and_0_when_it_holds(capsys, own_stacks) -> None:
+    assert main(["drill", "--stack", "three-regions", "--lose", "us-west-2"]) == 0
+    two = ["--lose", "us-east-1,us-west-2", "--json"]
+    assert main(["drill", "--stack", "three-regions", *two]) == 1
     assert '"passed": false' in capsys.readouterr().out
 
 
@@ -236,8 +238,8 @@ def test_the_drill_exits_1_when_the_slo_breaks_and_0_when_it_holds(capsys) -> No
         ("us-east-1,us-west-2,eu-north-1", "leave at least one"),
     ],
 )
-def test_bad_lose_names_the_flag_and_exits_2(lose, hint, capsys) -> None:
+def test_bad_lose_names_the_flag_and_exits_2(lose, hint, capsys, own_stacks) -> None:
     with pytest.raises(PlanError, match=hint):
-        parse_lost(read_plan("prod"), lose)
-    assert main(["drill", "--stack", "prod", "--lose", lose]) == 2
+        parse_lost(three_regions(), lose)
+    assert main(["drill", "--stack", "three-regions", "--lose", lose]) == 2
     assert "Traceback" not in capsys.readouterr().err

@@ -1,28 +1,20 @@
 """`llmfleet diff`: what a change to a plan does to GPUs, cost, cost per token and SLO margins."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from plans import plan_dict
+from plans import plan_dict, three_regions, write_stacks
 
 from llmfleet.cli import main
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.outputs import economics, render
 from llmfleet.outputs.diff import diff_plans, margin
 from llmfleet.outputs.diff_markdown import markdown
-from llmfleet.plan.stacks import parse_plan, plan_source, stack_path
+from llmfleet.plan import stacks
+from llmfleet.plan.stacks import parse_plan
 from llmfleet.units import HOURS_PER_MONTH
-
-
-@pytest.fixture(scope="module")
-def doubled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """prod's stack file with the peak doubled (300 -> 600 req/s), nothing else changed."""
-    text = stack_path("prod").read_text()
-    assert "peak_requests_per_s: 300\n" in text
-    path = tmp_path_factory.mktemp("stacks") / "Pulumi.prod2.yaml"
-    path.write_text(text.replace("peak_requests_per_s: 300\n", "peak_requests_per_s: 600\n"))
-    return path
 
 
 def same_configuration(before, after, region) -> bool:
@@ -36,9 +28,11 @@ def same_configuration(before, after, region) -> bool:
 
 
 @pytest.fixture(scope="module")
-def peak_doubled(stack_plans, doubled):
-    after = build_fleet_plan(plan_source(str(doubled)).plan)
-    return stack_plans["prod"], after, diff_plans("prod", stack_plans["prod"], "prod2", after)
+def peak_doubled(own_plans):
+    """The tests' three-region plan with the peak doubled (300 -> 600 req/s)."""
+    before = own_plans["three-regions"]
+    after = build_fleet_plan(three_regions(**{"traffic.peak_requests_per_s": 600}))
+    return before, after, diff_plans("three", before, "three-doubled", after)
 
 
 def test_doubling_the_peak_roughly_doubles_peak_gpus_and_the_resilience_floor(peak_doubled) -> None:
@@ -118,8 +112,8 @@ def test_doubling_the_peak_changes_only_the_replica_ceilings_in_the_manifests(pe
     assert "+  maxReplicaCount: " in d.rendered_diff
 
 
-def test_cost_per_million_output_tokens_is_the_billed_gpu_hours_over_tokens(stack_plans) -> None:
-    fp = stack_plans["prod"]
+def test_cost_per_million_output_tokens_is_the_billed_gpu_hours_over_tokens(own_plans) -> None:
+    fp = own_plans["three-regions"]
     rp = fp.regions[0].model_copy(
         update={
             "monthly_cost_usd": 3 * 100.0 * 730,  # 3 nodes billed $100/h at the peak
@@ -134,8 +128,8 @@ def test_cost_per_million_output_tokens_is_the_billed_gpu_hours_over_tokens(stac
     assert economics.usd_per_million_output_tokens(fp, rp, "trough") == pytest.approx(100 / 21.6)
 
 
-def test_a_plan_price_override_is_named_with_the_list_price_beside_it(stack_plans) -> None:
-    rp = stack_plans["prod"].region("eu-north-1")
+def test_a_plan_price_override_is_named_with_the_list_price_beside_it(own_plans) -> None:
+    rp = own_plans["three-regions"].region("eu-north-1")
     listed = economics.price_note(rp)
     assert not listed.override and listed.list_as_of == "2026-01-21"
     assert "on-demand list price as of 2026-01-21" in listed.text()
@@ -146,8 +140,8 @@ def test_a_plan_price_override_is_named_with_the_list_price_beside_it(stack_plan
     assert overridden.text().startswith("$20.000/h, plan.prices override; on-demand list price $")
 
 
-def test_two_models_still_diff_and_say_so(stack_plans) -> None:
-    d = diff_plans("dev", stack_plans["dev"], "prod", stack_plans["prod"])
+def test_two_models_still_diff_and_say_so(own_plans) -> None:
+    d = diff_plans("one", own_plans["one-region"], "three", own_plans["three-regions"])
     assert not d.same_model
     assert "Llama-3.1-8B-Instruct bf16 -> Llama-3.3-70B-Instruct fp8" in (d.model_note or "")
     status = {r.region: r.status for r in d.regions}
@@ -163,16 +157,30 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def test_diff_dev_prod_prints_a_pr_comment(capsys) -> None:
-    code, out, err = run(capsys, "diff", "dev", "prod")
+@pytest.fixture
+def own_repo(tmp_path, own_stacks, monkeypatch) -> Path:
+    """A git repository whose HEAD holds the tests' own stacks; `REV:STACK` reads it."""
+    write_stacks(tmp_path / "stacks")
+    for argv in (["init", "-q"], ["add", "stacks"], ["commit", "-qm", "own stacks"]):
+        subprocess.run(
+            ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *argv],
+            cwd=tmp_path, check=True, capture_output=True,
+        )
+    show = stacks.git_show
+    monkeypatch.setattr(stacks, "git_show", lambda rev, rel, repo=None: show(rev, rel, tmp_path))
+    return tmp_path
+
+
+def test_diff_of_two_stacks_prints_a_pr_comment(capsys, own_stacks) -> None:
+    code, out, err = run(capsys, "diff", "one-region", "three-regions")
     assert code == 0 and err == ""
-    assert out.startswith("### llmfleet diff: `dev` → `prod`")
+    assert out.startswith("### llmfleet diff: `one-region` → `three-regions`")
     for heading in ("#### Cost", "#### SLO margins", "#### Engine flags", "#### Prices"):
         assert heading in out
 
 
-def test_diff_against_the_committed_stack_reads_it_with_git(capsys) -> None:
-    code, out, _ = run(capsys, "diff", "HEAD:prod", "prod", "--json")
+def test_diff_against_the_committed_stack_reads_it_with_git(capsys, own_repo) -> None:
+    code, out, _ = run(capsys, "diff", "HEAD:three-regions", "three-regions", "--json")
     assert code == 0
     d = json.loads(out)
     assert set(d) >= {"base", "head", "same_model", "fleet", "inputs", "regions", "files"}
@@ -188,28 +196,28 @@ def test_diff_against_the_committed_stack_reads_it_with_git(capsys) -> None:
         "price_source",
         "price_override",
     }
-    assert d["base"] == "HEAD:prod" and d["same_model"] is True
+    assert d["base"] == "HEAD:three-regions" and d["same_model"] is True
 
 
-def test_an_unknown_revision_is_one_line_and_exit_2(capsys) -> None:
-    code, out, err = run(capsys, "diff", "no-such-rev:prod", "prod")
+def test_an_unknown_revision_is_one_line_and_exit_2(capsys, own_repo) -> None:
+    code, out, err = run(capsys, "diff", "no-such-rev:three-regions", "three-regions")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert "no-such-rev:stacks/Pulumi.prod.yaml: git cannot read it" in err
+    assert "no-such-rev:stacks/Pulumi.three-regions.yaml: git cannot read it" in err
 
 
-def test_a_stack_missing_at_a_revision_is_exit_2(capsys) -> None:
-    code, _, err = run(capsys, "diff", "HEAD:qa", "prod")
+def test_a_stack_missing_at_a_revision_is_exit_2(capsys, own_repo) -> None:
+    code, _, err = run(capsys, "diff", "HEAD:qa", "three-regions")
     assert code == 2 and "does not exist in 'HEAD'" in err
 
 
-def test_a_missing_stack_file_is_exit_2(capsys) -> None:
-    code, _, err = run(capsys, "diff", "prod", "stacks/Pulumi.nope.yaml")
+def test_a_missing_stack_file_is_exit_2(capsys, own_stacks) -> None:
+    code, _, err = run(capsys, "diff", "three-regions", "stacks/Pulumi.nope.yaml")
     assert code == 2 and "no such stack file" in err
 
 
-def test_the_report_and_the_diff_mark_a_plan_price_override(stack_plans) -> None:
-    base = stack_plans["dev"]
+def test_the_report_and_the_diff_mark_a_plan_price_override(own_plans) -> None:
+    base = own_plans["one-region"]
     rp = base.regions[0]
     priced = plan_dict(
         **{"traffic.peak_requests_per_s": 6, "traffic.trough_requests_per_s": 1},

@@ -29,8 +29,8 @@ def test_every_nodepool_and_ec2nodeclass_validates_against_the_pinned_crds(stack
         assert problems(doc) == [], (env, region, doc["kind"])
 
 
-def test_the_validator_rejects_a_misspelt_field_and_a_bad_enum(stack_plans) -> None:
-    fp = stack_plans["prod"]
+def test_the_validator_rejects_a_misspelt_field_and_a_bad_enum(own_plans) -> None:
+    fp = own_plans["three-regions"]
     pool = karpenter.nodepool(fp, fp.regions[0])
     typo = copy.deepcopy(pool)
     typo["spec"]["disruption"]["consolidateAfterr"] = "5m"
@@ -40,36 +40,37 @@ def test_the_validator_rejects_a_misspelt_field_and_a_bad_enum(stack_plans) -> N
     assert any("WhenIdle" in p for p in problems(bad))
 
 
-def test_prod_us_east_1_nodepool_ceiling_covers_the_peak_above_the_floor(stack_plans) -> None:
-    # eu-north-1: 6 nodes at the peak, 2 on the floor node group: Karpenter adds 4 x 8 = 32
-    # GPUs. (us-east-1 keeps its whole resilience floor warm: 0 above it.)
-    rp = stack_plans["prod"].region("eu-north-1")
+def test_the_nodepool_ceiling_covers_the_peak_above_the_floor(own_plans) -> None:
+    # eu-north-1 of the three regions: 6 nodes at the peak, 2 on the floor node group:
+    # Karpenter adds 4 x 8 = 32 GPUs. (us-east-1 keeps its whole resilience floor warm: 0
+    # above it.)
+    rp = own_plans["three-regions"].region("eu-north-1")
     assert (rp.nodes.max, rp.capacity.floor_nodes, rp.gpus_per_node) == (6, 2, 8)
-    pool = karpenter.nodepool(stack_plans["prod"], rp)
+    pool = karpenter.nodepool(own_plans["three-regions"], rp)
     assert pool["spec"]["limits"] == {"nvidia.com/gpu": "32"}
     assert "replicas" not in pool["spec"]  # static pools may not carry GPU limits (CEL rule)
 
 
-def test_gpu_zones_are_zone_ids_and_two_or_more_where_offered(stack_plans) -> None:
+def test_gpu_zones_are_zone_ids_and_two_or_more_where_offered(stack_plans, own_plans) -> None:
     for env, fp in stack_plans.items():
         for rp in fp.regions:
             reqs = karpenter.nodepool(fp, rp)["spec"]["template"]["spec"]["requirements"]
             zone = next(r for r in reqs if r["key"] == "topology.k8s.aws/zone-id")
             assert zone["values"] == rp.capacity.node_zone_ids
             assert len(zone["values"]) >= 2 or rp.capacity.single_zone, (env, rp.region)
-    assert stack_plans["prod"].region("us-west-2").capacity.node_zone_ids == [
+    assert own_plans["three-regions"].region("us-west-2").capacity.node_zone_ids == [
         "usw2-az1",
         "usw2-az2",
         "usw2-az4",
     ]
 
 
-def test_consolidation_waits_at_least_one_predicted_cold_start(stack_plans) -> None:
-    rp = stack_plans["prod"].region("us-east-1")
+def test_consolidation_waits_at_least_one_predicted_cold_start(own_plans) -> None:
+    rp = own_plans["three-regions"].region("us-east-1")
     # 410 s node + 180.4 s image + 95 s bootstrap + 38.6 s weights (67.7 GiB of FP8 at
     # 1.75 GiB/s, two replicas sharing the node's stream) + 195 s engine = 918.9 s -> 16m
     assert rp.cold_start.total_s == pytest.approx(918.9, abs=0.1)
-    disruption = karpenter.nodepool(stack_plans["prod"], rp)["spec"]["disruption"]
+    disruption = karpenter.nodepool(own_plans["three-regions"], rp)["spec"]["disruption"]
     assert disruption == {
         "budgets": [{"nodes": "1"}],
         "consolidateAfter": "16m",
@@ -78,9 +79,9 @@ def test_consolidation_waits_at_least_one_predicted_cold_start(stack_plans) -> N
 
 
 def test_ec2nodeclass_pins_the_ami_requires_imdsv2_and_encrypts_the_root_volume(
-    stack_plans,
+    own_plans,
 ) -> None:
-    fp = stack_plans["prod"]
+    fp = own_plans["three-regions"]
     rp = fp.region("eu-north-1")
     spec = karpenter.ec2nodeclass(fp, rp)["spec"]
     assert spec["amiSelectorTerms"] == [{"alias": "al2023@v20260714"}]
@@ -93,6 +94,6 @@ def test_ec2nodeclass_pins_the_ami_requires_imdsv2_and_encrypts_the_root_volume(
         "volumeType": "gp3",
     }
     assert spec["subnetSelectorTerms"] == [
-        {"tags": {"karpenter.sh/discovery": "chat-prod-eu-north-1"}}
+        {"tags": {"karpenter.sh/discovery": "chat-three-eu-north-1"}}
     ]
-    assert spec["role"] == "chat-prod-eu-north-1-karpenter-node"
+    assert spec["role"] == "chat-three-eu-north-1-karpenter-node"

@@ -88,6 +88,29 @@ PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
         "gpt-oss-120b, but the plan serves Llama-3.1-8B-Instruct; calibrate this plan's model "
         "on its own runs",
     ),
+    (
+        "an output p99 at or above max_model_len",
+        {"traffic.output_tokens": {"mean": 250, "p99": 9000}},
+        "traffic.output_tokens.p99 (9000) is at or above max_model_len (8192)",
+    ),
+    (
+        "an unquoted Kubernetes version",
+        {"kubernetes_version": 1.3},
+        "plan.kubernetes_version = 1.3: YAML reads an unquoted version as a number (1.3: 1.30 "
+        'becomes 1.3); quote it: kubernetes_version: "1.30" or "1.3"',
+    ),
+    (
+        "a section given as one value",
+        {"model": "Llama-3.1-8B-Instruct"},
+        "plan.model = 'Llama-3.1-8B-Instruct': model takes fields, not one value; write model: "
+        "{id: Llama-3.1-8B-Instruct}",
+    ),
+    (
+        "an SLO no allowed GPU can meet",
+        {"slo.itl_ms": 0.5, "allowed.gpus": ["H100"]},
+        "Nearest feasible change: relax slo.itl_ms to at least 4 ms or set model.precision: fp8 "
+        "or allow p6-b200.48xlarge (8 x B200)",
+    ),
 ]
 
 
@@ -164,24 +187,40 @@ CLI_CASES: list[tuple[str, str]] = [
         "a config.json whose heads do not divide by its KV heads",
         "num_attention_heads (32) is not a multiple of num_key_value_heads (5)",
     ),
+    (
+        "a config.json with no KV heads",
+        "--model = 'config.json': config.json has num_key_value_heads: 0, but it counts the KV "
+        "heads every attention layer reads",
+    ),
+    (
+        "a prompt longer than the model's context",
+        "--input-tokens = 50000: a request of 50,000 prompt + 100 output tokens is longer than "
+        "the 40,960 tokens of Qwen3-32B's context, and vLLM refuses it",
+    ),
+    (
+        "a max_model_len whose sequence the KV pool cannot hold",
+        "--max-model-len = 131072: vLLM will not start: set --max-model-len <= 24688",
+    ),
 ]
 
 
-def test_render_onto_a_file_exits_2_naming_it(tmp_path, capsys) -> None:
+def test_render_onto_a_file_exits_2_naming_it(tmp_path, capsys, own_stacks) -> None:
     target = tmp_path / "a-file"
     target.write_text("")
-    assert cli.main(["render", "--stack", "dev", "--out", str(target)]) == 2
+    assert cli.main(["render", "--stack", "one-region", "--out", str(target)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("llmfleet: error: ")
     assert CLI_CASES[0][1].format(out=target) in err
 
 
-def test_render_into_a_folder_it_cannot_write_exits_2(tmp_path, capsys, monkeypatch) -> None:
+def test_render_into_a_folder_it_cannot_write_exits_2(
+    tmp_path, capsys, monkeypatch, own_stacks
+) -> None:
     def refuse(self: Path, *args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied", str(self))
 
     monkeypatch.setattr(Path, "write_text", refuse)
-    assert cli.main(["render", "--stack", "dev", "--out", str(tmp_path)]) == 2
+    assert cli.main(["render", "--stack", "one-region", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert CLI_CASES[1][1] in err and "Permission denied" in err
 
@@ -233,8 +272,8 @@ def test_precision_and_gpu_are_both_case_insensitive(capsys) -> None:
     assert capsys.readouterr().out == upper
 
 
-def test_plan_text_names_the_quota_to_request(capsys) -> None:
-    assert cli.main(["plan", "--stack", "dev"]) == 0
+def test_plan_text_names_the_quota_to_request(capsys, own_stacks) -> None:
+    assert cli.main(["plan", "--stack", "one-region"]) == 0
     out = capsys.readouterr().out
     assert "Service quotas to request before `pulumi up`" in out
     assert "us-east-1: Running On-Demand G and VT instances (L-DB2E81BA) >= " in out

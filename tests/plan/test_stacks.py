@@ -11,6 +11,7 @@ from plans import plan_dict
 
 from llmfleet.errors import PlanError, StackError
 from llmfleet.plan.stacks import (
+    PLAN_KEY,
     deploy_stacks,
     list_stack_files,
     list_stacks,
@@ -19,6 +20,7 @@ from llmfleet.plan.stacks import (
     read_plan,
     resolve_stack,
     stack_file_text,
+    stack_path,
 )
 
 PART = {"aws:region": "us-west-2", "llmfleet:environment": "qa", "llmfleet:region": "us-west-2"}
@@ -106,7 +108,7 @@ def test_a_single_region_environment_keeps_its_one_stack(tmp_path: Path) -> None
             {**PART, "aws:region": "us-east-1"},
             "aws:region = 'us-east-1'; this stack deploys in us-west-2",
         ),
-        ({"aws:region": "us-west-2"}, "config needs `llmfleet:plan` .* or both"),
+        ({"llmfleet:environment": "qa"}, "config needs `llmfleet:plan` .* or both"),
         (
             {"llmfleet:plan": {}, "llmfleet:region": "us-west-2"},
             "holds a plan and llmfleet:region",
@@ -149,10 +151,22 @@ def test_the_rollout_order_names_every_region_once(order: list[str], message: st
         parse_plan(plan_dict(regions=TWO, rollout={"order": order}))
 
 
-def test_every_multi_region_environment_has_its_region_and_global_stack_files() -> None:
-    """Over whatever environments stacks/ holds: each deploys from files that exist."""
+def test_every_environments_deploy_stacks_resolve_from_their_file_or_their_name() -> None:
+    """Over whatever environments stacks/ holds: each region and global stack resolves,
+    with or without a file of its own (a user's new environment needs none)."""
     for env in list_stacks():
         plan = read_plan(env)
-        assert missing_stack_files(env, plan) == [], env
         for stack in deploy_stacks(env, plan):
             assert resolve_stack(stack).environment == env
+
+
+def test_a_region_stack_without_a_file_is_resolved_from_its_name(tmp_path) -> None:
+    two = [{"name": "us-east-1", "traffic_share": 0.5},
+           {"name": "us-west-2", "traffic_share": 0.5, "vpc_cidr": "10.41.0.0/16"}]
+    doc = {"config": {PLAN_KEY: plan_dict(regions=two)}}
+    stack_path("qa", tmp_path).write_text(yaml.safe_dump(doc))
+    assert missing_stack_files("qa", read_plan("qa", tmp_path), tmp_path) == [
+        "qa.us-east-1", "qa.us-west-2", "qa.global"]
+    west = resolve_stack("qa.us-west-2", stacks_dir=tmp_path)
+    assert (west.environment, west.scope, west.region) == ("qa", "region", "us-west-2")
+    assert resolve_stack("qa.global", stacks_dir=tmp_path).scope == "global"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from plans import make_plan
+from plans import make_plan, three_regions
 
 from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import fitted
@@ -15,7 +15,6 @@ from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.perf.replica import PredictRequest, run_predict
 from llmfleet.perf.speculation import expected_tokens
 from llmfleet.plan.model import resolve_model
-from llmfleet.plan.stacks import read_plan
 from llmfleet.search.levers import lever_space
 from llmfleet.search.operating_point import Rejection, size_replica
 from llmfleet.search.optimizer import allowed_instances, price_for
@@ -56,13 +55,11 @@ def test_speculation_gains_more_than_1_3x_at_batch_1_and_less_at_batch_128() -> 
     assert at_128 < at_1
 
 
-def test_prod_chooses_the_cheapest_feasible_option_of_the_whole_space() -> None:
+def test_the_search_chooses_the_cheapest_feasible_option_of_the_whole_space() -> None:
     """Enumerate instance x TP x levers without the optimizer's pruning and compare (before
-    stage 4 raises the floors, which the search does not see)."""
-    prod = read_plan("prod")
-    plan = prod.model_copy(
-        update={"routing": prod.routing.model_copy(update={"survive_region_losses": 0})}
-    )
+    stage 4 raises the floors, which the search does not see), on the tests' three-region
+    plan."""
+    plan = three_regions(**{"routing.survive_region_losses": 0})
     model, consts = resolve_model(plan), fitted()
     fp = build_fleet_plan(plan)
     for region, chosen in zip(plan.regions, fp.regions, strict=True):
@@ -85,8 +82,8 @@ def test_prod_chooses_the_cheapest_feasible_option_of_the_whole_space() -> None:
         assert chosen.monthly_cost_usd == pytest.approx(min(costs), abs=0.01)
 
 
-def test_prod_serves_the_published_fp8_checkpoint_without_a_quantization_flag() -> None:
-    region = build_fleet_plan(read_plan("prod")).regions[0]
+def test_a_published_fp8_checkpoint_is_served_without_a_quantization_flag() -> None:
+    region = build_fleet_plan(three_regions()).regions[0]
     assert region.levers is not None and region.levers.precision == "fp8"
     assert region.levers.checkpoint == "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"
     assert region.serving.vllm.model.endswith("/RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic")
@@ -95,9 +92,9 @@ def test_prod_serves_the_published_fp8_checkpoint_without_a_quantization_flag() 
 
 
 def test_alternatives_name_every_lever() -> None:
-    region = build_fleet_plan(read_plan("prod")).regions[0]
+    region = build_fleet_plan(three_regions()).regions[0]
     tried = {(a.precision, a.kv_cache_dtype, a.speculative) for a in region.alternatives}
-    # prod allows fp8 weights (published checkpoint), auto and fp8 KV, no speculation
+    # the plan allows fp8 weights (published checkpoint), auto and fp8 KV, no speculation
     assert ("fp8", "auto", None) in tried and ("fp8", "fp8", None) in tried
     assert all(a.usd_per_million_output_tokens is not None for a in region.alternatives
                if a.feasible)
@@ -181,7 +178,7 @@ def test_pinning_and_listing_precisions_together_is_an_error() -> None:
 
 
 def test_report_compares_each_precision_with_bf16() -> None:
-    report = build_fleet_plan(read_plan("prod")).levers_report
+    report = build_fleet_plan(three_regions()).levers_report
     assert report is not None
     saved = {m.precision: m.saved_vs_bf16 for m in report.memory}
     assert saved["fp8"] == pytest.approx(0.485, abs=0.005)  # below the seed's 50 %

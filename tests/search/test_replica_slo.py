@@ -26,8 +26,17 @@ def test_a_given_p99_is_used_as_is_and_only_a_mean_means_constant_lengths() -> N
     assert TokenLength(mean=800).at_percentile(99) == 800
 
 
-def test_every_prod_region_keeps_its_longest_token_gap_within_the_itl_slo(stack_plans) -> None:
-    fp = stack_plans["prod"]
+def test_every_stacks_regions_are_predicted_inside_their_slo(stack_plans) -> None:
+    for fp in stack_plans.values():
+        for rp in fp.regions:
+            assert rp.predicted.ttft_ms <= fp.slo.ttft_ms, (fp.name, rp.region)
+            assert rp.predicted.itl_ms <= fp.slo.itl_ms, (fp.name, rp.region)
+            own = rp.predicted.token_gap_ms if fp.slo.itl == "token_gap" else rp.predicted.tpot_ms
+            assert rp.predicted.itl_ms == own
+
+
+def test_every_region_keeps_its_longest_token_gap_within_the_itl_slo(own_plans) -> None:
+    fp = own_plans["three-regions"]
     assert fp.slo.itl == "token_gap"
     for rp in fp.regions:
         assert rp.predicted.mixed_step_ms <= fp.slo.itl_ms, rp.region
@@ -36,18 +45,18 @@ def test_every_prod_region_keeps_its_longest_token_gap_within_the_itl_slo(stack_
         assert 0 < rp.predicted.mixed_step_share < 1
 
 
-def test_prod_ttft_is_predicted_for_the_p99_prompt(stack_plans) -> None:
-    for rp in stack_plans["prod"].regions:
+def test_ttft_is_predicted_for_the_p99_prompt(own_plans) -> None:
+    for rp in own_plans["three-regions"].regions:
         assert rp.predicted.ttft_prompt_tokens == 4057
         assert rp.predicted.ttft_ms <= 500
 
 
-def test_dev_sizes_on_tpot_because_its_stack_asks(stack_plans) -> None:
-    fp = stack_plans["dev"]
+def test_a_tpot_plan_sizes_on_tpot_because_it_asks(own_plans) -> None:
+    fp = own_plans["one-region"]
     assert (fp.slo.itl, fp.slo.percentile) == ("tpot", 95)
     for rp in fp.regions:
         assert rp.predicted.itl_ms == rp.predicted.tpot_ms <= fp.slo.itl_ms
-        assert rp.predicted.ttft_prompt_tokens == 3000  # the stack's p95, as given
+        assert rp.predicted.ttft_prompt_tokens == 3000  # the plan's p95, as given
 
 
 def test_the_token_gap_is_stricter_than_tpot_and_costs_at_least_as_much() -> None:
@@ -58,11 +67,11 @@ def test_the_token_gap_is_stricter_than_tpot_and_costs_at_least_as_much() -> Non
 
 
 def test_a_region_that_misses_the_slo_at_p90_is_flagged_with_the_pessimistic_cost(
-    stack_plans,
+    own_plans,
 ) -> None:
-    fp = stack_plans["prod"]
+    fp = own_plans["three-regions"]
     risky = [rp for rp in fp.regions if not rp.risk.slo_holds_at_p90]
-    assert risky, "prod's p90 TTFT/ITL ranges cross the SLO somewhere"
+    assert risky, "the three regions' p90 TTFT/ITL ranges cross the SLO somewhere"
     for rp in risky:
         assert rp.risk.ttft_ms_p90 > fp.slo.ttft_ms or rp.risk.itl_ms_p90 > fp.slo.itl_ms
         assert "does NOT hold" in rp.risk.summary
