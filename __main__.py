@@ -10,7 +10,13 @@ config = pulumi.Config("llmfleet")
 plan = parse_plan(config.require_object("plan"))
 fleet_plan = build_fleet_plan(plan)
 fleet = Fleet(
-    plan.name, FleetArgs(fleet_plan, aws_profile=pulumi.Config("aws").get("profile"))
+    plan.name,
+    FleetArgs(
+        fleet_plan,
+        aws_profile=pulumi.Config("aws").get("profile"),
+        # optional: `pulumi config set --secret llmfleet:hfToken hf_...` (gated checkpoints)
+        hf_token=config.get_secret("hfToken"),
+    ),
 )
 
 pulumi.export("monthly_cost_usd", fleet_plan.monthly_cost_usd)

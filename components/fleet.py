@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import pulumi
 import pulumi_aws as aws
 
+from components.alarms import AlertTopic, AlertTopicArgs, LoadBalancerAlarms
 from components.cluster import InferenceCluster, InferenceClusterArgs
-from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
+from components.cluster_addons import (
+    KUBE_PROMETHEUS_STACK,
+    ClusterAddons,
+    ClusterAddonsArgs,
+    prometheus_values,
+)
+from components.edge import EdgeGuard
 from components.global_endpoint import (
     GlobalEndpoint,
     GlobalEndpointArgs,
@@ -26,6 +34,7 @@ from components.global_endpoint import (
 )
 from components.karpenter import Karpenter, KarpenterArgs
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
+from components.logs import LogBucket, LogBucketArgs
 from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, system_pool
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights import ModelStore, ModelStoreArgs
@@ -43,6 +52,8 @@ class FleetArgs:
     fleet_plan: FleetPlan
     aws_profile: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    hf_token: pulumi.Input[str] | None = None
+    """The stack's secret config llmfleet:hfToken (gated checkpoints): the staging Job's."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,9 @@ class RegionResources:
     service: VllmService
     load_balancer_controller: LoadBalancerController | None = None
     certificate: RegionCertificate | None = None
+    alert_topic: AlertTopic | None = None
+    edge: EdgeGuard | None = None
+    logs: LogBucket | None = None
 
 
 ENVIRONMENT_TAG = "llmfleet.io/environment"
@@ -84,6 +98,7 @@ def node_pool_args(
         subnet_ids=subnet_ids,
         fleet_name=fleet_name,
         depends_on=[*cluster.node_role_attachments, cluster.vpc_cni],
+        kubernetes_version=cluster.cluster.version,
     )
 
 
@@ -127,12 +142,22 @@ class Fleet(pulumi.ComponentResource):
                 default_tags={"tags": default_tags(plan.name, args.tags)},
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            logs = None
+            if rp.logs_bucket is not None and plan.account_id is not None:
+                logs = LogBucket(
+                    f"{base}-logs",
+                    LogBucketArgs(rp.logs_bucket, rp.region, plan.account_id, provider),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
             cluster = InferenceCluster(
                 base,
                 InferenceClusterArgs(
                     region_plan=rp,
                     kubernetes_version=plan.kubernetes_version,
                     aws_provider=provider,
+                    kubernetes_support=plan.kubernetes_support,
+                    account_id=plan.account_id,
+                    logs_bucket_arn=logs.bucket.arn if logs else None,
                     fleet_name=plan.name,
                     access=plan.cluster,
                     aws_profile=args.aws_profile,
@@ -181,16 +206,34 @@ class Fleet(pulumi.ComponentResource):
             floor_group: list[pulumi.Resource] = [gpu.node_group] if gpu else []
             # The device plugin runs on GPU nodes: the floor's, or Karpenter's first one.
             gpu_nodes = floor_group or [karpenter.node_pool]
+            topic = AlertTopic(
+                f"{base}-alerts",
+                AlertTopicArgs(
+                    fleet_plan=plan,
+                    region_plan=rp,
+                    cluster_name=cluster.cluster.name,
+                    aws_provider=provider,
+                    depends_on=[cluster.pod_identity_agent],
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            region_name = rp.region
             addons = ClusterAddons(
                 f"{base}-addons",
                 ClusterAddonsArgs(
                     k8s_provider=cluster.k8s_provider,
                     pool_nodes={"system": [system.node_group], "gpu": gpu_nodes},
+                    values={
+                        KUBE_PROMETHEUS_STACK.release: topic.topic.arn.apply(
+                            partial(prometheus_values, plan.alerting, region_name)
+                        )
+                    },
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             # Stage 4: the regional entry point (controller + certificate) before the Ingress.
-            lbc = cert = None
+            lbc = cert = edge = None
+            ingress_after: list[pulumi.Resource] = []
             if rp.entry_point is not None and route53 is not None and zone is not None:
                 lbc = LoadBalancerController(
                     f"{base}-lbc",
@@ -200,10 +243,21 @@ class Fleet(pulumi.ComponentResource):
                         region=rp.region,
                         aws_provider=provider,
                         k8s_provider=cluster.k8s_provider,
+                        pod_identity_agent=cluster.pod_identity_agent,
                         depends_on=[system.node_group],
                     ),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
+                if rp.entry_point.rate_rule is not None:
+                    edge = EdgeGuard(
+                        f"{base}-waf",
+                        rp.entry_point.rate_rule,
+                        provider,
+                        opts=pulumi.ResourceOptions(parent=self),
+                    )
+                    ingress_after.append(edge.web_acl)
+                if logs is not None:
+                    ingress_after.append(logs.policy)
                 cert = RegionCertificate(
                     f"{base}-cert",
                     RegionCertificateArgs(rp.entry_point, zone, provider, route53),
@@ -217,12 +271,28 @@ class Fleet(pulumi.ComponentResource):
                     k8s_provider=cluster.k8s_provider,
                     depends_on=[*floor_group, karpenter.node_pool, store]
                     + list(addons.releases.values()),
-                    ingress_depends_on=[lbc.release, cert.issued] if lbc and cert else (),
+                    ingress_depends_on=[lbc.release, cert.issued, *ingress_after]
+                    if lbc and cert
+                    else (),
+                    staging_depends_on=[
+                        system.node_group, store.stager_association, store.bucket
+                    ],
+                    hf_token=args.hf_token,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            if lbc is not None:
+                LoadBalancerAlarms(
+                    f"{base}-alb-alarms",
+                    rp,
+                    topic.topic.arn,
+                    lb_hostname(service.resources["Ingress"]),
+                    provider,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
             self.regions[rp.region] = RegionResources(
-                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert
+                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert,
+                topic, edge, logs,
             )
 
         self.global_endpoint = None

@@ -37,3 +37,42 @@ def plan_dict(**changes: Any) -> dict[str, Any]:
 
 def make_plan(**changes: Any) -> CapacityPlan:
     return parse_plan(plan_dict(**changes))
+
+
+PRODUCTION: dict[str, Any] = {
+    "environment": "production",
+    "cluster": {"public_access_cidrs": ["203.0.113.0/24"]},
+    "account_id": "111122223333",
+    "model.revision": "0123456789abcdef0123456789abcdef01234567",
+    "alerts": {
+        "receivers": [
+            {"name": "oncall", "severities": ["critical"],
+             "email": {"addresses": ["oncall@example.com"]}}
+        ]
+    },
+}
+"""What production requires beyond the BASE plan (no dns: no edge needed)."""
+EDGE: dict[str, Any] = {
+    "dns": {"zone_name": "example.com", "record_name": "llm.example.com"},
+    "edge": {
+        "auth": {"jwt": {"issuer": "https://auth.example.com/",
+                         "jwks_url": "https://auth.example.com/jwks.json"}},
+        "rate_limit": {"requests": 600, "window_s": 60},
+    },
+}
+"""A public entry point with what production requires of it."""
+
+
+def production_plan(**changes: Any) -> CapacityPlan:
+    """A valid production plan (PRODUCTION over BASE), with dotted-path overrides."""
+    return make_plan(**{**PRODUCTION, **changes})
+
+
+def by_kind(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Rendered objects by kind, the first of each (the server's: the staging Job's
+    ServiceAccount, ConfigMap and NetworkPolicy, the dashboard and the health Ingress come
+    after it)."""
+    out: dict[str, dict[str, Any]] = {}
+    for doc in docs:
+        out.setdefault(str(doc["kind"]), doc)
+    return out

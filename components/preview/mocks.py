@@ -28,7 +28,12 @@ class FleetMocks(pulumi.runtime.Mocks):
     """Returns each resource's inputs plus plausible, deterministic computed outputs.
 
     An auto-named resource's physical name is its logical name; ids are `{name}-{hash}`.
+    `account`: the account the credentials belong to (the plan's account_id, as a deploy
+    with the right credentials would see).
     """
+
+    def __init__(self, account: str = MOCK_ACCOUNT) -> None:
+        self.account = account
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
@@ -36,12 +41,14 @@ class FleetMocks(pulumi.runtime.Mocks):
         out = dict(inputs)
         if typ.startswith("aws:"):
             service = typ.split(":")[1].split("/")[0]
-            out.setdefault("arn", f"arn:aws:{service}:mock:{MOCK_ACCOUNT}:{rid}")
+            out.setdefault("arn", f"arn:aws:{service}:mock:{self.account}:{rid}")
             out.setdefault("name", name)
         if typ == "aws:iam/role:Role":
             # As in AWS: a role's id is its name and its ARN ends in role/<name>.
             rid = out["name"]
-            out["arn"] = f"arn:aws:iam::{MOCK_ACCOUNT}:role/{rid}"
+            out["arn"] = f"arn:aws:iam::{self.account}:role/{rid}"
+        elif typ == "aws:sns/topic:Topic":
+            out["arn"] = f"arn:aws:sns:mock:{self.account}:{out['name']}"
         elif typ == "aws:eks/cluster:Cluster":
             out["endpoint"] = f"https://{short_hash(name).upper()}.gr7.mock.eks.amazonaws.com"
             out["certificateAuthority"] = {"data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="}
@@ -64,7 +71,11 @@ class FleetMocks(pulumi.runtime.Mocks):
         return rid, {**out, **routing_outputs(typ, name, rid, inputs)}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
-        """The invokes the program makes (zones, and stage 4's zone and ELB lookups)."""
+        """The invokes the program makes (zones, the caller's account, stage 4's zone and
+        ELB lookups)."""
+        if args.token == CALLER_IDENTITY:
+            return {"accountId": self.account, "arn": f"arn:aws:iam::{self.account}:user/mock",
+                    "id": self.account, "userId": "MOCKUSER"}, []
         return routing_call(args.token, dict(args.args)), []
 
 
@@ -92,6 +103,9 @@ def routing_outputs(typ: str, name: str, rid: str, inputs: dict[str, Any]) -> di
 
 
 AVAILABILITY_ZONES = "aws:index/getAvailabilityZones:getAvailabilityZones"
+CALLER_IDENTITY = "aws:index/getCallerIdentity:getCallerIdentity"
+MOCK_ELB_ACCOUNT = "999999999999"
+"""Stands in for the region's Elastic Load Balancing account (aws.elb.getServiceAccount)."""
 
 
 def availability_zones(region: str) -> dict[str, Any]:
@@ -116,4 +130,11 @@ def routing_call(token: str, args: dict[str, Any]) -> dict[str, Any]:
         return {"id": f"Z{short_hash(str(args.get('region', ''))).upper()}MOCK"}
     if token == "aws:route53/getZone:getZone":
         return {"zoneId": f"Z{short_hash(str(args['name'])).upper()}", **args}
+    if token == "aws:elb/getServiceAccount:getServiceAccount":
+        return {"arn": f"arn:aws:iam::{MOCK_ELB_ACCOUNT}:root", "id": MOCK_ELB_ACCOUNT}
+    if token == "aws:lb/getLoadBalancer:getLoadBalancer":
+        name = str(args["name"])
+        suffix = f"app/{name}/{short_hash(name)}{short_hash(name[::-1])}"
+        return {"name": name, "arnSuffix": suffix, "arn": f"arn:aws:elasticloadbalancing:mock:"
+                f"{MOCK_ACCOUNT}:loadbalancer/{suffix}"}
     raise NotImplementedError(f"the program made an unexpected invoke: {token}")

@@ -121,7 +121,9 @@ def _run(env: str, config: dict[str, Any]) -> PreviewResult:
     project = project_name()
     settings.reset_options(project=project, stack=env, preview=True, organization="organization")
     pulumi.runtime.set_all_config(_stack_config(config), [])
-    monitor = RecordingMonitor(FleetMocks())
+    plan_config = config.get("llmfleet:plan")
+    account = plan_config.get("account_id") if isinstance(plan_config, dict) else None
+    monitor = RecordingMonitor(FleetMocks(str(account)) if account else FleetMocks())
     # set_mocks registers a root Stack when there is none; run_in_stack below makes the
     # program's own Stack, as the language host does, so hold a placeholder root meanwhile.
     settings.set_root_resource(_Placeholder())  # type: ignore[arg-type]

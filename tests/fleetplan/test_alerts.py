@@ -103,7 +103,13 @@ def test_vllm_usage_reporting_is_off(stack_plans) -> None:
 def test_egress_is_dns_to_coredns_and_https_to_public_addresses(stack_plans) -> None:
     fp = stack_plans["dev"]
     docs = {d["kind"]: d for d in render.region_manifests(fp, fp.regions[0])}
-    dns, https = docs["NetworkPolicy"]["spec"]["egress"]
+    dns, pod_identity, https = docs["NetworkPolicy"]["spec"]["egress"]
+    # EKS Pod Identity's agent: link-local, so the https rule's except would drop it; the VPC
+    # CNI's policy agent enforces link-local destinations (aws-network-policy-agent).
+    assert pod_identity == {
+        "to": [{"ipBlock": {"cidr": "169.254.170.23/32"}}],
+        "ports": [{"port": 80, "protocol": "TCP"}],
+    }
     assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
     assert {p["port"] for p in dns["ports"]} == {53}
     block = https["to"][0]["ipBlock"]

@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 import pytest
 import yaml
-from plans import make_plan
+from plans import by_kind, make_plan
 
 from components.node_pool import gpu_pool, node_taints
 from llmfleet import paths
@@ -44,7 +44,13 @@ def _regions(plans: dict[str, FleetPlan]) -> list[tuple[FleetPlan, RegionPlan, D
             fp,
             rp,
             {
-                ("Dashboard" if name == "dashboard" else d["kind"]): d
+                (
+                    "Dashboard"
+                    if name == "dashboard"
+                    else d["kind"]
+                    if name.replace("-", "") == str(d["kind"]).lower()
+                    else name
+                ): d
                 for name, d in zip(
                     render.manifest_kinds(rp), render.region_manifests(fp, rp), strict=True
                 )
@@ -236,13 +242,14 @@ def test_pods_stream_weights_from_s3_with_their_service_account_not_a_hugging_fa
     for _, rp, docs in regions:
         pod = docs["Deployment"]["spec"]["template"]["spec"]
         env = {e["name"]: e for e in _container(docs)["env"]}
-        assert "HF_TOKEN" not in env and "Secret" not in docs
+        assert "HF_TOKEN" not in env and "HF_TOKEN_PATH" not in env and "Secret" not in docs
         assert env["AWS_REGION"]["value"] == rp.region
         assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
         assert docs["ServiceAccount"]["automountServiceAccountToken"] is False
         config = yaml.safe_load(docs["ConfigMap"]["data"]["config.yaml"])
         assert config["model"] == rp.cold_start.weights_uri
-        assert config["model"].startswith(f"s3://{rp.workload.namespace}-weights-{rp.region}/")
+        assert config["model"] == f"s3://{rp.staging.bucket}/{rp.staging.prefix}"
+        assert rp.staging.bucket == f"{rp.workload.namespace}-weights-{rp.region}-111122223333"
         assert config["load-format"] == "runai_streamer"
 
 
@@ -332,13 +339,13 @@ def test_only_the_load_balancer_subnets_and_prometheus_reach_the_model_port(regi
         for rule in (lb, prometheus):
             assert rule["ports"] == [{"port": PORT, "protocol": "TCP"}]
         egress_ports = {p["port"] for r in spec["egress"] for p in r["ports"]}
-        assert egress_ports == {53, 443}
+        assert egress_ports == {53, 80, 443}, "DNS, the Pod Identity agent, HTTPS"
 
 
 def test_without_dns_only_the_gateway_and_prometheus_namespaces_reach_the_model_port() -> None:
     fp = build_fleet_plan(make_plan())
     rp = fp.regions[0]
-    docs = {d["kind"]: d for d in render.region_manifests(fp, rp)}
+    docs = by_kind(render.region_manifests(fp, rp))
     assert "Ingress" not in docs
     [rule] = docs["NetworkPolicy"]["spec"]["ingress"]
     assert rule["from"] == [

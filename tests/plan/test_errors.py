@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plans import make_plan, plan_dict
+from plans import make_plan, plan_dict, production_plan
 
 from llmfleet import cli
 from llmfleet.errors import LlmfleetError, PlanError, RenderError, StackError
@@ -97,7 +97,7 @@ def test_an_alias_with_its_own_checkpoint_is_served_as_named() -> None:
     fp = build_fleet_plan(make_plan(**{"model.id": "Llama-3.1-8B",
                                        "model.hf_repo": "meta-llama/Llama-3.1-8B"}))
     # served from the region's S3 copy of that checkpoint
-    assert fp.regions[0].serving.vllm.model.endswith("/meta-llama/Llama-3.1-8B")
+    assert fp.regions[0].serving.vllm.model.endswith("/meta-llama/Llama-3.1-8B/main")
     assert fp.regions[0].levers is not None
     assert fp.regions[0].levers.checkpoint == "meta-llama/Llama-3.1-8B"
 
@@ -118,8 +118,7 @@ def test_precision_is_case_insensitive_in_a_plan_as_gpus_are() -> None:
 
 
 def test_a_production_plan_with_narrowed_cidrs_sizes() -> None:
-    plan = make_plan(environment="production", cluster={"public_access_cidrs": ["203.0.113.0/24"]})
-    assert build_fleet_plan(plan).environment == "production"
+    assert build_fleet_plan(production_plan()).environment == "production"
 
 
 def test_every_region_names_the_vcpu_quota_it_needs() -> None:
