@@ -30,6 +30,8 @@ from components.global_endpoint import (
     RegionCertificate,
     RegionCertificateArgs,
     lb_hostname,
+    validation_option,
+    validation_record_args,
     zone_id,
 )
 from components.karpenter import Karpenter, KarpenterArgs
@@ -134,6 +136,7 @@ class Fleet(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             zone = zone_id(plan.dns, route53)
+        shared_validation: aws.route53.Record | None = None
         for rp in plan.regions:
             base = f"{name}-{rp.region}"
             provider = aws.Provider(
@@ -260,9 +263,20 @@ class Fleet(pulumi.ComponentResource):
                     ingress_after.append(logs.policy)
                 cert = RegionCertificate(
                     f"{base}-cert",
-                    RegionCertificateArgs(rp.entry_point, zone, provider, route53),
+                    RegionCertificateArgs(
+                        rp.entry_point, zone, provider, route53, owns_shared_record=False
+                    ),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
+                if shared_validation is None:  # the global name's record, once per fleet
+                    option = cert.certificate.domain_validation_options.apply(
+                        partial(validation_option, domain=rp.entry_point.hostname)
+                    )
+                    shared_validation = aws.route53.Record(
+                        f"{name}-validation-global",
+                        **validation_record_args(option, zone),
+                        opts=pulumi.ResourceOptions(parent=self, provider=route53),
+                    )
             service = VllmService(
                 f"{base}-vllm",
                 VllmServiceArgs(

@@ -1,9 +1,12 @@
 """Regional TLS certificates and the global name.
 
 `RegionCertificate`: the region's ACM certificate for the global name and the region's own
-name, validated by DNS in the plan's zone (one validation record per name; ACM may hand
-every region the same record for the same name, hence `allow_overwrite`), waited for by
-`CertificateValidation` so the Ingress finds it issued.
+name, validated by DNS in the plan's zone, waited for by `CertificateValidation` so the
+Ingress finds it issued. ACM hands every region the same validation record for the global
+name ("the CNAME validation token works for any AWS Region", ACM user guide), so the fleet
+creates that one record once (`Fleet`, from any region's certificate) and each region owns
+only its own name's record: two resources owning one record (`allow_overwrite`) delete it
+with either.
 
 `GlobalEndpoint`: per region a Route53 health check on the region's own name (through its
 ALB; `llmfleet.entry_point` says why it reflects serving capacity), an alias record for
@@ -118,12 +121,31 @@ def lb_hostname(ingress: pulumi.CustomResource) -> pulumi.Output[str]:
 @dataclass(frozen=True)
 class RegionCertificateArgs:
     """entry_point: the region's (RegionPlan.entry_point). zone_id: the plan's zone.
-    aws_provider: the region's (ACM certificates are regional). route53_provider: us-east-1."""
+    aws_provider: the region's (ACM certificates are regional). route53_provider: us-east-1.
+    owns_shared_record: whether this certificate creates the global name's validation
+    record. ACM gives every region's certificate the same record for the same name, so the
+    fleet creates it once (`shared_validation_record`) and no region owns it: removing a
+    region would otherwise delete the record the others renew with."""
 
     entry_point: EntryPoint
     zone_id: pulumi.Input[str]
     aws_provider: aws.Provider
     route53_provider: aws.Provider
+    owns_shared_record: bool = True
+
+
+def validation_record_args(
+    option: pulumi.Output[aws.acm.outputs.CertificateDomainValidationOption],
+    zone: pulumi.Input[str],
+) -> dict[str, Any]:
+    """Keyword arguments of the Route53 record ACM asks for."""
+    return {
+        "zone_id": zone,
+        "name": option.resource_record_name,
+        "type": option.resource_record_type,
+        "records": [option.resource_record_value],
+        "ttl": 60,
+    }
 
 
 class RegionCertificate(pulumi.ComponentResource):
@@ -131,6 +153,7 @@ class RegionCertificate(pulumi.ComponentResource):
     (CertificateValidation: `issued`)."""
 
     issued: aws.acm.CertificateValidation
+    certificate: aws.acm.Certificate
 
     def __init__(
         self, name: str, args: RegionCertificateArgs, opts: pulumi.ResourceOptions | None = None
@@ -145,17 +168,16 @@ class RegionCertificate(pulumi.ComponentResource):
             validation_method="DNS",
             opts=regional,
         )
-        fqdns = []
+        self.certificate = cert
+        fqdns: list[pulumi.Output[str]] = []
         for k, domain in enumerate([ep.hostname, ep.regional_hostname]):
             option = cert.domain_validation_options.apply(partial(validation_option, domain=domain))
+            if domain == ep.hostname and not args.owns_shared_record:
+                fqdns.append(option.resource_record_name.apply(lambda n: n.rstrip(".")))
+                continue
             record = aws.route53.Record(
                 f"{name}-validation-{k}",
-                zone_id=args.zone_id,
-                name=option.resource_record_name,
-                type=option.resource_record_type,
-                records=[option.resource_record_value],
-                ttl=60,
-                allow_overwrite=True,
+                **validation_record_args(option, args.zone_id),
                 opts=pulumi.ResourceOptions(parent=self, provider=args.route53_provider),
             )
             fqdns.append(record.fqdn)

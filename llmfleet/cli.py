@@ -104,9 +104,14 @@ def cmd_preview(args: argparse.Namespace) -> int:
     with gc_paused():  # also while importing components/ (the Pulumi SDKs): see gc_pause
         # components/ holds the Pulumi code; the pure core imports it only for this command.
         from components.preview.run import run_program
+        from components.preview.text import format_findings
 
         result = run_program(args.stack)
+        findings = [] if args.no_checks else result.findings()
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
+    if findings:
+        sys.stderr.write(format_findings(findings))
+        return 1
     return 0
 
 
@@ -273,6 +278,11 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
     s.add_argument("--stack", required=True)
     s.add_argument("--json", action="store_true")
+    s.add_argument(
+        "--no-checks",
+        action="store_true",
+        help="skip the checks of what AWS or Kubernetes would refuse (exit 1 when one fails)",
+    )
     s.set_defaults(func=cmd_preview)
     return p
 

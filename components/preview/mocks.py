@@ -89,7 +89,10 @@ def routing_outputs(typ: str, name: str, rid: str, inputs: dict[str, Any]) -> di
                     "domainName": d,
                     "resourceRecordName": f"_{short_hash(d)}.{d}.",
                     "resourceRecordType": "CNAME",
-                    "resourceRecordValue": f"_{short_hash(rid + d)}.mock.acm-validations.aws.",
+                    # ACM's token depends on the account and the name, not the certificate or
+                    # region ("the CNAME validation token works for any AWS Region", ACM
+                    # user guide, dns-validation): every region's certificate gets it.
+                    "resourceRecordValue": f"_{short_hash('acm' + d)}.mock.acm-validations.aws.",
                 }
                 for d in names
             ]

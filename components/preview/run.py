@@ -30,6 +30,7 @@ from pulumi.runtime import settings
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_in_stack
 
+from components.preview.checks import Finding, run_checks
 from components.preview.mocks import FleetMocks
 from components.preview.monitor import RecordingMonitor
 from components.preview.text import format_preview
@@ -58,6 +59,10 @@ class PreviewResult:
     def text(self) -> str:
         """What `llmfleet preview` prints: the fleet summary, then the resource tree."""
         return format_preview(self.resources, self.fleet_plan)
+
+    def findings(self) -> list[Finding]:
+        """What AWS or Kubernetes would refuse or break that the mocks accepted (checks)."""
+        return run_checks(self.resources, self.fleet_plan.account_id)
 
 
 def run_preview(env: str, config: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
