@@ -361,9 +361,9 @@ def build_entry_point(
         "flight, not the next in turn (requests differ tenfold in length)",
         f"deregistration delay {dereg} s = preStop {prestop_sleep_s} s + vLLM's shutdown "
         f"timeout {shutdown_timeout_s} s: streams in flight finish while the pod drains",
-        f"DNS failover below {healthy} healthy target(s): the replicas "
-        f"{trough_requests_per_s:g} req/s (the region's trough) needs at "
-        f"{replica_requests_per_s:g} req/s each",
+        f"DNS failover below {healthy} healthy target(s): what the region's trough, "
+        f"{trough_requests_per_s:g} req/s, needs at {replica_requests_per_s:g} req/s a replica "
+        "(at most the floor less a rollout's pod)",
     ]
     if plan.edge.auth is not None:
         reasons.append(

@@ -29,7 +29,6 @@ from pydantic import Field
 from llmfleet.data import Data
 from llmfleet.fleetplan.workload import NODE_LABEL_PREFIX, Workload
 from llmfleet.plan.schema import CapacityPlan
-from llmfleet.units import GIB
 
 MANIFEST_NAME = "llmfleet-manifest.json"
 MAIN_BRANCH = "main"
@@ -107,8 +106,8 @@ def build_weight_staging(
         f"a {SCRATCH_GIB} GiB scratch volume, checks each against Hugging Face's hashes and "
         "uploads it with an S3 SHA-256 checksum; the manifest goes last",
         f"deadline {timeout} s: twice {estimate_s / 60:.0f} min at an assumed "
-        f"{HF_DOWNLOAD_GIB_PER_S * GIB / 2**20:.0f} MiB/s from Hugging Face (not measured), at "
-        f"least {MIN_TIMEOUT_S // 60} min",
+        f"{HF_DOWNLOAD_GIB_PER_S:g} GiB/s from Hugging Face (not measured), at least "
+        f"{MIN_TIMEOUT_S // 60} min",
         "every vLLM pod checks the manifest's revision and each object's size and S3 "
         "checksum before it starts (an init container; no download)",
     ]

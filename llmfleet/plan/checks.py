@@ -61,16 +61,20 @@ def check_kubernetes_version(plan: CapacityPlan) -> None:
         )
     left = standard_support_days_left(version)
     if left < support.standard_support_margin_days and plan.kubernetes_support == "standard":
-        when = "ended" if left <= 0 else "ends"
         price = support.control_plane_usd_per_hour
+        when = (
+            f"ended on {row.end_of_standard_support}, {-left} days before"
+            if left <= 0
+            else f"ends on {row.end_of_standard_support}, {left} days after"
+        )
         raise PlanError(
             "kubernetes_version",
             version,
-            f"EKS standard support {when} on {row.end_of_standard_support} ({left} days from "
-            f"the calendar's {day}; a new fleet needs {support.standard_support_margin_days}): "
-            f"use {default} (the default), or set kubernetes_support: extended to run it in "
-            f"extended support at ${price['extended']:.2f} per cluster-hour instead of "
-            f"${price['standard']:.2f} (the cost model then bills it)",
+            f"EKS standard support {when} the calendar's {day} (a new fleet needs "
+            f"{support.standard_support_margin_days} days left): use {default} (the default), "
+            "or set kubernetes_support: extended to run it in extended support at "
+            f"${price['extended']:.2f} per cluster-hour instead of ${price['standard']:.2f} "
+            "(the cost model then bills it)",
         )
     missing = charts_missing(version)
     if missing:
@@ -99,10 +103,10 @@ def check_production(plan: CapacityPlan) -> None:
         raise PlanError(
             "model.revision",
             None,
-            "production serves a pinned checkpoint: give the 40-hex commit of "
-            f"{plan.model.hf_repo or plan.model.id} (the Hugging Face repository's "
-            "'Files and versions' history, or `git ls-remote https://huggingface.co/<repo> "
-            "main`); the staging Job downloads exactly that commit",
+            "production serves a pinned checkpoint: give the 40-hex commit of the checkpoint "
+            "served (`llmfleet plan --json`: regions[].levers.checkpoint) from its Hugging "
+            "Face history or `git ls-remote https://huggingface.co/<repo> main`; the staging "
+            "Job copies exactly that commit",
         )
     if plan.account_id is None:
         raise PlanError(
