@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from plans import make_plan
 
@@ -116,3 +117,21 @@ def test_egress_is_dns_to_coredns_and_https_to_public_addresses(stack_plans) -> 
     assert block["cidr"] == "0.0.0.0/0"
     assert "169.254.0.0/16" in block["except"] and "10.0.0.0/8" in block["except"]
     assert https["ports"] == [{"port": 443, "protocol": "TCP"}]
+
+
+def test_every_alert_links_to_its_section_of_the_runbook(stack_plans) -> None:
+    """Default alerts.runbook_url: the repository's docs/runbook.md, one heading per alert."""
+    headings = {
+        line[3:].strip().lower()
+        for line in (Path(__file__).resolve().parents[2] / "docs" / "runbook.md")
+        .read_text().splitlines()
+        if line.startswith("## ")
+    }
+    fp = build_fleet_plan(make_plan())
+    links = [r.runbook_url for r in fp.regions[0].alerts.rules]
+    for plan in stack_plans.values():
+        for rp in plan.regions:
+            links += [r.runbook_url for r in rp.alerts.rules]
+            links += [a.runbook_url for a in (rp.entry_point.alarms if rp.entry_point else [])]
+    for link in links:
+        assert link.split("#")[1] in headings, link
