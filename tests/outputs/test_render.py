@@ -604,3 +604,14 @@ def test_the_prod_startup_budget_outlasts_streaming_the_fp8_checkpoint_from_s3(s
         assert rp.cold_start.startup_budget_s > rp.cold_start.container_s
 
 
+
+
+def test_every_scanner_skip_says_why_and_checkov_can_read_it(regions) -> None:
+    """checkov splits `checkov.io/skipN: CHECK=comment` on "=": a reason must hold none."""
+    for _, _, docs in regions:
+        for doc in docs.values():
+            annotations = doc["metadata"].get("annotations") or {}
+            for key, value in annotations.items():
+                if key.startswith("checkov.io/skip"):
+                    check, reason = value.split("=")
+                    assert re.fullmatch(r"CKV2?_K8S_\d+", check) and len(reason) > 20, value
