@@ -56,15 +56,18 @@ validate-check: venv/.installed
 hardening-check: venv/.installed
 	$(PY) -m pytest -m hardening
 
+# zizmor: GitHub Actions static analysis, offline; any medium or high finding fails.
 # checkov scans rendered/ (what `render --check` keeps equal to what the stacks render): every
 # failed check is fixed or skipped in the manifest with checkov's annotation and the reason.
 lint: venv/.installed venv-checkov/.installed
 	$(PY) -m ruff check llmfleet components tests policy __main__.py
 	$(PY) -m mypy
+	venv/bin/zizmor --offline --min-severity medium .github/workflows/
 	$(CHECKOV) -d rendered --framework kubernetes --quiet --compact --skip-download
 
 bench: venv/.installed
 	$(PY) benchmarks/bench.py
+	$(PY) benchmarks/simulate_bench.py
 
 clean:
 	rm -rf venv venv-checkov .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,16 @@
-"""Fleet: the whole FleetPlan as resources: per region an AWS provider, a cluster, system
-nodes, the always-on GPU floor and Karpenter above it, the weight bucket (and the image
-cache), the cluster add-ons (device plugin, KEDA, Prometheus) and the vLLM service.
+"""Fleet: a FleetPlan as resources: per region an AWS provider, a cluster, system nodes, the
+always-on GPU floor and Karpenter above it, the weight bucket (and the image cache), the
+cluster add-ons (device plugin, KEDA, Prometheus), the vLLM service and its entry point; and
+once, what spans regions (the global name's certificate validation, Route53 health checks
+and routed records).
+
+One program builds what its stack holds (`FleetArgs.regions`, `FleetArgs.global_entries`):
+the whole environment (one stack; a single-region environment deploys so, and
+`llmfleet preview --stack ENV` shows a multi-region one so), one region (`ENV.REGION`), or
+the global part (`ENV.global`, reading each region's entry point from its stack). Every
+resource keeps the name and parent it has in the whole environment, so a resource's URN
+differs between the two layouts only in the stack's name: `pulumi state move` carries an
+existing single stack into region stacks without recreating anything.
 
 It translates and never computes: every number (instance type, node counts, volume size,
 Kubernetes version, CIDR) is read from the FleetPlan.
@@ -16,6 +26,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.alarms import AlertTopic, AlertTopicArgs, LoadBalancerAlarms
+from components.capacity_alarm import CapacityAlarm, CapacityAlarmArgs
 from components.cluster import InferenceCluster, InferenceClusterArgs
 from components.cluster_addons import (
     KUBE_PROMETHEUS_STACK,
@@ -27,11 +38,12 @@ from components.edge import EdgeGuard
 from components.global_endpoint import (
     GlobalEndpoint,
     GlobalEndpointArgs,
+    GlobalValidation,
+    GlobalValidationArgs,
     RegionCertificate,
     RegionCertificateArgs,
+    RegionEntry,
     lb_hostname,
-    validation_option,
-    validation_record_args,
     zone_id,
 )
 from components.karpenter import Karpenter, KarpenterArgs
@@ -54,6 +66,12 @@ class FleetArgs:
     fleet_plan: FleetPlan
     aws_profile: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    regions: Sequence[str] | None = None
+    """The regions this stack builds (None: every region of the plan)."""
+    global_entries: Mapping[str, RegionEntry] | None = None
+    """With `regions=[]`, the global part only: the entry point of every region, read from
+    the region stacks. None: the global part (with `plan.dns`) only when every region is
+    built here, from their own resources."""
     hf_token: pulumi.Input[str] | None = None
     """The stack's secret config llmfleet:hfToken (gated checkpoints): the staging Job's."""
 
@@ -70,9 +88,18 @@ class RegionResources:
     service: VllmService
     load_balancer_controller: LoadBalancerController | None = None
     certificate: RegionCertificate | None = None
+    capacity_alarm: CapacityAlarm | None = None
     alert_topic: AlertTopic | None = None
     edge: EdgeGuard | None = None
     logs: LogBucket | None = None
+
+    def entry(self) -> RegionEntry | None:
+        """What the global name needs of this region (None without an entry point)."""
+        if self.capacity_alarm is None:
+            return None
+        return RegionEntry(
+            lb_hostname(self.service.resources["Ingress"]), self.capacity_alarm.alarm_name
+        )
 
 
 ENVIRONMENT_TAG = "llmfleet.io/environment"
@@ -109,8 +136,13 @@ class Fleet(pulumi.ComponentResource):
     `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools; no GPU floor group when a
     reservation holds the floor), `{name}-{r}-karpenter` (Karpenter: the GPU NodePool up to
     the ceiling), `{name}-{r}-model` (ModelStore: weights bucket, Pod Identity, image
-    cache), `{name}-{r}-addons` (ClusterAddons) and `{name}-{r}-vllm` (VllmService: the
-    rendered manifests). `regions` maps region name to those.
+    cache), `{name}-{r}-logs` (LogBucket, with an account id), `{name}-{r}-alerts`
+    (AlertTopic), `{name}-{r}-addons` (ClusterAddons), `{name}-{r}-vllm` (VllmService: the
+    rendered manifests) and with `plan.dns` `{name}-{r}-lbc`, `{name}-{r}-waf` (EdgeGuard,
+    with a rate limit), `{name}-{r}-cert`, `{name}-{r}-capacity` (CapacityAlarm) and
+    `{name}-{r}-alb-alarms` (LoadBalancerAlarms). `regions` maps region name to those. With
+    `plan.dns`: `{name}-route53-aws` (us-east-1) and, in the global part,
+    `{name}-global-cert` (GlobalValidation) and `{name}-dns` (GlobalEndpoint).
 
     The system pool runs in all of the cluster's private subnets, the GPU floor only in the
     zones that offer its instance type (InferenceCluster.gpu_subnet_ids). Both wait for the
@@ -118,6 +150,7 @@ class Fleet(pulumi.ComponentResource):
     """
 
     regions: dict[str, RegionResources]
+    global_validation: GlobalValidation | None
     global_endpoint: GlobalEndpoint | None
 
     def __init__(
@@ -125,7 +158,10 @@ class Fleet(pulumi.ComponentResource):
     ) -> None:
         super().__init__("llmfleet:index:Fleet", name, None, opts)
         plan = args.fleet_plan
+        built = [rp.region for rp in plan.regions] if args.regions is None else list(args.regions)
+        global_part = args.global_entries is not None or len(built) == len(plan.regions)
         self.regions = {}
+        self.global_validation = self.global_endpoint = None
         # Stage 4 (plan.dns): Route53 is global, so its records and checks use us-east-1.
         route53 = zone = None
         if plan.dns is not None:
@@ -136,8 +172,15 @@ class Fleet(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             zone = zone_id(plan.dns, route53)
-        shared_validation: aws.route53.Record | None = None
+            if global_part:
+                self.global_validation = GlobalValidation(
+                    f"{name}-global-cert",
+                    GlobalValidationArgs(plan, zone, route53),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
         for rp in plan.regions:
+            if rp.region not in built:
+                continue  # another stack's region
             base = f"{name}-{rp.region}"
             provider = aws.Provider(
                 f"{base}-aws",
@@ -220,7 +263,6 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            region_name = rp.region
             addons = ClusterAddons(
                 f"{base}-addons",
                 ClusterAddonsArgs(
@@ -228,7 +270,7 @@ class Fleet(pulumi.ComponentResource):
                     pool_nodes={"system": [system.node_group], "gpu": gpu_nodes},
                     values={
                         KUBE_PROMETHEUS_STACK.release: topic.topic.arn.apply(
-                            partial(prometheus_values, plan.alerting, region_name)
+                            partial(prometheus_values, plan.alerting, rp.region)
                         )
                     },
                 ),
@@ -259,24 +301,14 @@ class Fleet(pulumi.ComponentResource):
                         opts=pulumi.ResourceOptions(parent=self),
                     )
                     ingress_after.append(edge.web_acl)
-                if logs is not None:
+                if logs is not None:  # the ALB's access logs need the bucket's policy
                     ingress_after.append(logs.policy)
+                shared = self.global_validation.fqdn if self.global_validation else None
                 cert = RegionCertificate(
                     f"{base}-cert",
-                    RegionCertificateArgs(
-                        rp.entry_point, zone, provider, route53, owns_shared_record=False
-                    ),
+                    RegionCertificateArgs(rp.entry_point, zone, provider, route53, shared),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
-                if shared_validation is None:  # the global name's record, once per fleet
-                    option = cert.certificate.domain_validation_options.apply(
-                        partial(validation_option, domain=rp.entry_point.hostname)
-                    )
-                    shared_validation = aws.route53.Record(
-                        f"{name}-validation-global",
-                        **validation_record_args(option, zone),
-                        opts=pulumi.ResourceOptions(parent=self, provider=route53),
-                    )
             service = VllmService(
                 f"{base}-vllm",
                 VllmServiceArgs(
@@ -295,7 +327,19 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            alarm = None
             if lbc is not None:
+                alarm = CapacityAlarm(
+                    f"{base}-capacity",
+                    CapacityAlarmArgs(
+                        fleet_name=plan.name,
+                        region_plan=rp,
+                        cluster_name=cluster.cluster.name,
+                        ingress=service.resources["Ingress"],
+                        aws_provider=provider,
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
                 LoadBalancerAlarms(
                     f"{base}-alb-alarms",
                     rp,
@@ -305,22 +349,19 @@ class Fleet(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self),
                 )
             self.regions[rp.region] = RegionResources(
-                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert,
+                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert, alarm,
                 topic, edge, logs,
             )
 
-        self.global_endpoint = None
-        if route53 is not None and zone is not None:
+        entries = args.global_entries
+        if entries is None:
+            entries = {r: e for r, res in self.regions.items() if (e := res.entry())}
+        # No entry at all: a global stack before any region (certificate validation only).
+        if route53 is not None and zone is not None and global_part and entries:
             self.global_endpoint = GlobalEndpoint(
                 f"{name}-dns",
                 GlobalEndpointArgs(
-                    fleet_plan=plan,
-                    zone_id=zone,
-                    lb_hostnames={
-                        r: lb_hostname(res.service.resources["Ingress"])
-                        for r, res in self.regions.items()
-                    },
-                    route53_provider=route53,
+                    fleet_plan=plan, zone_id=zone, entries=entries, route53_provider=route53
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -17,21 +17,42 @@ from llmfleet.calibration.fit import fit_all, leave_one_source_out, uncertainty
 from llmfleet.calibration.measurements import load_measurements
 from llmfleet.calibration.report import summarize, validation_report
 from llmfleet.calibration.rows import predict_rows
-from llmfleet.catalog import constants, model_facts
+from llmfleet.calibration.server_calibration import (
+    ServerCalibration,
+    calibrate_server,
+    current,
+    dumps,
+    mismatch,
+    read_calibration,
+)
+from llmfleet.calibration.server_fit import Server
+from llmfleet.catalog import constants, hardware, model_facts
 from llmfleet.catalog.constants import fitted, priors
 from llmfleet.drill import drill, drill_text, parse_lost
-from llmfleet.errors import ArgumentError, LlmfleetError, PlanError
+from llmfleet.errors import ArgumentError, CalibrationError, LlmfleetError, PlanError, StackError
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.gc_pause import gc_paused
 from llmfleet.outputs import render, rendered_files
+from llmfleet.outputs.deploy_order import deploy_order, deploy_order_text
 from llmfleet.outputs.diff import diff_plans
 from llmfleet.outputs.diff_markdown import markdown
-from llmfleet.outputs.report import fleet_text, predict_text, validation_text
+from llmfleet.outputs.report import calibration_text, fleet_text, predict_text, validation_text
+from llmfleet.outputs.simulation import simulation_text
 from llmfleet.paths import MEASUREMENTS
 from llmfleet.perf.architecture import PRECISIONS, check_config_heads
-from llmfleet.perf.replica import ENGINES, PredictRequest, run_predict
+from llmfleet.perf.replica import ENGINES, PredictRequest, PredictResult, run_predict
+from llmfleet.perf.step import NO_CORRECTION
 from llmfleet.plan import stacks
-from llmfleet.plan.stacks import format_validation_error, list_stacks, read_plan
+from llmfleet.plan.stacks import (
+    format_validation_error,
+    list_stacks,
+    missing_stack_files,
+    read_plan,
+    stack_file_text,
+    stack_path,
+)
+from llmfleet.simulate.run import simulate
+from llmfleet.simulate.scenario import DEFAULT_SPIKE_MINUTES, scenario_from_args
 
 GPUS = ("H100", "H200", "B200", "A100-80GB", "A100-40GB", "L40S", "L4", "A10G")
 
@@ -54,16 +75,91 @@ def as_flag(field: str) -> str:
 
 def cmd_drill(args: argparse.Namespace) -> int:
     plan = read_plan(args.stack)
-    report = drill(plan, parse_lost(plan, args.lose))
+    report = drill(plan, parse_lost(plan, args.lose), environment=args.stack)
     sys.stdout.write(_dump(report.model_dump(mode="json")) if args.json else drill_text(report))
     return 0 if report.passed else 1
 
 
-def cmd_predict(args: argparse.Namespace) -> int:
+def cmd_simulate(args: argparse.Namespace) -> int:
+    if args.spike_minutes is not None and args.spike is None:
+        raise PlanError("--spike-minutes", args.spike_minutes, "give it with --spike PCT@HH:MM")
+    if args.seed < 0:
+        raise PlanError("--seed", args.seed, "give a seed of 0 or more")
+    plan = read_plan(args.stack)
+    scenario = scenario_from_args(
+        plan,
+        day=args.day,
+        spike=args.spike,
+        spike_minutes=args.spike_minutes or DEFAULT_SPIKE_MINUTES,
+        lose=args.lose,
+        seed=args.seed,
+    )
+    result = simulate(plan, build_fleet_plan(plan), scenario, args.stack)
+    text = _dump(result.model_dump(mode="json")) if args.json else simulation_text(result)
+    sys.stdout.write(text)
+    return 0
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    plan = read_plan(args.stack)
+    missing = missing_stack_files(args.stack, plan)
+    if missing:
+        files = "\n".join(
+            f"  {stack_path(s)}:\n" + stack_file_text(args.stack, s.split(".", 1)[1])
+            for s in missing
+        )
+        raise StackError(
+            f"{args.stack} has {len(plan.regions)} regions and deploys as a stack per region "
+            f"plus {args.stack}.global; these stack files are missing:\n{files}"
+        )
+    order = deploy_order(args.stack, plan, build_fleet_plan(plan))
+    sys.stdout.write(
+        _dump(order.model_dump(mode="json")) if args.json else deploy_order_text(order)
+    )
+    return 0
+
+
+def _config(args: argparse.Namespace) -> dict[str, object] | None:
+    """--model's config.json when it names one (None: a catalog model)."""
     config = None
     if args.model.endswith(".json") or Path(args.model).is_file():
         config = model_facts.load_config_json(Path(args.model), "--model")
         check_config_heads(config, args.model, "--model")
+        return config
+    return None
+
+
+def server_from_args(args: argparse.Namespace, config: dict[str, object] | None) -> Server:
+    """The server the flags describe, with catalog names spelled as the catalog does."""
+    model = args.model if config is not None else model_facts.model_entry(args.model, "--model").id
+    try:
+        return Server(
+            model=model,
+            hf_repo=args.hf_repo,
+            engine=args.engine,
+            engine_version=args.engine_version,
+            gpu=hardware.gpu(args.gpu, "--gpu").gpu,
+            tensor_parallel_size=args.tensor_parallel_size,
+            precision=args.precision,
+            kv_cache_dtype=args.kv_cache_dtype,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=args.max_model_len,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            enforce_eager=args.enforce_eager,
+            speculative_method=args.speculative_method,
+            num_speculative_tokens=args.num_speculative_tokens,
+            acceptance_rate=args.acceptance_rate,
+            draft_model=args.draft_model,
+        )
+    except ValidationError as e:
+        raise ArgumentError(
+            "invalid server arguments:\n" + format_validation_error(e, as_flags=True)
+        ) from None
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    config = _config(args)
     try:
         req = PredictRequest(
             model=args.model,
@@ -87,25 +183,55 @@ def cmd_predict(args: argparse.Namespace) -> int:
             acceptance_rate=args.acceptance_rate,
             draft_model=args.draft_model,
             enforce_eager=args.enforce_eager,
+            engine_version=args.engine_version,
         )
     except ValidationError as e:
         raise ArgumentError(
             "invalid predict arguments:\n" + format_validation_error(e, as_flags=True)
         ) from None
+    cal = None
+    if args.calibration:
+        path = Path(args.calibration)
+        cal = read_calibration(path)
+        why = mismatch(cal, server_from_args(args, config))
+        if why:
+            raise CalibrationError(f"--calibration {path}: {why}")
+        cal = current(cal, fitted(), config)
     try:
-        result = run_predict(req, config)
+        result = run_predict(req, config, cal.factors.correction if cal else NO_CORRECTION)
     except PlanError as e:  # the core names request fields; the user typed flags
         raise PlanError(as_flag(e.field), e.value, e.hint) from None
+    if cal is not None:
+        result = result.model_copy(
+            update={"calibration": args.calibration, "ranges": calibrated_ranges(result, cal)}
+        )
     sys.stdout.write(_dump(result.model_dump(mode="json")) if args.json else predict_text(result))
     return 0
+
+
+def calibrated_ranges(
+    result: PredictResult, cal: ServerCalibration
+) -> dict[str, tuple[float, float]]:
+    """Where the measured value is expected: the prediction times the calibration's band."""
+    values = {"ttft_ms": result.ttft_ms, "itl_ms": result.itl_ms}
+    values["output_tokens_per_s"] = result.output_tokens_per_s
+    return {
+        m: (round(v * cal.ranges[m]["p10"], 2), round(v * cal.ranges[m]["p90"], 2))
+        for m, v in sorted(values.items())
+        if v is not None and m in cal.ranges
+    }
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
     with gc_paused():  # also while importing components/ (the Pulumi SDKs): see gc_pause
         # components/ holds the Pulumi code; the pure core imports it only for this command.
         from components.preview.run import run_program
+        from components.preview.split import split_commands
         from components.preview.text import format_findings
 
+        if args.split:
+            sys.stdout.write("\n".join(split_commands(args.stack)) + "\n")
+            return 0
         result = run_program(args.stack)
         findings = [] if args.no_checks else result.findings()
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
@@ -123,6 +249,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    if args.bench:
+        return calibrate_bench(args)
+    if args.out:
+        raise ArgumentError("--out writes a server's calibration: give its runs with --bench")
     loaded = load_measurements(Path(args.measurements))
     prior = constants.priors()
     fitted = fit_all(loaded.rows, prior)
@@ -141,6 +271,22 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def calibrate_bench(args: argparse.Namespace) -> int:
+    """`calibrate --bench FILE... --out FILE`: one server's correction from its own runs."""
+    missing = [flag for flag, value in (("--model", args.model), ("--gpu", args.gpu),
+                                        ("--out", args.out)) if not value]
+    if missing:
+        raise ArgumentError(f"calibrate --bench needs {', '.join(missing)}")
+    if args.write:
+        raise ArgumentError("--write refits the shipped constants; with --bench give --out")
+    config = _config(args)
+    server = server_from_args(args, config)
+    cal = calibrate_server(server, [Path(b) for b in args.bench], fitted(), config)
+    Path(args.out).write_text(dumps(cal))
+    sys.stdout.write(calibration_text(cal) + f"wrote {args.out}\n")
+    return 0
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else paths.RENDERED_DIR
     envs = [args.stack] if args.stack else list_stacks()
@@ -149,7 +295,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         root = out / env
         # `--check` draws every chart; a write keeps those whose stamp still matches.
         drawn = {} if args.check else render.drawn_charts(root)
-        files = render.render_stack(build_fleet_plan(read_plan(env)), drawn)
+        plan = read_plan(env)
+        files = render.render_stack(build_fleet_plan(plan), drawn, plan)
         if args.check:
             drifted += rendered_files.drift(files, root).lines(root)
         else:
@@ -172,54 +319,39 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="llmfleet", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-
-    s = sub.add_parser("plan", help="size the fleet for a stack and print it")
-    s.add_argument("--stack", required=True, help="environment: stacks/Pulumi.<ENV>.yaml")
-    s.add_argument("--json", action="store_true", help="print the FleetPlan as JSON")
-    s.set_defaults(func=cmd_plan)
-
-    s = sub.add_parser("predict", help="predict one replica configuration")
-    s.add_argument("--model", required=True, help="catalog id or path to a config.json")
+def add_server_flags(s: argparse.ArgumentParser, required: bool) -> None:
+    """The flags that say what a server is (predict, calibrate --bench): model, engine, GPU,
+    parallelism, precision and vLLM's flags. `required`: --model and --gpu must be given
+    (calibrate checks them itself, as plain `calibrate` needs neither)."""
+    s.add_argument("--model", required=required, help="catalog id or path to a config.json")
+    s.add_argument(
+        "--hf-repo",
+        help="the checkpoint served, with a config.json --model (the model_id its benchmark "
+        "runs carry; a calibration file is matched on it)",
+    )
     s.add_argument(
         "--engine",
         choices=ENGINES,
         default="vllm",
         help="serving engine whose memory accounting and fitted factors apply",
     )
-    s.add_argument("--gpu", required=True, help=" ".join(GPUS))
+    s.add_argument(
+        "--engine-version",
+        help="the vLLM release served (its memory accounting; default: the pinned one)",
+    )
+    s.add_argument("--gpu", required=required, help=" ".join(GPUS))
     s.add_argument("--tensor-parallel-size", type=int, default=1)
     # case-insensitive, as --gpu is: BF16 = bf16
     s.add_argument("--precision", default="bf16", type=str.lower, help=" ".join(PRECISIONS))
     s.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto", type=str.lower)
-    s.add_argument("--input-tokens", type=int, required=True)
-    s.add_argument("--output-tokens", type=int, required=True)
-    load = s.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=float, help="closed loop: requests in flight")
-    load.add_argument("--request-rate", type=float, help="open loop: requests per second")
     s.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     s.add_argument("--max-model-len", type=int)
     s.add_argument("--max-num-seqs", type=int)
     s.add_argument("--max-num-batched-tokens", type=int)
     s.add_argument(
-        "--num-requests",
-        type=int,
-        help="how many requests the run sends: offline, the queue; with --request-rate, the "
-        "run's length (an overloaded run's TTFT grows with it)",
-    )
-    s.add_argument(
         "--enforce-eager",
         action="store_true",
         help="vLLM without CUDA graphs: small-batch steps wait on Python's kernel launches",
-    )
-    s.add_argument(
-        "--output-lengths",
-        choices=("fixed", "sharegpt"),
-        default="fixed",
-        help="every request generates --output-tokens (fixed), or lengths spread around it as "
-        "ShareGPT's are (sharegpt: a finite queue then drains at a shrinking batch)",
     )
     s.add_argument(
         "--speculative-method",
@@ -230,6 +362,42 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--num-speculative-tokens", type=int, help="tokens drafted per step (k)")
     s.add_argument("--acceptance-rate", type=float, help="per-token acceptance, in (0, 1)")
     s.add_argument("--draft-model", help="eagle head repo, or a catalog model for draft_model")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="llmfleet", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("plan", help="size the fleet for a stack and print it")
+    s.add_argument("--stack", required=True, help="environment: stacks/Pulumi.<ENV>.yaml")
+    s.add_argument("--json", action="store_true", help="print the FleetPlan as JSON")
+    s.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser("predict", help="predict one replica configuration")
+    add_server_flags(s, required=True)
+    s.add_argument("--input-tokens", type=int, required=True)
+    s.add_argument("--output-tokens", type=int, required=True)
+    load = s.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=float, help="closed loop: requests in flight")
+    load.add_argument("--request-rate", type=float, help="open loop: requests per second")
+    s.add_argument(
+        "--num-requests",
+        type=int,
+        help="how many requests the run sends: offline, the queue; with --request-rate, the "
+        "run's length (an overloaded run's TTFT grows with it)",
+    )
+    s.add_argument(
+        "--output-lengths",
+        choices=("fixed", "sharegpt"),
+        default="fixed",
+        help="every request generates --output-tokens (fixed), or lengths spread around it as "
+        "ShareGPT's are (sharegpt: a finite queue then drains at a shrinking batch)",
+    )
+    s.add_argument(
+        "--calibration",
+        help="a calibration file of this server (llmfleet calibrate --bench ... --out FILE): "
+        "its fitted factors apply",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_predict)
 
@@ -239,9 +407,22 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_validate)
 
-    s = sub.add_parser("calibrate", help="refit the performance model's constants")
+    s = sub.add_parser(
+        "calibrate",
+        help="refit the performance model's constants; with --bench, fit one server's "
+        "correction on its own `vllm bench serve` results",
+    )
     s.add_argument("--measurements", default=str(MEASUREMENTS))
     s.add_argument("--write", action="store_true", help="write llmfleet/calibration/constants.json")
+    s.add_argument(
+        "--bench",
+        nargs="+",
+        metavar="FILE",
+        help="`vllm bench serve --save-result` files (one object, or one per line) of one "
+        "server, described by the flags below",
+    )
+    s.add_argument("--out", help="where --bench writes the server's calibration file")
+    add_server_flags(s, required=False)
     s.set_defaults(func=cmd_calibrate)
 
     s = sub.add_parser(
@@ -275,8 +456,52 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_drill)
 
-    s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
+    s = sub.add_parser(
+        "rollout",
+        help="the stacks `pulumi up` runs for an environment, canary first, and their gates",
+    )
+    s.add_argument("--stack", required=True, help="environment: stacks/Pulumi.<ENV>.yaml")
+    s.add_argument("--json", action="store_true", help="the steps as JSON (the workflow's input)")
+    s.set_defaults(func=cmd_rollout)
+
+    s = sub.add_parser(
+        "simulate",
+        help="replay a day of the fleet: arrivals, replicas, autoscaling, a spike, a lost region",
+    )
     s.add_argument("--stack", required=True)
+    s.add_argument(
+        "--day",
+        default="plan",
+        help="plan (the plan's day_profile), peak (the peak all day), trough, or P,T: hours at "
+        "the peak and at the trough",
+    )
+    s.add_argument(
+        "--spike",
+        help="PCT@HH:MM: PCT %% more traffic in every region from HH:MM (less: --spike=-PCT@HH:MM)",
+    )
+    s.add_argument(
+        "--spike-minutes",
+        type=int,
+        help=f"how long the spike lasts (default {DEFAULT_SPIKE_MINUTES})",
+    )
+    s.add_argument("--lose", help="REGION@HH:MM: the region lost at that time")
+    s.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrivals (default 0)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_simulate)
+
+    s = sub.add_parser("preview", help="run the Pulumi program under mocks and list its resources")
+    s.add_argument(
+        "--stack",
+        required=True,
+        help="an environment (the whole fleet), or one of its region stacks ENV.REGION or "
+        "ENV.global",
+    )
+    s.add_argument(
+        "--split",
+        action="store_true",
+        help="print the commands (pulumi state move) that carry an environment deployed as one "
+        "stack into its region stacks and global stack without recreating anything",
+    )
     s.add_argument("--json", action="store_true")
     s.add_argument(
         "--no-checks",

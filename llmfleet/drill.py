@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +22,7 @@ from llmfleet.fleetplan.fleet import build_fleet_plan, sizing_constants
 from llmfleet.fleetplan.resilience import warm_at_peak
 from llmfleet.plan.model import resolve_model
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.plan.stacks import global_stack, region_stack, splits
 from llmfleet.search.optimizer import choose_region
 from llmfleet.search.region_losses import Absorption, reroute
 from llmfleet.search.replica_slo import itl_percentile_s, predict_at
@@ -41,6 +43,17 @@ class SurvivorResult(BaseModel):
     slo_holds: bool
 
 
+class OperatorStep(BaseModel):
+    """What an operator does with one stack while the regions are lost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stack: str
+    action: Literal["up", "none", "leave"]
+    change: str
+    command: str | None
+
+
 class DrillReport(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -53,6 +66,7 @@ class DrillReport(BaseModel):
     slo_itl_ms: float
     recovery_s: int | None
     passed: bool
+    operator_commands: list[OperatorStep] = []
 
 
 def parse_lost(plan: CapacityPlan, lose: str) -> list[str]:
@@ -69,7 +83,11 @@ def parse_lost(plan: CapacityPlan, lose: str) -> list[str]:
     return [n for n in names if n in lost]
 
 
-def drill(plan: CapacityPlan, lost: Sequence[str]) -> DrillReport:
+def drill(
+    plan: CapacityPlan, lost: Sequence[str], environment: str | None = None
+) -> DrillReport:
+    """`environment`: the stack name the plan is read from (default: the plan's name), which
+    names the stacks in `operator_commands`."""
     fp = build_fleet_plan(plan)
     consts = sizing_constants(plan, fitted())
     model = resolve_model(plan)
@@ -113,6 +131,9 @@ def drill(plan: CapacityPlan, lost: Sequence[str]) -> DrillReport:
         rec = fp.resilience.recovery
         short = any(not s.warm_floor_holds for s in survivors)
         recovery = rec.detection_s + rec.ttl_s + (rec.cold_start_s if short else 0)
+    env = environment or plan.name
+    order = [r for r in fp.rollout.order if r in load]
+    by_region = {s.region: s for s in survivors}
     return DrillReport(
         stack_name=plan.name,
         lost=list(lost),
@@ -123,7 +144,86 @@ def drill(plan: CapacityPlan, lost: Sequence[str]) -> DrillReport:
         slo_itl_ms=slo.itl_ms,
         recovery_s=recovery,
         passed=all(s.slo_holds and s.warm_floor_holds for s in survivors),
+        operator_commands=operator_steps(plan, env, list(lost), [by_region[r] for r in order]),
     )
+
+
+ROUTE53_HOME = "us-east-1"
+"""Route53's control plane (record changes, zone lookups) is served from us-east-1."""
+
+
+def operator_steps(
+    plan: CapacityPlan,
+    env: str,
+    lost: list[str],
+    survivors: list[SurvivorResult],
+) -> list[OperatorStep]:
+    """Per stack, what to run while `lost` is down: each survivor's own stack (it reads
+    nothing of a lost region), in rollout order; the lost regions' and the global stack
+    left alone."""
+    if not splits(plan):
+        return []
+    steps = []
+    warm = plan.routing.warm_share
+    route53_note = ""
+    if plan.dns is not None and plan.dns.zone_id is None and ROUTE53_HOME in lost:
+        route53_note = (
+            f" (it looks the zone {plan.dns.zone_name} up in Route53, whose control plane is "
+            f"in {ROUTE53_HOME}: set dns.zone_id to skip that call)"
+        )
+    if len(lost) > plan.survive_region_losses:
+        fix = f"routing.survive_region_losses: {len(lost)} (now {plan.survive_region_losses})"
+    else:
+        fix = "more capacity (traffic.peak_requests_per_s or headroom)"
+    for s in survivors:
+        stack = region_stack(env, s.region)
+        up = f"pulumi up -s {stack}"
+        if s.replicas_must_reach > s.replicas_max:
+            steps.append(OperatorStep(
+                stack=stack, action="up", command=up,
+                change=f"its max of {s.replicas_max} replicas cannot reach the "
+                f"{s.replicas_must_reach} its {s.load_requests_per_s:g} req/s need: the plan "
+                f"does not carry this loss; give it {fix} in stacks/Pulumi.{env}.yaml, "
+                f"`llmfleet drill` again, then {up}",
+            ))
+        elif not s.warm_floor_holds and warm < 1:
+            steps.append(OperatorStep(
+                stack=stack, action="up", command=up,
+                change=f"warm {s.replicas_warm} of the {s.replicas_must_reach} replicas its "
+                f"{s.load_requests_per_s:g} req/s need; KEDA adds the rest after a cold start. "
+                f"To hold them warm while the loss lasts: routing.warm_share: 1.0 (now "
+                f"{warm:g}) in stacks/Pulumi.{env}.yaml, `llmfleet diff` (the same instance "
+                f"type?), then {up}",
+            ))
+        elif not s.warm_floor_holds:
+            steps.append(OperatorStep(
+                stack=stack, action="none", command=None,
+                change=f"warm {s.replicas_warm} of the {s.replicas_must_reach} replicas its "
+                f"{s.load_requests_per_s:g} req/s need; KEDA adds the rest within its max of "
+                f"{s.replicas_max} after a cold start (warm_share is already 1: no stack "
+                "change makes it sooner)",
+            ))
+        else:
+            steps.append(OperatorStep(
+                stack=stack, action="none", command=None,
+                change=f"no change: its {s.replicas_warm} warm replicas carry "
+                f"{s.load_requests_per_s:g} req/s; for any fix meanwhile, {up} touches "
+                f"{s.region} only{route53_note}",
+            ))
+    for region in lost:
+        steps.append(OperatorStep(
+            stack=region_stack(env, region), action="leave", command=None,
+            change=f"{region} is lost: no `pulumi up` or `refresh` of this stack until it is "
+            "back; no other stack touches its resources",
+        ))
+    if plan.dns is not None:
+        steps.append(OperatorStep(
+            stack=global_stack(env), action="leave", command=None,
+            change=f"Route53's health checks already route {', '.join(lost)}'s users to the "
+            "survivors; nothing here needs an `up` (its Route53 changes go through "
+            "us-east-1's control plane)",
+        ))
+    return steps
 
 
 def drill_text(report: DrillReport) -> str:
@@ -153,5 +253,14 @@ def drill_text(report: DrillReport) -> str:
         lines.append(f"  recovery: about {report.recovery_s} s until the survivors serve them")
     else:
         lines.append("  recovery: no global name (plan.dns): nothing re-routes the users")
+    if report.operator_commands:
+        lines.append(
+            f"  operator, while {', '.join(report.lost)} "
+            f"{'is' if len(report.lost) == 1 else 'are'} lost (a stack per region: nothing "
+            "below touches a lost region):"
+        )
+        for step in report.operator_commands:
+            verb = {"up": "run", "none": "keep", "leave": "leave"}[step.action]
+            lines.append(f"    {verb} {step.stack}: {step.change}")
     lines.append("PASS: the SLO holds" if report.passed else "FAIL: the SLO breaks")
     return "\n".join(lines) + "\n"

@@ -57,6 +57,15 @@ class MeasurementsError(LlmfleetError):
     """The measurements file cannot be read as measurements."""
 
 
+class BenchError(LlmfleetError):
+    """A benchmark result file (`vllm bench serve --save-result`) that cannot calibrate a
+    server: not JSON, keys missing, no completed request, or another model's."""
+
+
+class CalibrationError(LlmfleetError):
+    """A calibration file that cannot be read, or that is for another server."""
+
+
 class InfeasibleError(LlmfleetError):
     """No allowed configuration meets the plan; says why and the nearest change."""
 

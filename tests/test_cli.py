@@ -6,11 +6,13 @@ import sys
 
 import pytest
 import yaml
+from plans import plan_dict
 
 from llmfleet import cli
 from llmfleet.catalog import model_facts
 from llmfleet.cli import main
 from llmfleet.plan import stacks
+from llmfleet.plan.stacks import deploy_stacks, list_stacks, read_plan, stack_file_text
 
 PREDICT = [
     "predict",
@@ -277,3 +279,33 @@ def test_the_shipped_prod_stack_broken_one_field_at_a_time_exits_2_naming_it(
     monkeypatch.setattr(cli, "read_plan", lambda env: stacks.read_plan(env, tmp_path))
     code, _, err = run(["plan", "--stack", "broken"], capsys)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_rollout_json_has_the_keys_the_deploy_workflow_reads(capsys):
+    for env in list_stacks():
+        code, out, _ = run(["rollout", "--stack", env, "--json"], capsys)
+        assert code == 0
+        order = json.loads(out)
+        assert {"environment", "canary", "steps", "prometheus_alerts_path"} <= set(order)
+        plan = read_plan(env)
+        regions = [s["region"] for s in order["steps"] if s["region"]]
+        assert sorted(regions) == sorted(r.name for r in plan.regions)
+        assert [s["stack"] for s in order["steps"]] == deploy_stacks(env, plan, regions)
+        for step in order["steps"]:
+            assert {"stack", "region", "ready_timeout_s", "bake_s", "gate_alerts"} <= set(step)
+
+
+def test_a_region_stack_holds_no_plan_and_points_at_its_environment(
+    tmp_path, capsys, monkeypatch
+):
+    regions = [
+        {"name": "us-east-1", "traffic_share": 0.6},
+        {"name": "us-west-2", "traffic_share": 0.4, "vpc_cidr": "10.41.0.0/16"},
+    ]
+    doc = {"config": {"aws:region": "us-east-1", "llmfleet:plan": plan_dict(regions=regions)}}
+    (tmp_path / "Pulumi.qa.yaml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "Pulumi.qa.us-west-2.yaml").write_text(stack_file_text("qa", "us-west-2"))
+    monkeypatch.setattr(cli, "read_plan", lambda env: read_plan(env, tmp_path))
+    code, _, err = run(["plan", "--stack", "qa.us-west-2"], capsys)
+    assert code == 2
+    assert "its plan is in Pulumi.qa.yaml: use --stack qa" in err

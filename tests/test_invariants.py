@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from plans import make_plan
 
-from llmfleet.catalog import hardware
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.outputs import dashboard, karpenter, render
@@ -57,12 +56,23 @@ def test_the_ceiling_alert_keda_and_the_dashboard_show_one_max(stack_plans, slot
             assert re.search(r">= (\d+)$", rule["expr"]).group(1) == str(keda_max), where  # type: ignore[union-attr]
 
 
-def test_zone_names_derive_from_the_zone_ids(stack_plans, slots_plan) -> None:
+def test_the_gpu_zones_lead_the_cluster_zones(stack_plans, slots_plan) -> None:
     for where, _, rp in _regions(stack_plans, slots_plan):
-        assert rp.capacity.node_zone_ids == rp.node_zone_ids, where
-        assert rp.node_zones == hardware.zone_names(rp.region, rp.node_zone_ids), where
-        assert rp.availability_zones == hardware.zone_names(rp.region, rp.cluster_zone_ids)
         assert rp.cluster_zone_ids[: len(rp.node_zone_ids)] == rp.node_zone_ids, where
+
+
+def test_zone_names_derive_from_the_pinned_zone_ids() -> None:
+    # node_zone_ids pinned out of ID order; names were once read from another table and
+    # ignored the pin. us-east-1's GPU zone IDs in order: use1-az1 .. use1-az6 -> a .. f
+    fp = build_fleet_plan(
+        make_plan(**{"allowed.gpus": ["L40S"]},
+                  regions=[{"name": "us-east-1", "traffic_share": 1.0,
+                            "node_zone_ids": ["use1-az6", "use1-az4"]}])
+    )
+    [rp] = fp.regions
+    assert rp.node_zone_ids == ["use1-az6", "use1-az4"]
+    assert rp.node_zones == ["us-east-1f", "us-east-1d"]
+    assert rp.availability_zones[:2] == ["us-east-1f", "us-east-1d"]
 
 
 def test_the_nodepool_limit_plus_the_floor_is_the_ceiling(stack_plans, slots_plan) -> None:

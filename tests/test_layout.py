@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-ORDER = ["catalog", "perf", "calibration", "plan", "search", "fleetplan", "outputs"]
+ORDER = ["catalog", "perf", "calibration", "plan", "search", "fleetplan", "simulate", "outputs"]
 """Each package may import those before it; root modules errors, units, data and paths
 import nothing of llmfleet; cli, drill and gc_pause sit on top."""
 BASE = {"errors", "units", "data", "paths"}

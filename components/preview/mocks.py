@@ -1,7 +1,13 @@
 """What the preview's mocks answer: each resource's inputs plus plausible, deterministic
 computed outputs (ids, ARNs, endpoints; ACM validation records, the Ingress's load balancer,
-Route53 record names), and the program's invokes (the region's availability zones, the ELB
-hosted zone, the Route53 zone lookup).
+Route53 record names), the program's invokes (the region's availability zones, the ELB
+hosted zone, the Route53 zone lookup, the controller's load balancer and target group), and
+`pulumi.StackReference` reads: the outputs each referenced stack would have
+(`FleetMocks.stack_outputs`, e.g. what the region stacks' own preview exported), nothing for
+a stack not given (not deployed).
+
+ACM hands every certificate of a name the same validation record (it depends on the name and
+the account, not on the certificate or its region), and so do the mocks.
 
 `aws.get_availability_zones` answers with the region's zone IDs from the catalog (every zone
 offering a catalog GPU instance) and the catalog account's names for them
@@ -11,6 +17,7 @@ nothing about the physical zone."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -24,19 +31,34 @@ def short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
 class FleetMocks(pulumi.runtime.Mocks):
     """Returns each resource's inputs plus plausible, deterministic computed outputs.
 
     An auto-named resource's physical name is its logical name; ids are `{name}-{hash}`.
-    `account`: the account the credentials belong to (the plan's account_id, as a deploy
-    with the right credentials would see).
+    `stack_outputs`: stack name (without org/project) -> the outputs a StackReference to it
+    reads, and `secret_outputs` the names among them that are secret. `account`: the account
+    the credentials belong to (the plan's account_id, as a deploy with the right credentials
+    would see).
     """
 
-    def __init__(self, account: str = MOCK_ACCOUNT) -> None:
+    def __init__(
+        self,
+        stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
+        secret_outputs: Mapping[str, list[str]] | None = None,
+        account: str = MOCK_ACCOUNT,
+    ) -> None:
+        super().__init__()
+        self.stack_outputs = dict(stack_outputs or {})
+        self.secret_outputs = dict(secret_outputs or {})
         self.account = account
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
+        if typ == STACK_REFERENCE:
+            return self.stack_reference(str(args.resource_id or inputs.get("name", name)))
         rid = f"{name}-{short_hash(typ + name)}"
         out = dict(inputs)
         if typ.startswith("aws:"):
@@ -70,6 +92,15 @@ class FleetMocks(pulumi.runtime.Mocks):
             out["arn"] = f"arn:aws:s3:::{out.get('bucket', name)}"
         return rid, {**out, **routing_outputs(typ, name, rid, inputs)}
 
+    def stack_reference(self, qualified: str) -> tuple[str, dict[str, Any]]:
+        """A StackReference read: `org/project/stack`'s outputs, or none."""
+        stack = qualified.split("/")[-1]
+        return qualified, {
+            "name": qualified,
+            "outputs": dict(self.stack_outputs.get(stack, {})),
+            "secretOutputNames": list(self.secret_outputs.get(stack, [])),
+        }
+
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
         """The invokes the program makes (zones, the caller's account, stage 4's zone and
         ELB lookups)."""
@@ -89,10 +120,7 @@ def routing_outputs(typ: str, name: str, rid: str, inputs: dict[str, Any]) -> di
                     "domainName": d,
                     "resourceRecordName": f"_{short_hash(d)}.{d}.",
                     "resourceRecordType": "CNAME",
-                    # ACM's token depends on the account and the name, not the certificate or
-                    # region ("the CNAME validation token works for any AWS Region", ACM
-                    # user guide, dns-validation): every region's certificate gets it.
-                    "resourceRecordValue": f"_{short_hash('acm' + d)}.mock.acm-validations.aws.",
+                    "resourceRecordValue": f"_{short_hash('token' + d)}.mock.acm-validations.aws.",
                 }
                 for d in names
             ]
@@ -117,6 +145,18 @@ def availability_zones(region: str) -> dict[str, Any]:
     return {"id": region, "names": names, "zoneIds": ids, "groupNames": [region] * len(ids)}
 
 
+def _tags_key(args: dict[str, Any]) -> str:
+    """A lookup by tags, as one string (the mocks' answer derives from it)."""
+    tags = args.get("tags")
+    if not tags:
+        raise NotImplementedError("a load balancer or target group lookup without tags")
+    return ",".join(f"{k}={v}" for k, v in sorted(tags.items()))
+
+
+def _hex16(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _region_filter(args: dict[str, Any]) -> str:
     for f in args.get("filters", []):
         if f.get("name") == "region-name" and f.get("values"):
@@ -135,9 +175,15 @@ def routing_call(token: str, args: dict[str, Any]) -> dict[str, Any]:
         return {"zoneId": f"Z{short_hash(str(args['name'])).upper()}", **args}
     if token == "aws:elb/getServiceAccount:getServiceAccount":
         return {"arn": f"arn:aws:iam::{MOCK_ELB_ACCOUNT}:root", "id": MOCK_ELB_ACCOUNT}
+    if token == "aws:lb/getLoadBalancer:getLoadBalancer" and args.get("name"):
+        name = str(args["name"])  # the Ingress names its ALB (load-balancer-name)
+        return {"arnSuffix": f"app/{name}/{_hex16(name)}", **args}
     if token == "aws:lb/getLoadBalancer:getLoadBalancer":
-        name = str(args["name"])
-        suffix = f"app/{name}/{short_hash(name)}{short_hash(name[::-1])}"
-        return {"name": name, "arnSuffix": suffix, "arn": f"arn:aws:elasticloadbalancing:mock:"
-                f"{MOCK_ACCOUNT}:loadbalancer/{suffix}"}
+        key = _tags_key(args)
+        name = f"k8s-{short_hash('lb' + key)}"
+        return {"arnSuffix": f"app/{name}/{_hex16(key)}", "name": name, **args}
+    if token == "aws:lb/getTargetGroup:getTargetGroup":
+        key = _tags_key(args)
+        name = f"k8s-{short_hash('tg' + key)}"
+        return {"arnSuffix": f"targetgroup/{name}/{_hex16(key)}", "name": name, **args}
     raise NotImplementedError(f"the program made an unexpected invoke: {token}")

@@ -1,7 +1,9 @@
 """The fake engine a preview runs against: Pulumi's MockMonitor plus what it leaves out.
 
 A resource's parent: MockResourceArgs does not carry it, and a URN encodes only the parent's
-*type* chain (`...::llmfleet:index:Fleet$aws:eks/cluster:Cluster::name`), not its name. The
+*type* chain (`...::llmfleet:index:Fleet$aws:eks/cluster:Cluster::name`), not its name; URNs
+are made as the engine makes them (the whole chain), so `pulumi state move` and aliases can
+be checked against them. The
 monitor below records the `parent` URN of each RegisterResource request (the URN's last
 `::` segment is the parent's name), its provider reference, ignoreChanges and dependencies,
 and the stack's outputs. What the mocks answer is `mocks.FleetMocks`.
@@ -36,6 +38,13 @@ class RecordingMonitor(mocks.MockMonitor):
         self.stack_outputs: dict[str, Any] = {}
         self._lock = Lock()
 
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The URN the engine gives: the parent's whole type chain (MockMonitor keeps only its
+        last type), without the root stack's type."""
+        chain = parent.split("::")[2] if parent else STACK_TYPE
+        qualified = type_ if chain == STACK_TYPE else f"{chain}${type_}"
+        return f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::{qualified}::{name}"
+
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         if request.type != STACK_TYPE:
@@ -46,9 +55,26 @@ class RecordingMonitor(mocks.MockMonitor):
                 "provider": request.provider,
                 "ignore_changes": list(request.ignoreChanges),
                 "depends_on": sorted(request.dependencies),
+                "aliases": sorted(a.urn for a in request.aliases if a.urn),
             }
             with self._lock:
                 self.requests[response.urn] = record
+        return response
+
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        """A read (a StackReference): recorded like a registration, without options."""
+        response = super().ReadResource(request)  # type: ignore[no-untyped-call]
+        record = {
+            "id": request.id,
+            "inputs": rpc.deserialize_properties(request.properties),
+            "parent": request.parent,
+            "provider": request.provider,
+            "ignore_changes": [],
+            "depends_on": sorted(request.dependencies),
+            "aliases": [],
+        }
+        with self._lock:
+            self.requests[response.urn] = record
         return response
 
     def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802

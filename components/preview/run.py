@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import json
 import runpy
 import threading
@@ -31,14 +32,14 @@ from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_in_stack
 
 from components.preview.checks import Finding, run_checks
-from components.preview.mocks import FleetMocks
+from components.preview.mocks import MOCK_ACCOUNT, FleetMocks
 from components.preview.monitor import RecordingMonitor
 from components.preview.text import format_preview
 from components.preview.wire import collect, has_secret, reveal
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.gc_pause import gc_paused
 from llmfleet.paths import PROJECT_ROOT
-from llmfleet.plan.stacks import read_stack_config
+from llmfleet.plan.stacks import read_stack_config, region_stack, resolve_stack
 
 PROGRAM = PROJECT_ROOT / "__main__.py"
 
@@ -55,17 +56,24 @@ class PreviewResult:
     secret_outputs: list[str]
     fleet_plan: FleetPlan
     """The FleetPlan the program built (so a caller need not size the fleet a second time)."""
+    part: str = ""
+    """What part of its environment the stack holds ("" for the whole environment)."""
 
     def text(self) -> str:
         """What `llmfleet preview` prints: the fleet summary, then the resource tree."""
-        return format_preview(self.resources, self.fleet_plan)
+        text = format_preview(self.resources, self.fleet_plan)
+        return f"{self.part}\n{text}" if self.part else text
 
     def findings(self) -> list[Finding]:
         """What AWS or Kubernetes would refuse or break that the mocks accepted (checks)."""
         return run_checks(self.resources, self.fleet_plan.account_id)
 
 
-def run_preview(env: str, config: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def run_preview(
+    env: str,
+    config: Mapping[str, Any] | None = None,
+    stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """The resources `pulumi preview` of stack `env` would create, run offline under mocks.
 
     `config` replaces the stack file's config (same shape: {"aws:region": ..., "llmfleet:plan":
@@ -73,14 +81,41 @@ def run_preview(env: str, config: Mapping[str, Any] | None = None) -> list[dict[
     for components), parent (the parent resource's name; None directly under the stack) and
     parent_type, provider (name of the provider resource a custom resource uses), inputs
     (wire names, as the preview shows them; secrets as "[secret]"), options (ignore_changes,
-    depends_on as names).
+    depends_on as names, aliases as URNs), urn (as the engine names it in this stack).
+
+    A global stack (`<env>.global`) reads its region stacks' outputs through StackReferences:
+    `stack_outputs` (stack name -> outputs) answers them; by default, what each region
+    stack's own run exports (run first, the same way).
     """
-    return run_program(env, config).resources
+    return run_program(env, config, stack_outputs).resources
 
 
-def run_program(env: str, config: Mapping[str, Any] | None = None) -> PreviewResult:
+def run_program(
+    env: str,
+    config: Mapping[str, Any] | None = None,
+    stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> PreviewResult:
     """run_preview plus the stack outputs (secrets revealed, for tests) and the FleetPlan."""
     cfg = dict(read_stack_config(env) if config is None else config)
+    secret: dict[str, list[str]] = {}
+    target = resolve_stack(env, cfg)
+    part = {
+        "environment": "",
+        "region": f"stack {env} deploys {target.region} of {target.environment}, whose plan is "
+        "sized as a whole:",
+        "global": f"stack {env} deploys what spans {target.environment}'s regions (DNS), whose "
+        "plan is sized as a whole:",
+    }[target.scope]
+    if stack_outputs is None:
+        stack_outputs = {}
+        if target.scope == "global":
+            for region in target.plan.regions:
+                stack = region_stack(target.environment, region.name)
+                region_run = run_program(stack)
+                stack_outputs[stack] = region_run.outputs
+                secret[stack] = region_run.secret_outputs
+    # the deploying credentials are the plan's account (the program checks them)
+    mocks = FleetMocks(stack_outputs, secret, target.plan.account_id or MOCK_ACCOUNT)
     # A worker thread gets its own event loop; a copy of the caller's context keeps the
     # runtime state this run sets (settings, config, root resource) out of the caller's.
     with (
@@ -89,7 +124,8 @@ def run_program(env: str, config: Mapping[str, Any] | None = None) -> PreviewRes
         _without_source_positions(),
         ThreadPoolExecutor(1, thread_name_prefix="llmfleet-preview") as pool,
     ):
-        return pool.submit(contextvars.copy_context().run, _run, env, cfg).result()
+        result = pool.submit(contextvars.copy_context().run, _run, env, cfg, mocks).result()
+    return dataclasses.replace(result, part=part)
 
 
 _ONE_RUN = threading.Lock()
@@ -122,18 +158,21 @@ class _Placeholder:
     """Stands in for the root resource while set_mocks runs (see _run)."""
 
 
-def _run(env: str, config: dict[str, Any]) -> PreviewResult:
+def _run(env: str, config: dict[str, Any], mocks: FleetMocks) -> PreviewResult:
     project = project_name()
     settings.reset_options(project=project, stack=env, preview=True, organization="organization")
     pulumi.runtime.set_all_config(_stack_config(config), [])
-    plan_config = config.get("llmfleet:plan")
-    account = plan_config.get("account_id") if isinstance(plan_config, dict) else None
-    monitor = RecordingMonitor(FleetMocks(str(account)) if account else FleetMocks())
+    monitor = RecordingMonitor(mocks)
     # set_mocks registers a root Stack when there is none; run_in_stack below makes the
     # program's own Stack, as the language host does, so hold a placeholder root meanwhile.
     settings.set_root_resource(_Placeholder())  # type: ignore[arg-type]
     pulumi.runtime.set_mocks(
-        monitor.mocks, project=project, stack=env, preview=True, monitor=monitor
+        monitor.mocks,
+        project=project,
+        stack=env,
+        preview=True,
+        monitor=monitor,
+        organization="organization",  # a DIY backend's organization
     )
     settings.ROOT.set(None)
 

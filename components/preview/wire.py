@@ -63,9 +63,9 @@ def collect(monitor: RecordingMonitor) -> list[dict[str, Any]]:
         top = parent_type == STACK_TYPE
         resources.append(
             {
-                "urn": urn,
                 "type": urn_type(urn),
                 "name": urn_name(urn),
+                "urn": urn,
                 "id": req["id"] or None,
                 "parent": None if top else urn_name(req["parent"]),
                 "parent_urn": None if top else req["parent"],
@@ -77,6 +77,7 @@ def collect(monitor: RecordingMonitor) -> list[dict[str, Any]]:
                     "ignore_changes": req["ignore_changes"],
                     "depends_on": sorted(names.get(d, d) for d in req["depends_on"]),
                     "depends_on_urns": sorted(req["depends_on"]),
+                    "aliases": req["aliases"],
                 },
             }
         )

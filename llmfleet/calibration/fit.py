@@ -244,18 +244,29 @@ def uncertainty(points: Sequence[Point]) -> dict[str, dict[str, float]]:
 
 
 def leave_one_source_out(rows: Sequence[Measurement], prior: Constants) -> list[Point]:
-    """For every source: fit on the other sources' rows, predict this source's rows.
+    """For every source: fit on the other sources' rows, predict this source's rows."""
+    return held_out_fits(rows, prior)[0]
+
+
+def held_out_fits(
+    rows: Sequence[Measurement], prior: Constants
+) -> tuple[list[Point], dict[str, Constants]]:
+    """For every source: the constants fitted on the other sources' rows, and this source's
+    rows predicted by them.
 
     The folds are independent, so they run in parallel processes; results are gathered
     in source order, so the output does not depend on scheduling.
     """
     sources = sorted({r.source_id for r in rows})
     with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        folds = pool.map(_held_out_points, [(list(rows), prior, s) for s in sources])
-        return [pt for fold in folds for pt in fold]
+        folds = list(pool.map(_held_out_points, [(list(rows), prior, s) for s in sources]))
+    points = [pt for fold, _ in folds for pt in fold]
+    return points, {s: consts for s, (_, consts) in zip(sources, folds, strict=True)}
 
 
-def _held_out_points(job: tuple[list[Measurement], Constants, str]) -> list[Point]:
+def _held_out_points(
+    job: tuple[list[Measurement], Constants, str],
+) -> tuple[list[Point], Constants]:
     rows, prior, source = job
     held = [r for r in rows if r.source_id == source]
     rest = [r for r in rows if r.source_id != source]
@@ -264,7 +275,7 @@ def _held_out_points(job: tuple[list[Measurement], Constants, str]) -> list[Poin
         fitted = fit_memory(rest, prior, max_evals=40)
     else:
         fitted = fit_all(rest, prior, max_evals=40)
-    return predict_rows(held, fitted)
+    return predict_rows(held, fitted), fitted
 
 
 def render(doc: dict[str, Any], fitted: Constants, ratios: dict[str, dict[str, float]]) -> str:

@@ -1,5 +1,6 @@
 """The validation report: median and p90 absolute error per engine, metric and source, in
-sample and held out (leave one source out)."""
+sample and held out (leave one source out); TTFT by prompt length; and per source what
+calibrating a server on its own other runs buys (`own_runs`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from llmfleet.calibration.fit import leave_one_source_out
-from llmfleet.calibration.measurements import Loaded
+from llmfleet.calibration.fit import held_out_fits
+from llmfleet.calibration.measurements import Loaded, Measurement
+from llmfleet.calibration.own_runs import own_runs_report
 from llmfleet.calibration.rows import Point, predict_rows
 from llmfleet.catalog.constants import Constants
 from llmfleet.perf.replica import ENGINES
@@ -60,8 +62,13 @@ def validation_report(
     # calibrate builds on this module's points, so it is imported only when refits are asked.
 
     points = predict_rows(loaded.rows, consts)
-    held_out = leave_one_source_out(loaded.rows, prior) if loso else []
+    held_out, fold_constants = held_out_fits(loaded.rows, prior) if loso else ([], {})
     return {
+        "ttft_by_prompt_tokens": {
+            "in_sample": ttft_by_prompt(loaded.rows, points),
+            "leave_one_source_out": ttft_by_prompt(loaded.rows, held_out),
+        },
+        "by_source_own_runs": own_runs_report(loaded.rows, fold_constants) if loso else {},
         "rows": len(loaded.rows),
         "skipped": [{"row_id": r, "reason": why} for r, why in loaded.skipped],
         "in_sample": {e: summarize([p for p in points if p.engine == e]) for e in ENGINES},
@@ -70,4 +77,39 @@ def validation_report(
         },
         "by_source": summarize_by(points, "source_id"),
         "by_source_held_out": summarize_by(held_out, "source_id"),
+    }
+
+
+PROMPT_BANDS = ((0, 512), (512, 2048), (2048, 8192), (8192, 10**9))
+
+
+def band_name(lo: int, hi: int) -> str:
+    return f"{lo:,}-{hi:,}" if hi < 10**9 else f">= {lo:,}"
+
+
+def ttft_by_prompt(
+    rows: Iterable[Measurement], points: Iterable[Point]
+) -> dict[str, dict[str, float | None]]:
+    """vLLM rows' TTFT per band of prompt tokens (and all): how many, the median absolute
+    error and the median predicted / measured (above 1: predicted too slow)."""
+    prompt = {m.row_id: m.request.input_tokens for m in rows}
+    by: dict[str, list[Point]] = {}
+    for pt in points:
+        if pt.metric != "ttft_ms" or pt.engine != "vllm" or pt.infeasible or pt.predicted <= 0:
+            continue
+        tokens = prompt[pt.row_id]
+        band = next(band_name(lo, hi) for lo, hi in PROMPT_BANDS if lo <= tokens < hi)
+        by.setdefault(band, []).append(pt)
+        by.setdefault("all", []).append(pt)
+    order = [band_name(lo, hi) for lo, hi in PROMPT_BANDS] + ["all"]
+    return {
+        band: {
+            "n": len(by[band]),
+            "median_ape": statistics.median(p.ape for p in by[band]),
+            "median_predicted_over_measured": statistics.median(
+                p.predicted / p.measured for p in by[band]
+            ),
+        }
+        for band in order
+        if band in by
     }

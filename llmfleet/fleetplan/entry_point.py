@@ -20,12 +20,14 @@ NotReady until the ALB sees it healthy), a preStop pause long enough that the AL
 routing to a pod before vLLM stops accepting, and a deregistration delay that lets the
 drain finish the streams in flight.
 
-The health check reflects serving capacity, not only a live process: it goes through the
-load balancer, whose target group marks the region's ALB unhealthy in DNS when fewer than
-`min_healthy_targets` targets are healthy (`target_group_health.dns_failover`; a region
-that cannot carry its trough load leaves the global name, not only one with no replica).
-Without authentication or API keys it asks `/v1/models` for the served model's name
-(HTTPS_STR_MATCH: a server up but serving another model fails too); otherwise `/health`."""
+The health check reflects serving capacity, not only a live process: a CloudWatch alarm on
+the ALB's healthy targets (`capacity_check`, read by a CLOUDWATCH_METRIC Route53 check) takes
+a region out of DNS when fewer replicas are Ready than its share needs, and the endpoint
+check goes through the load balancer, which answers 503 with no Ready replica. Without
+authentication or API keys it asks `/v1/models` for the served model's name
+(HTTPS_STR_MATCH: a server up but serving another model fails too); otherwise `/health`.
+Every Ingress names its role in its tags (`llmfleet.io/serves`), so the capacity alarm's
+lookup finds the API's target group, not the health Ingress's."""
 
 from __future__ import annotations
 
@@ -53,6 +55,37 @@ class HealthCheck(Data):
     search_string: str | None = Field(description="Text the response must contain.")
     request_interval_s: int
     failure_threshold: int
+    reason: str
+
+
+class CapacityCheck(Data):
+    """Capacity-aware failover: a CloudWatch alarm in the region on the ALB's healthy
+    targets, read by a CLOUDWATCH_METRIC Route53 health check; the routed record uses a
+    CALCULATED check that needs both it and the endpoint check (`HealthCheck`) healthy."""
+
+    min_healthy_targets: int = Field(
+        description="Below this many healthy targets (Ready replicas) the region leaves DNS."
+    )
+    needed_at_peak: int = Field(
+        description="Replicas the region's share of the peak needs at the SLO-limit rate."
+    )
+    namespace: str = Field(description="CloudWatch namespace of the metric.")
+    metric_name: str
+    statistic: str = Field(description="Minimum: the worst load balancer node's view.")
+    comparison_operator: str
+    period_s: int
+    evaluation_periods: int
+    datapoints_to_alarm: int
+    treat_missing_data: str = Field(
+        description="breaching: no datapoint means no registered target, i.e. no capacity."
+    )
+    insufficient_data_health_status: str = Field(
+        description="Route53's view while CloudWatch cannot tell (a new alarm)."
+    )
+    detection_s: int = Field(
+        description="Below-capacity detection: the ALB's 60 s reporting plus the alarm's "
+        "breaching datapoints x period (CloudWatch and Route53 polling lags not included)."
+    )
     reason: str
 
 
@@ -102,11 +135,6 @@ class EntryPoint(Data):
         description="How long the ALB keeps a draining target's requests in flight: the "
         "preStop pause plus vLLM's shutdown timeout."
     )
-    min_healthy_targets: int = Field(
-        description="Healthy targets below which the ALB marks itself unhealthy in DNS "
-        "(target_group_health.dns_failover.minimum_healthy_targets.count): the replicas "
-        "the region's trough load needs, at most replicas.min - maxUnavailable."
-    )
     access_logs_bucket: str | None = Field(
         description="The region's log bucket (ALB access logs); None without an account id."
     )
@@ -122,6 +150,11 @@ class EntryPoint(Data):
     health_check: HealthCheck
     alarms: list[LbAlarm] = Field(description="CloudWatch alarms on the ALB's own metrics.")
     reasons: list[str]
+    capacity_check: CapacityCheck | None = Field(
+        default=None,
+        description="The region leaves DNS below this many healthy targets (set by the "
+        "FleetPlan's assembly, which knows the region's sizing).",
+    )
 
 
 HTTPS_PORT = 443
@@ -137,6 +170,11 @@ PATHS = ["/v1", "/health"]
 HEALTH_PATH = "/health"
 ALB = "alb.ingress.kubernetes.io"
 RATE_LIMITED_STATUS = 429
+SERVES_TAG = "llmfleet.io/serves"
+"""On the API Ingress's target group (`=api`); the health Ingress tags its own with another
+key, so a lookup by the API's tags finds one target group (the controller tags a target
+group with its own Ingress's `alb.ingress.kubernetes.io/tags`; the ALB gets the group's
+merged)."""
 ACCESS_LOG_PREFIX = "alb"
 
 
@@ -218,16 +256,6 @@ def auth_annotations(edge: Edge) -> dict[str, str]:
     }
 
 
-def min_healthy_targets(
-    replicas_min: int, max_unavailable: int, trough_requests_per_s: float,
-    replica_requests_per_s: float,
-) -> int:
-    """The replicas the region's trough load needs at the SLO, at least 1 and at most the
-    floor less a rollout's unavailable pod (a rollout must not take the region out of DNS)."""
-    need = math.ceil(trough_requests_per_s / replica_requests_per_s) if trough_requests_per_s else 1
-    return max(1, min(need, replicas_min - max_unavailable))
-
-
 FAST_BURN = 14.4
 """The SRE workbook's fast burn (as the TTFT/ITL alerts, fleetplan.alerts): the error
 budget spent 14.4 times as fast as the SLO allows."""
@@ -280,10 +308,6 @@ def build_entry_point(
     region_name: str,
     served: str,
     *,
-    replicas_min: int,
-    max_unavailable: int,
-    trough_requests_per_s: float,
-    replica_requests_per_s: float,
     prestop_sleep_s: int,
     shutdown_timeout_s: int,
 ) -> EntryPoint | None:
@@ -295,9 +319,6 @@ def build_entry_point(
     idle = idle_timeout_s(plan)
     lb_name = load_balancer_name(plan.name, region_name)
     dereg = min(MAX_DEREGISTRATION_DELAY_S, prestop_sleep_s + shutdown_timeout_s)
-    healthy = min_healthy_targets(
-        replicas_min, max_unavailable, trough_requests_per_s, replica_requests_per_s
-    )
     production = plan.environment == "production"
     account = account_of(plan)
     logs = logs_bucket(plan.name, region_name, account) if account else None
@@ -313,7 +334,6 @@ def build_entry_point(
     tg_attributes = {
         "load_balancing.algorithm.type": "least_outstanding_requests",
         "deregistration_delay.timeout_seconds": str(dereg),
-        "target_group_health.dns_failover.minimum_healthy_targets.count": str(healthy),
     }
     rate = plan.edge.rate_limit
     rate_rule = (
@@ -342,12 +362,18 @@ def build_entry_point(
         f"{ALB}/listen-ports": json.dumps([{"HTTPS": HTTPS_PORT}], separators=(",", ":")),
         f"{ALB}/ssl-policy": SSL_POLICY,
         f"{ALB}/load-balancer-attributes": _string_map(lb_attributes),
-        f"{ALB}/tags": f"llmfleet.io/fleet={plan.name},llmfleet.io/region={region_name}",
     }
     if rate_rule is not None:  # absent: the controller leaves the ALB's WAF setting alone
         shared[f"{ALB}/wafv2-acl-name"] = rate_rule.web_acl_name
-    api = {**shared, **target, **auth_annotations(plan.edge), f"{ALB}/group.order": "10"}
-    health = {**shared, **target, f"{ALB}/group.order": "1"} if plan.edge.auth else {}
+    tags = f"llmfleet.io/fleet={plan.name},llmfleet.io/region={region_name}"
+    api = {**shared, **target, **auth_annotations(plan.edge), f"{ALB}/group.order": "10",
+           f"{ALB}/tags": f"{tags},{SERVES_TAG}=api"}
+    health = (
+        {**shared, **target, f"{ALB}/group.order": "1",
+         f"{ALB}/tags": f"{tags},{SERVES_TAG}-health=true"}
+        if plan.edge.auth
+        else {}
+    )
     reasons = [
         "an internet-facing ALB (AWS Load Balancer Controller) with IP targets: TLS ends "
         f"at the ALB ({SSL_POLICY}) with the region's ACM certificate for "
@@ -361,9 +387,6 @@ def build_entry_point(
         "flight, not the next in turn (requests differ tenfold in length)",
         f"deregistration delay {dereg} s = preStop {prestop_sleep_s} s + vLLM's shutdown "
         f"timeout {shutdown_timeout_s} s: streams in flight finish while the pod drains",
-        f"DNS failover below {healthy} healthy target(s): what the region's trough, "
-        f"{trough_requests_per_s:g} req/s, needs at {replica_requests_per_s:g} req/s a replica "
-        "(at most the floor less a rollout's pod)",
     ]
     if plan.edge.auth is not None:
         reasons.append(
@@ -391,7 +414,6 @@ def build_entry_point(
         auth=plan.edge.auth.kind if plan.edge.auth else None,
         rate_rule=rate_rule,
         deregistration_delay_s=dereg,
-        min_healthy_targets=healthy,
         access_logs_bucket=logs,
         deletion_protection=production,
         source_cidrs=load_balancer_cidrs(region),
@@ -406,3 +428,55 @@ def build_entry_point(
 def _string_map(values: dict[str, str]) -> str:
     """The controller's stringMap annotation format: k1=v1,k2=v2 (sorted)."""
     return ",".join(f"{k}={v}" for k, v in sorted(values.items()))
+
+
+ALB_METRIC_INTERVAL_S = 60
+"""ELB reports ALB metrics to CloudWatch in 60-second intervals (ALB CloudWatch metrics doc);
+Route53 alarms take standard resolution only, so 60 s is also the shortest period."""
+CAPACITY_PERIODS = 3
+"""Three breaching minutes in a row: a replica's restart or a node replacement (one target
+for a minute or two) does not move a region's users."""
+
+
+def build_capacity_check(
+    region: str,
+    peak_requests_per_s: float,
+    replica_requests_per_s: float,
+    replicas_min: int,
+    max_unavailable: int,
+) -> CapacityCheck:
+    """The healthy-target floor below which a region leaves DNS: what its share of the peak
+    needs at the SLO-limit rate of a replica, capped where a normal day would cross it (the
+    trough's replicas.min less what a rollout or the PodDisruptionBudget may take), at least 1."""
+    needed = max(1, math.ceil(peak_requests_per_s / replica_requests_per_s - 1e-9))
+    normal_low = replicas_min - max_unavailable
+    floor = max(1, min(needed, normal_low))
+    detection = ALB_METRIC_INTERVAL_S + CAPACITY_PERIODS * ALB_METRIC_INTERVAL_S
+    why = (
+        f"{region}'s share of the peak ({peak_requests_per_s:g} req/s) needs {needed} "
+        f"replica(s) at {replica_requests_per_s:g} req/s each (the SLO limit)"
+    )
+    if floor < needed:
+        why += (
+            f"; capped at {floor}: KEDA runs {replicas_min} at the trough and a rollout or "
+            f"node drain may take {max_unavailable}, so a higher floor would move its users "
+            "every night (above it, a region short of replicas keeps its users until KEDA's new "
+            "replicas join)"
+        )
+    return CapacityCheck(
+        min_healthy_targets=floor,
+        needed_at_peak=needed,
+        namespace="AWS/ApplicationELB",
+        metric_name="HealthyHostCount",
+        statistic="Minimum",
+        comparison_operator="LessThanThreshold",
+        period_s=ALB_METRIC_INTERVAL_S,
+        evaluation_periods=CAPACITY_PERIODS,
+        datapoints_to_alarm=CAPACITY_PERIODS,
+        treat_missing_data="breaching",
+        insufficient_data_health_status="LastKnownStatus",
+        detection_s=detection,
+        reason=why + f"; unhealthy after {CAPACITY_PERIODS} minutes below {floor} healthy "
+        "target(s) (HealthyHostCount, Minimum over the ALB's nodes), about "
+        f"{detection} s with the ALB's 60 s reporting",
+    )

@@ -13,15 +13,18 @@ from pydantic import Field
 from llmfleet import __version__
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.data import Data, MinDesiredMax
+from llmfleet.fleetplan.calibrations import CalibrationUse, build_calibrations
 from llmfleet.fleetplan.capacity import check_region_size
-from llmfleet.fleetplan.entry_point import build_entry_point
+from llmfleet.fleetplan.entry_point import build_capacity_check, build_entry_point
 from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, build_lever_report
 from llmfleet.fleetplan.region import RegionPlan, build_region_plan
 from llmfleet.fleetplan.resilience import Resilience, build_resilience
+from llmfleet.fleetplan.risk import calibrated_slowdown
+from llmfleet.fleetplan.rollout import Rollout, build_rollout
 from llmfleet.paths import PROJECT_ROOT
 from llmfleet.perf.architecture import kv_dtype_bytes
 from llmfleet.plan.alerting import Alerting
-from llmfleet.plan.checks import check_plan, control_plane_support
+from llmfleet.plan.checks import check_plan, control_plane_support, load_calibrations
 from llmfleet.plan.cluster import ClusterAccess, Startup
 from llmfleet.plan.edge import Edge
 from llmfleet.plan.model import ResolvedModel, resolve_model
@@ -96,6 +99,14 @@ class FleetPlan(Data):
         description="Every region's costs.total_day_profile: GPUs over the day's profile, "
         "EBS, EKS control planes, NAT gateways and their data.",
     )
+    calibrations: list[CalibrationUse] = Field(
+        default_factory=list,
+        description="plan.calibration's files: the server each fits on the user's runs, its "
+        "factors and band, and the regions it covers.",
+    )
+    rollout: Rollout = Field(
+        description="The order regions deploy in, the canary and its gate (`llmfleet rollout`)."
+    )
 
     def region(self, name: str) -> RegionPlan:
         return next(r for r in self.regions if r.region == name)
@@ -140,7 +151,9 @@ def build_fleet_plan(
     consts = sizing_constants(plan, base)
     pessimistic = sizing_constants(plan.model_copy(update={"confidence": "pessimistic"}), base)
     model = resolve_model(plan, base_dir)
-    sizer = Sizer(plan, model, consts)
+    coverage = load_calibrations(plan, model, base, base_dir)
+    slowdown = calibrated_slowdown(pessimistic) if plan.confidence == "pessimistic" else None
+    sizer = Sizer(plan, model, consts, coverage, slowdown)
     searched = [choose_region(plan, model, region, consts, sizer) for region in plan.regions]
     # Stage 4: the search sized each region to survive the losses it absorbs; record the
     # floors, then give each region its entry point.
@@ -187,6 +200,15 @@ def build_fleet_plan(
         resilience=build_resilience(plan, regions, floors),
         startup=plan.startup,
         monthly_cost_usd_day_profile=round(sum(r.costs.total_day_profile for r in regions), 2),
+        calibrations=build_calibrations(
+            coverage,
+            {
+                c.path: [r.region for r in regions if r.predicted.calibration == c.path]
+                for c in coverage.servers
+            },
+            base,
+        ),
+        rollout=build_rollout(plan, regions),
     )
 
 
@@ -204,13 +226,15 @@ def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: LossSizing) -> Regi
         plan,
         rp.region,
         rp.serving.vllm.served_model_name,
-        replicas_min=rp.replicas.min,
-        max_unavailable=rp.workload.pdb_max_unavailable,
-        trough_requests_per_s=rp.trough_requests_per_s,
-        replica_requests_per_s=rp.predicted.requests_per_s,
         prestop_sleep_s=rp.serving.prestop_sleep_s,
         shutdown_timeout_s=rp.serving.vllm.shutdown_timeout,
     )
+    if entry is not None:
+        check = build_capacity_check(
+            rp.region, rp.peak_requests_per_s, rp.predicted.requests_per_s, rp.replicas.min,
+            rp.workload.pdb_max_unavailable,
+        )
+        entry = entry.model_copy(update={"capacity_check": check})
     return rp.model_copy(update={"entry_point": entry, "reasons": reasons})
 
 

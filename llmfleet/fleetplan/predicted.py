@@ -54,7 +54,13 @@ class Predicted(Data):
     max_concurrency: float = Field(description="Sequences of max_model_len the KV pool holds.")
     ranges: dict[str, tuple[float, float]] = Field(
         description="Per metric, where the measured value is expected (p10-p90 of the "
-        "calibration's held-out measured/predicted ratios)."
+        "calibration's held-out measured/predicted ratios; of the plan's calibration file "
+        "for this server where one covers it)."
+    )
+    calibration: str | None = Field(
+        default=None,
+        description="The plan's calibration file whose factors and band apply to this "
+        "region's server (None: the shipped constants and their held-out band).",
     )
 
 
@@ -94,8 +100,14 @@ def build_predicted(choice: Choice, consts: Constants) -> Predicted:
         "output_tokens_per_s": s.capacity_requests_per_s * o,
         "kv_cache_tokens": float(s.memory.kv_cache_tokens),
     }
+    covered = choice.calibration
+
+    def ratio(metric: str, quantile: str) -> float:
+        own = covered.ratio(metric, quantile) if covered else None
+        return own if own is not None else consts.ratio(metric, quantile)
+
     ranges = {
-        k: (_round(v * consts.ratio(k, "p10"), 1), _round(v * consts.ratio(k, "p90"), 1))
+        k: (_round(v * ratio(k, "p10"), 1), _round(v * ratio(k, "p90"), 1))
         for k, v in sorted(values.items())
     }
     return Predicted(
@@ -113,6 +125,7 @@ def build_predicted(choice: Choice, consts: Constants) -> Predicted:
         kv_cache_tokens=s.memory.kv_cache_tokens,
         max_concurrency=_round(s.memory.max_concurrency),
         ranges=ranges,
+        calibration=covered.path if covered else None,
     )
 
 

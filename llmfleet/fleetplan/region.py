@@ -72,13 +72,6 @@ class RegionPlan(Data):
     autoscaling: Autoscaling
     workload: Workload
     system_pool: SystemPool
-    node_zones: list[str] = Field(
-        description="node_zone_ids as zone names of the catalog's (moto's) account; another "
-        "account's names differ, so deploys use node_zone_ids."
-    )
-    availability_zones: list[str] = Field(
-        description="cluster_zone_ids as the catalog account's zone names (informational)."
-    )
     node_volume_gib: int = Field(description="Root volume per node: images and weights.")
     vpc_id: str | None
     private_subnet_ids: list[str] | None
@@ -100,7 +93,6 @@ class RegionPlan(Data):
     entry_point: EntryPoint | None = Field(
         default=None, description="The region's TLS entry point (None without plan.dns)."
     )
-    node_zone_ids: list[str] = Field(description="Zone IDs of the GPU nodes (2+ where offered).")
     cluster_zone_ids: list[str] = Field(
         description="Zone IDs of the cluster's private subnets: the GPU zones topped up to 2-3."
     )
@@ -113,6 +105,25 @@ class RegionPlan(Data):
         "without an account id, whose name it must carry.",
     )
     costs: Costs
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def node_zone_ids(self) -> list[str]:
+        """Zone IDs of the GPU nodes (2+ where offered); their home: capacity.node_zone_ids."""
+        return self.capacity.node_zone_ids
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def node_zones(self) -> list[str]:
+        """node_zone_ids as the catalog account's zone names; another account's names
+        differ, so deploys place by ID."""
+        return hardware.zone_names(self.region, self.node_zone_ids)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def availability_zones(self) -> list[str]:
+        """cluster_zone_ids as the catalog account's zone names (informational)."""
+        return hardware.zone_names(self.region, self.cluster_zone_ids)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -233,8 +244,6 @@ def build_region_plan(
         autoscaling=build_autoscaling(choice, work.namespace, serve.vllm.served_model_name),
         workload=work,
         system_pool=build_system_pool(),
-        node_zones=hardware.zone_names(region.name, gpu_zone_ids),
-        availability_zones=hardware.zone_names(region.name, zone_ids),
         node_volume_gib=volume,
         vpc_id=region.network.vpc_id if region.network else None,
         private_subnet_ids=region.network.private_subnet_ids if region.network else None,
@@ -246,7 +255,6 @@ def build_region_plan(
         alternatives=alternatives,
         levers=build_chosen_levers(choice),
         alerts=build_alerts(plan, replicas, serve, work),
-        node_zone_ids=gpu_zone_ids,
         cluster_zone_ids=zone_ids,
         capacity=capacity,
         cold_start=cold,

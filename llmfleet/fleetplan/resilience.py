@@ -35,6 +35,11 @@ class LossScenario(Data):
 
 class Recovery(Data):
     detection_s: int = Field(description="Health-check interval x failure threshold.")
+    below_capacity_detection_s: int | None = Field(
+        default=None,
+        description="A region with fewer healthy targets than its capacity check's floor "
+        "(EntryPoint.capacity_check): the ALB's reporting plus the alarm's breaching minutes.",
+    )
     ttl_s: int = Field(description="Resolvers may keep the old answer this long.")
     cold_start_s: int = Field(description="A pod's start-up budget, paid where a floor is short.")
     worst_s: int = Field(description="The slowest loss scenario's recovery.")
@@ -86,11 +91,18 @@ def recovery(plan: CapacityPlan, regions: Sequence[RegionPlan]) -> Recovery | No
     if plan.dns is None or not checks:
         return None
     dns, check = plan.dns, checks[0]
+    capacity = [
+        r.entry_point.capacity_check.detection_s
+        for r in regions
+        if r.entry_point is not None and r.entry_point.capacity_check is not None
+    ]
+    below = max(capacity) if capacity else None
     ttl = ALIAS_TTL_S if dns.record_type == "alias" else (dns.ttl_s or CNAME_TTL_S)
     detection = check.request_interval_s * check.failure_threshold
     cold = max(cold_start_s(r) for r in regions)
     return Recovery(
         detection_s=detection,
+        below_capacity_detection_s=below,
         ttl_s=ttl,
         cold_start_s=cold,
         worst_s=detection + ttl,

@@ -4,12 +4,16 @@ configuration cost sized there (`confidence: pessimistic`)?"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import Field
 
+from llmfleet.calibration.server_calibration import Covered
 from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import Constants
 from llmfleet.data import Data
 from llmfleet.fleetplan.predicted import Predicted
+from llmfleet.perf.step import NO_CORRECTION
 from llmfleet.search.choice import Choice
 from llmfleet.search.operating_point import Rejection, size_replica
 from llmfleet.search.replicas import deployed_replicas, nodes_for
@@ -33,17 +37,34 @@ class Risk(Data):
     summary: str
 
 
+def calibrated_slowdown(pessimistic: Constants) -> Callable[[Covered], float]:
+    """How much slower than its own factors a calibrated server is sized pessimistically,
+    given constants already slowed to the shipped band's p90 ITL ratio: the server's own p90
+    ITL ratio in place of the shipped one (the shipped one where its runs give no band)."""
+    shipped = max(1.0, pessimistic.ratio("itl_ms", "p90"))
+
+    def slowdown(covered: Covered) -> float:
+        own = covered.ratio("itl_ms", "p90")
+        return max(1.0, own if own is not None else shipped) / shipped
+
+    return slowdown
+
+
 def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> Risk:
     """The region's risk: SLO at the p90 ends, and the chosen configuration re-sized with the
     pessimistic constants (the same instance type and TP; `confidence: pessimistic` searches
-    every configuration)."""
+    every configuration). A server a calibration file covers is re-sized at the p90 end of
+    its own band."""
     plan = choice.plan
+    covered = choice.calibration
+    correction = covered.correction(calibrated_slowdown(pessimistic)(covered)) if covered else None
     ttft_p90 = expected.ranges["ttft_ms"][1]
     itl_p90 = expected.ranges["itl_ms"][1]
     holds = ttft_p90 <= plan.slo.ttft_ms and itl_p90 <= plan.slo.itl_ms
     inst = choice.instance
     sized = size_replica(
-        choice.model.arch, hardware.gpu(inst.gpu), inst, choice.tp, plan, pessimistic, choice.lever
+        choice.model.arch, hardware.gpu(inst.gpu), inst, choice.tp, plan, pessimistic,
+        choice.lever, correction or NO_CORRECTION,
     )
     if isinstance(sized, Rejection):
         replicas, cost = None, None
@@ -59,13 +80,14 @@ def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> R
             f"nodes (${cost:,.0f}/month against ${choice.monthly_cost_usd:,.0f})"
         )
     verdict = "holds" if holds else "does NOT hold"
+    band = f"of {covered.path}'s band" if covered else "of the calibration ranges"
     return Risk(
         slo_holds_at_p90=holds,
         ttft_ms_p90=ttft_p90,
         itl_ms_p90=itl_p90,
         pessimistic_replicas=replicas,
         pessimistic_monthly_cost_usd=cost,
-        summary=f"the SLO {verdict} at the p90 end of the calibration ranges (TTFT "
+        summary=f"the SLO {verdict} at the p90 end {band} (TTFT "
         f"{ttft_p90:g} ms vs {plan.slo.ttft_ms:g}, ITL {itl_p90:g} ms vs {plan.slo.itl_ms:g}); "
         + outcome,
     )

@@ -32,7 +32,9 @@ from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.serving import image_notes
 from llmfleet.outputs import charts, economics
 from llmfleet.outputs.dashboard import dashboard
+from llmfleet.outputs.day_chart import simulation_chart
 from llmfleet.outputs.karpenter import KARPENTER_VERSION, karpenter_manifests
+from llmfleet.outputs.simulation import report_context
 from llmfleet.outputs.vllm_checks import (
     config_key_problems,
     metric_problems,
@@ -40,6 +42,8 @@ from llmfleet.outputs.vllm_checks import (
     resolution_problems,
 )
 from llmfleet.paths import TEMPLATES_DIR
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.simulate.run import report_days
 
 VLLM_CONFIG = "vllm-config.yaml"
 
@@ -237,9 +241,12 @@ def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
     return files
 
 
-def render_stack(fleet: FleetPlan, drawn: Mapping[str, str] | None = None) -> dict[str, str]:
+def render_stack(
+    fleet: FleetPlan, drawn: Mapping[str, str] | None = None, plan: CapacityPlan | None = None
+) -> dict[str, str]:
     """Every file of a stack, relative to rendered/<env>/, sorted by path. `drawn`: charts
-    already on disk, reused where their stamp matches (`drawn_charts`)."""
+    already on disk, reused where their stamp matches (`drawn_charts`). With the stack's
+    `plan`, the report simulates its day (`simulate.report_days`) and charts it."""
     files: dict[str, str] = {}
     per_region: dict[str, list[str]] = {}
     for region in fleet.regions:
@@ -247,11 +254,21 @@ def render_stack(fleet: FleetPlan, drawn: Mapping[str, str] | None = None) -> di
         files.update(produced)
         per_region[region.region] = sorted(produced)
     files.update(charts.chart_files(fleet, drawn))
+    review = review_context(fleet)
+    simulated = None
+    if plan is not None:
+        days = report_days(plan, fleet, fleet.name)
+        shown = [days.spike] + ([days.loss] if days.loss is not None else [])
+        chart, svg = simulation_chart(shown, drawn)
+        files[chart.path] = svg
+        simulated = report_context(days)
+        simulated["chart"] = chart
     files[REPORT] = _template(
         "REPORT.md.j2",
         fleet=fleet,
         files=per_region,
-        review=review_context(fleet),
+        review=review,
+        simulated=simulated,
         fleet_karpenter_version=KARPENTER_VERSION,
         image_notes=image_notes(fleet.startup),
     )

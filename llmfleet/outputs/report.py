@@ -1,5 +1,6 @@
 """Text views: the fleet (`llmfleet plan`), one replica (`llmfleet predict`), the
-calibration's errors (`llmfleet validate`) and the capacity lines of a region."""
+calibration's errors (`llmfleet validate`), one server's calibration (`llmfleet calibrate
+--bench`) and the capacity lines of a region."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from llmfleet.calibration.server_calibration import ServerCalibration
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.perf.replica import PredictResult
 
@@ -79,11 +81,23 @@ def fleet_text(fp: FleetPlan) -> str:
     )
     for line in [*res.reasons, *(f"flag: {f}" for f in res.flags)]:
         con.print(f"  - {line}")
+    for cal in fp.calibrations:
+        where = ", ".join(cal.regions) if cal.regions else "no region (its server was not chosen)"
+        con.print(
+            f"Calibration {cal.path}: {cal.server} on {cal.runs} of your runs covers {where}; "
+            "band (measured/predicted p10-p90) "
+            + ", ".join(
+                f"{m} {lo:g}-{hi:g} (shipped {cal.shipped_band[m][0]:g}-{cal.shipped_band[m][1]:g})"
+                for m, (lo, hi) in cal.band.items()
+                if m in cal.shipped_band
+            )
+        )
     for r in fp.regions:
         con.print(f"\n{r.region}: why {r.instance_type} TP {r.tensor_parallel_size}")
         rng = r.predicted.ranges
+        own = f" (from {r.predicted.calibration}'s runs)" if r.predicted.calibration else ""
         con.print(
-            "  calibration range (p10-p90 of measured/predicted): "
+            f"  calibration range (p10-p90 of measured/predicted){own}: "
             + ", ".join(f"{k} {lo:,.1f}-{hi:,.1f}" for k, (lo, hi) in rng.items())
         )
         risk = r.risk
@@ -152,6 +166,36 @@ def predict_text(r: PredictResult) -> str:
             lines.append(f"  a request's mean latency (E2E) {r.e2e_latency_ms / 1000:.2f} s")
     else:
         lines.append("  does not fit: the KV pool cannot hold one request")
+    if r.calibration:
+        band = ", ".join(f"{m} {lo:g}-{hi:g}" for m, (lo, hi) in (r.ranges or {}).items())
+        lines.append(
+            f"  calibrated by {r.calibration}"
+            + (f"; expected (p10-p90 of its held-out runs): {band}" if band else "")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def calibration_text(cal: ServerCalibration) -> str:
+    """What `calibrate --bench` fitted and how far off the runs were before and after."""
+    f = cal.factors
+    lines = [
+        f"calibrated {cal.server.label} on {len(cal.runs)} run(s) from {len(cal.files)} "
+        f"file(s)",
+        f"  factors on the shipped constants: HBM time x{f.memory:g}, tensor time "
+        f"x{f.compute:g}, host time x{f.overhead:g}, request handling x{f.ttft_overhead:g}",
+        "  median abs error   before    after    held out (each run, fitted on the others)",
+    ]
+    for m in sorted(cal.errors.before):
+        held = cal.errors.held_out.get(m)
+        lines.append(
+            f"    {m:20s} {cal.errors.before[m]:6.1f}%  {cal.errors.after.get(m, 0):6.1f}%  "
+            + (f"{held:6.1f}%" if held is not None else "     -")
+        )
+    if cal.ranges:
+        band = ", ".join(f"{m} {r['p10']:g}-{r['p90']:g}" for m, r in cal.ranges.items())
+        lines.append(f"  band (measured / predicted, p10-p90 held out): {band}")
+    else:
+        lines.append("  one run: no held-out band, plans keep the shipped band for this server")
     return "\n".join(lines) + "\n"
 
 
@@ -170,6 +214,9 @@ def validation_text(report: dict[str, Any]) -> str:
     con.print(
         _error_table("By source", "source", report["by_source"], report["by_source_held_out"])
     )
+    con.print(_ttft_table(report["ttft_by_prompt_tokens"]))
+    if report["by_source_own_runs"]:
+        con.print(_own_runs_table(report["by_source_own_runs"]))
     reasons: dict[str, int] = {}
     for skip in report["skipped"]:
         reason = skip["reason"].split(" is not")[0].split(" (")[0]
@@ -187,6 +234,43 @@ def _error_table(title: str, group: str, sample: dict[str, Any], held_out: dict[
         for metric, s in metrics.items():
             held = held_out.get(key, {}).get(metric)
             t.add_row(key, metric, _fmt(s), _fmt(held) if held else "-")
+    return t
+
+
+def _ttft_table(bands: dict[str, Any]) -> Table:
+    """TTFT of vLLM rows by prompt length: error and bias, in sample and held out."""
+    t = Table(
+        title="TTFT by prompt tokens (vLLM rows): median abs error, median predicted/measured (n)"
+    )
+    for col in ("prompt tokens", "in sample", "leave one source out"):
+        t.add_column(col)
+    held = bands["leave_one_source_out"]
+    for band, s in bands["in_sample"].items():
+        h = held.get(band)
+        t.add_row(band, _bias(s), _bias(h) if h else "-")
+    return t
+
+
+def _bias(s: dict[str, Any]) -> str:
+    return f"{s['median_ape']:.1f}%, x{s['median_predicted_over_measured']:.2f} ({s['n']})"
+
+
+def _own_runs_table(by_source: dict[str, Any]) -> Table:
+    """Per source: each run with the constants fitted without its source, and with them
+    calibrated on its server's other runs in that source (`calibrate --bench`, held out by
+    run)."""
+    t = Table(
+        title="Calibrated on your own runs: each run predicted by the constants fitted without "
+        "its source, then calibrated on its server's other runs (median abs error, n)"
+    )
+    for col in ("source", "metric", "constants without the source", "+ own other runs"):
+        t.add_column(col)
+    for source, metrics in by_source.items():
+        for metric, s in metrics.items():
+            t.add_row(
+                source, metric, f"{s['median_ape_held_out']:.1f}% ({s['n']})",
+                f"{s['median_ape_own_runs']:.1f}%",
+            )
     return t
 
 

@@ -42,6 +42,21 @@ class MixedSteps:
         With speculation a step's accepted tokens arrive together: the gap is still a step."""
         return self.mixed_s if self.mixed_share > 0 else self.decode_only_s
 
+    @property
+    def residual_s(self) -> float:
+        """The mean time left in the step that is running when a request arrives: vLLM admits
+        a new request only between steps. Arrivals fall in a step with probability in
+        proportion to its length, so a renewal process's mean residual, E[S^2] / (2 E[S]),
+        over decode-only and mixed steps (a mixed step is the likelier to be met)."""
+        f = min(1.0, self.mixed_share)
+        second = f * self.mixed_s**2 + (1 - f) * self.decode_only_s**2
+        return second / (2 * self.mean_s)
+
+    def arrival_wait_s(self, running: float) -> float:
+        """A Poisson arrival's mean wait for the step under way, with `running` requests on
+        average: the engine is busy with probability 1 - exp(-running) (Poisson in number)."""
+        return (1 - math.exp(-running)) * self.residual_s
+
     def others(self, decode: float) -> MixedSteps:
         """The steps a request sees after its first token: they carry the prefill chunks of
         the other running requests, not its own (that is in its TTFT), so a share

@@ -126,6 +126,8 @@ def predict(
         # A client's request queues behind the other clients' prefills, never its own.
         others = min(steps.others(decode).mixed_share, 0.999)
         ttft = service * (1 + others / (2 * (1 - others)))
+        # While the other clients' requests run, a new one waits for the step under way.
+        ttft += min(1.0, max(0.0, decode - 1)) * steps.others(decode).residual_s
         if load.num_requests:
             n = load.num_requests
             # A benchmark of n requests from C clients starts with all C at once: that
@@ -136,8 +138,8 @@ def predict(
             ttft = (wave * first + (n - wave) * ttft) / n
         ttft += max(0.0, load.concurrency - cap) / req_s
     else:
-        ttft = service * (1 + rho / (2 * (1 - rho)))
-    ttft += step_model.consts.ttft_overhead_ms / 1000
+        ttft = service * (1 + rho / (2 * (1 - rho))) + steps.arrival_wait_s(decode)
+    ttft += step_model.ttft_overhead_s
     bound = step_time(step_model, decode, i + o / 2, chunk if rho > 0.5 else 0, i / 2).bound
     return Prediction(
         mode=load.mode,

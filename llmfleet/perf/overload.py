@@ -106,7 +106,7 @@ def fluid_run(
 def fields(step_model: StepModel, over: Overload) -> dict[str, Any]:
     """The fields of `predict.Prediction` for an overloaded run (all but the mode)."""
     i, o, chunk = over.input_tokens, over.output_tokens, over.chunk
-    ttft = None if over.ttft_s is None else over.ttft_s + step_model.consts.ttft_overhead_ms / 1000
+    ttft = None if over.ttft_s is None else over.ttft_s + step_model.ttft_overhead_s
     out_s = over.output_tokens_per_s
     return {
         "batch_size": over.batch,

@@ -16,7 +16,7 @@ from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, tp_problem
 from llmfleet.perf.load import Load, OutputLengths, Prediction, predict
 from llmfleet.perf.memory import budget
 from llmfleet.perf.speculation import from_flags
-from llmfleet.perf.step import StepModel
+from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel
 
 EngineName = Literal["vllm", "trtllm", "sglang"]
 
@@ -73,6 +73,8 @@ class PredictResult(Prediction):
     speculative_method: str | None = None
     tokens_per_step: float = 1.0
     enforce_eager: bool = False
+    calibration: str | None = None  # the calibration file applied (predict --calibration)
+    ranges: dict[str, tuple[float, float]] | None = None  # its band around each prediction
 
 
 @cache
@@ -81,14 +83,22 @@ def catalog_arch(model_id: str) -> Arch:
     return from_config(entry.id, entry.config)
 
 
-def run_predict(req: PredictRequest, config: dict[str, object] | None = None) -> PredictResult:
-    """Predict one replica. `config` is a config.json dict when `req.model` is a path."""
+def run_predict(
+    req: PredictRequest,
+    config: dict[str, object] | None = None,
+    correction: Correction = NO_CORRECTION,
+) -> PredictResult:
+    """Predict one replica. `config` is a config.json dict when `req.model` is a path;
+    `correction` a measured server's own factors (`llmfleet predict --calibration`)."""
 
-    return run_predict_with(req, fitted(), config)
+    return run_predict_with(req, fitted(), config, correction)
 
 
 def run_predict_with(
-    req: PredictRequest, consts: Constants, config: dict[str, object] | None = None
+    req: PredictRequest,
+    consts: Constants,
+    config: dict[str, object] | None = None,
+    correction: Correction = NO_CORRECTION,
 ) -> PredictResult:
     """`run_predict` with explicit constants: what calibration refits call."""
     if req.precision not in PRECISIONS:
@@ -134,6 +144,7 @@ def run_predict_with(
         req.engine,
         spec,
         req.enforce_eager,
+        correction,
     )
     load_ = Load(
         input_tokens=req.input_tokens,

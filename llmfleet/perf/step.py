@@ -12,7 +12,11 @@ the FLOPs it does, plus tensor-parallel all-reduces and a fixed overhead:
 step, so a decode step of a small batch, whose kernels take microseconds, waits on the
 host: the step takes at least `EAGER_LAYER_LAUNCH_US` per layer. Long prefill chunks, far
 above that floor, are unchanged. (Its memory side, no CUDA-graph pool, is
-`vllm_release.graph_pool_gib`.)"""
+`vllm_release.graph_pool_gib`.)
+
+A measured server's own factors on these terms (`Correction`, fitted by `llmfleet calibrate
+--bench` on the user's `vllm bench serve` runs) multiply the HBM time, the tensor time, the
+host time and the request handling before the first token; without one they are 1."""
 
 from __future__ import annotations
 
@@ -36,6 +40,25 @@ def eager_launch_s(arch: Arch, enforce_eager: bool) -> float:
 
 
 @dataclass(frozen=True)
+class Correction:
+    """One server's measured departure from the shipped constants, as factors on the terms of
+    a step (1: none). Plain numbers: perf never reads a calibration file.
+
+    - `memory`: time to stream weights and KV from HBM (what a decode step is bound by);
+    - `compute`: tensor-core time (what a prefill chunk is bound by);
+    - `overhead`: host time per step and per running sequence (scheduling, sampling);
+    - `ttft_overhead`: request handling before the first token (HTTP, tokenisation)."""
+
+    memory: float = 1.0
+    compute: float = 1.0
+    overhead: float = 1.0
+    ttft_overhead: float = 1.0
+
+
+NO_CORRECTION = Correction()
+
+
+@dataclass(frozen=True)
 class StepModel:
     """What a step's cost depends on besides the batch: model, GPU, parallelism, precision."""
 
@@ -48,6 +71,12 @@ class StepModel:
     engine: str = "vllm"
     speculation: Speculation | None = None
     enforce_eager: bool = False  # no CUDA graphs: a step waits on Python's kernel launches
+    correction: Correction = NO_CORRECTION  # a measured server's own factors (calibrate --bench)
+
+    @property
+    def ttft_overhead_s(self) -> float:
+        """Request handling before the first token that no step carries."""
+        return self.consts.ttft_overhead_ms / 1000 * self.correction.ttft_overhead
 
     @property
     def step_factor(self) -> float:
@@ -63,7 +92,7 @@ class StepModel:
             return None
         return StepModel(
             spec.draft_arch, self.gpu, self.tp, spec.draft_precision, self.kv_cache_dtype,
-            self.consts,
+            self.consts, correction=self.correction,  # the drafter runs on the same server
         )
 
     def per_engine(self, values: dict[str, float]) -> float:
@@ -99,7 +128,7 @@ class StepModel:
     def terms(self) -> StepTerms:
         """What `step_time` needs that does not depend on the batch, computed once (the
         search calls step_time tens of thousands of times)."""
-        a, c, g = self.arch, self.consts, self.gpu
+        a, c, g, k = self.arch, self.consts, self.gpu, self.correction
         shared_b, expert_b = self.weight_split
         if a.lm_head_params:  # untied input embeddings are a row lookup, not streamed
             shared_b -= 2.0 * a.embed_params
@@ -115,17 +144,17 @@ class StepModel:
             shared_b=shared_b,
             expert_b=expert_b,
             kv_tok=self.kv_bytes_per_token_per_gpu,
-            mem_bw=g.hbm_bandwidth_gb_s * 1e9 * c.mbu[g.architecture],
+            mem_bw=g.hbm_bandwidth_gb_s * 1e9 * c.mbu[g.architecture] / k.memory,
             lm_head=lm_head,
             body=body,
             att4=4.0 * a.layers * att_dim,
-            flops=self.tp * self.compute_flops * c.mfu[g.architecture],
+            flops=self.tp * self.compute_flops * c.mfu[g.architecture] / k.compute,
             link_bw=per_dir_gb_s * 1e9 * c.link_efficiency,
             latency_s=latency_us * 1e-6,
             ring=2 * (self.tp - 1) / self.tp,
             moe_fixed_s=a.moe_layers * c.moe_layer_overhead_us * 1e-6,
-            step_overhead_s=self.per_engine(c.step_overhead_ms) / 1000,
-            sequence_overhead_us=self.per_engine(c.sequence_overhead_us),
+            step_overhead_s=self.per_engine(c.step_overhead_ms) / 1000 * k.overhead,
+            sequence_overhead_us=self.per_engine(c.sequence_overhead_us) * k.overhead,
             factor=self.step_factor,
             overlap=c.roofline_overlap,
             launch_s=eager_launch_s(a, self.enforce_eager),

@@ -1,13 +1,23 @@
 """Checks of a plan against the catalogs, made before any sizing: a value the schema accepts
 but that names something that does not exist (a Kubernetes version EKS does not offer, a
-price override no region would use) or that would be served differently than it reads (a
-model alias that loads another checkpoint). Each raises a PlanError naming what would work."""
+price override no region would use, a calibration file for a server the plan cannot
+choose) or that would be served differently than it reads (a model alias that loads another
+checkpoint). Each raises a PlanError naming what would work."""
 
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 
+from llmfleet.calibration.server_calibration import (
+    Coverage,
+    Covered,
+    current,
+    read_calibration,
+    server_key,
+)
 from llmfleet.catalog import hardware, model_facts
+from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.kubernetes import (
     SupportType,
     charts_missing,
@@ -15,7 +25,8 @@ from llmfleet.catalog.kubernetes import (
     eks_support,
     eks_versions,
 )
-from llmfleet.errors import PlanError, UnknownNameError
+from llmfleet.errors import CalibrationError, PlanError, UnknownNameError
+from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
 
 
@@ -190,3 +201,59 @@ def check_plan(plan: CapacityPlan) -> None:
     check_model_id(plan)
     check_prices(plan)
     check_production(plan)
+
+
+def allowed_gpus(plan: CapacityPlan) -> set[str]:
+    """The GPUs the plan's search may choose (every catalog GPU when the plan limits none)."""
+    gpus = {i.gpu for i in hardware.instances().values()}
+    if plan.allowed.instance_types is not None:
+        gpus = {
+            hardware.instance(n, f"allowed.instance_types[{k}]").gpu
+            for k, n in enumerate(plan.allowed.instance_types)
+        }
+    if plan.allowed.gpus is not None:
+        gpus &= {hardware.gpu(g, f"allowed.gpus[{k}]").gpu for k, g in enumerate(plan.allowed.gpus)}
+    return gpus
+
+
+def load_calibrations(
+    plan: CapacityPlan, model: ResolvedModel, consts: Constants, base_dir: Path
+) -> Coverage:
+    """The plan's calibration files, each checked to be of the plan's model, a vLLM server and
+    a GPU the plan allows, one per server; refitted from their runs when they were fitted on
+    other shipped constants."""
+    config = None
+    if plan.model.config_path is not None:
+        config = model_facts.load_config_json(base_dir / plan.model.config_path)
+    covered: list[Covered] = []
+    gpus = allowed_gpus(plan) if plan.calibration else set()
+    for k, name in enumerate(plan.calibration):
+        field = f"calibration[{k}]"
+        try:
+            cal = read_calibration(base_dir / name)
+        except CalibrationError as e:
+            raise PlanError(field, name, str(e).removeprefix(f"{base_dir / name}: ")) from None
+        server = cal.server
+        theirs = server.hf_repo if server.model.endswith(".json") else server.model
+        mine = plan.model.hf_repo if plan.model.config_path is not None else model.id
+        if (theirs or "").lower() != (mine or "").lower():
+            raise PlanError(
+                field, name, f"it calibrates {theirs}, but the plan serves {mine}; calibrate "
+                "this plan's model on its own runs"
+            )
+        if server.engine != "vllm":
+            raise PlanError(field, name, f"it calibrates {server.engine}; plans serve vLLM")
+        if server.gpu not in gpus:
+            raise PlanError(
+                field, name, f"it calibrates {server.label}, but the plan allows no "
+                f"{server.gpu} ({', '.join(sorted(gpus))}), so it would never apply"
+            )
+        twin = next((c for c in covered if server_key(c.calibration.server) ==
+                     server_key(server)), None)
+        if twin is not None:
+            raise PlanError(
+                field, name, f"{twin.path} already calibrates {server.label}; merge their "
+                "runs into one file (calibrate --bench takes several)"
+            )
+        covered.append(Covered(name, current(cal, consts, config)))
+    return Coverage(tuple(covered))

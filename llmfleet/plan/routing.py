@@ -116,3 +116,16 @@ class Routing(Data):
         description="Region losses the survivors carry the whole peak through (default 1 "
         "with two or more regions, 0 with one).",
     )
+
+
+class Rollout(Data):
+    """The order `pulumi up` reaches an environment's region stacks (`<env>.<region>`): the
+    first region is the canary, gated on its replicas turning Ready and its SLO burn-rate
+    alerts staying quiet before the next region starts; `<env>.global` goes last."""
+
+    order: list[str] | None = Field(
+        default=None,
+        description="Every region of the plan once, canary first (default: by traffic "
+        "share, smallest first, so a bad change reaches the fewest users; ties keep the "
+        "plan's order).",
+    )

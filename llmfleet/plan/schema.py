@@ -18,7 +18,7 @@ from llmfleet.plan.alerting import Alerting
 from llmfleet.plan.cluster import ClusterAccess, Startup
 from llmfleet.plan.edge import Edge
 from llmfleet.plan.regions import Region
-from llmfleet.plan.routing import ApiKey, Dns, Routing
+from llmfleet.plan.routing import ApiKey, Dns, Rollout, Routing
 
 
 class ModelSpec(Data):
@@ -267,6 +267,10 @@ class CapacityPlan(Data):
         "Required in production.",
     )
     routing: Routing = Field(default_factory=Routing)
+    rollout: Rollout = Field(
+        default_factory=Rollout,
+        description="The order region stacks deploy in, canary first (`llmfleet rollout`).",
+    )
     dns: Dns | None = Field(
         default=None,
         description="The global name; with it every region gets a TLS entry point, a "
@@ -280,6 +284,13 @@ class CapacityPlan(Data):
     )
     alerts: Alerting = Field(
         default_factory=Alerting, description="Alert receivers and the runbook's address."
+    )
+    calibration: list[str] = Field(
+        default_factory=list,
+        description="Calibration files (`llmfleet calibrate --bench ... --out FILE`), paths "
+        "relative to the repository root: each fits one server (model, GPU, TP, precision, "
+        "KV dtype) on the user's own `vllm bench serve` runs; a region whose chosen server "
+        "one covers is sized with its factors and reports its narrower band.",
     )
 
     @property
@@ -370,6 +381,7 @@ def _check_routing(plan: CapacityPlan) -> None:
             )
     elif plan.routing.primary is not None:
         raise ValueError("routing.primary applies to policy: failover only; remove it")
+    _check_rollout(plan.rollout, names)
     if plan.dns is not None:
         for r in plan.regions:
             if r.network is not None and not r.network.load_balancer_cidrs:
@@ -377,3 +389,22 @@ def _check_routing(plan: CapacityPlan) -> None:
                     f"regions[{r.name}].network.load_balancer_cidrs is required with dns: the "
                     "NetworkPolicy admits the load balancer from the public subnets' CIDRs"
                 )
+
+
+def _check_rollout(rollout: Rollout, names: list[str]) -> None:
+    """rollout.order names every region of the plan, each once."""
+    if rollout.order is None:
+        return
+    unknown = [n for n in rollout.order if n not in names]
+    twice = sorted({n for n in rollout.order if rollout.order.count(n) > 1})
+    missing = [n for n in names if n not in rollout.order]
+    if unknown or twice or missing:
+        problems = [
+            *([f"{', '.join(unknown)} not a listed region"] if unknown else []),
+            *([f"{', '.join(twice)} listed twice"] if twice else []),
+            *([f"{', '.join(missing)} missing"] if missing else []),
+        ]
+        raise ValueError(
+            f"rollout.order {rollout.order} must name every region once, canary first "
+            f"({'; '.join(problems)}); e.g. {names}"
+        )

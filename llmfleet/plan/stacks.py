@@ -1,13 +1,20 @@
 """Where plans are read from: a stack's `llmfleet:plan` in stacks/Pulumi.<env>.yaml (the
 file `pulumi` reads too), a plan file, or a stack file at a git revision (`llmfleet diff
-origin/main:prod prod`); validation errors reworded with field paths."""
+origin/main:prod prod`); validation errors reworded with field paths.
+
+Which stacks deploy an environment: an environment with one region deploys as its one stack
+(`<env>`); one with more deploys as a stack per region (`<env>.<region>`) plus
+`<env>.global` for what spans regions (DNS). Those stack files say only which region they
+deploy (`llmfleet:environment`, `llmfleet:region` and `aws:region`); the capacity plan stays
+in `Pulumi.<env>.yaml`, sized as a whole. `resolve_stack` reads any of them."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import ValidationError
@@ -17,20 +24,42 @@ from llmfleet.paths import PROJECT_ROOT, STACKS_DIR
 from llmfleet.plan.schema import CapacityPlan
 
 PLAN_KEY = "llmfleet:plan"
+ENVIRONMENT_KEY = "llmfleet:environment"
+REGION_KEY = "llmfleet:region"
+AWS_REGION_KEY = "aws:region"
+GLOBAL = "global"
+"""The `llmfleet:region` of an environment's global stack (`<env>.global`)."""
+GLOBAL_AWS_REGION = "us-east-1"
+"""The global stack's aws:region: Route53's control plane and its metrics are in us-east-1."""
 
 
 def stack_path(env: str, stacks_dir: Path = STACKS_DIR) -> Path:
     return stacks_dir / f"Pulumi.{env}.yaml"
 
 
-def list_stacks(stacks_dir: Path = STACKS_DIR) -> list[str]:
+def list_stack_files(stacks_dir: Path = STACKS_DIR) -> list[str]:
+    """Every stack with a file in stacks/: environments, region stacks and global stacks."""
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+
+
+def list_stacks(stacks_dir: Path = STACKS_DIR) -> list[str]:
+    """The environments: stacks whose file holds a capacity plan (`llmfleet:plan`)."""
+    return [s for s in list_stack_files(stacks_dir) if _holds_plan(stack_path(s, stacks_dir))]
+
+
+def _holds_plan(path: Path) -> bool:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        return True  # read_stack_config reports it
+    config = doc.get("config") if isinstance(doc, dict) else None
+    return not isinstance(config, dict) or ENVIRONMENT_KEY not in config
 
 
 def read_stack_config(env: str, stacks_dir: Path = STACKS_DIR) -> dict[str, Any]:
     path = stack_path(env, stacks_dir)
     if not path.exists():
-        known = ", ".join(list_stacks(stacks_dir)) or "none"
+        known = ", ".join(list_stack_files(stacks_dir)) or "none"
         raise StackError(f"stack {env!r}: no file {path}; stacks here: {known}")
     try:
         doc = yaml.safe_load(path.read_text())
@@ -45,8 +74,132 @@ def read_stack_config(env: str, stacks_dir: Path = STACKS_DIR) -> dict[str, Any]
 def read_plan(env: str, stacks_dir: Path = STACKS_DIR) -> CapacityPlan:
     config = read_stack_config(env, stacks_dir)
     if PLAN_KEY not in config:
+        if ENVIRONMENT_KEY in config:
+            owner = config[ENVIRONMENT_KEY]
+            raise StackError(
+                f"{stack_path(env, stacks_dir)} deploys part of the environment {owner!r}; its "
+                f"plan is in {stack_path(str(owner), stacks_dir).name}: use --stack {owner}"
+            )
         raise StackError(f"{stack_path(env, stacks_dir)}: config has no key `{PLAN_KEY}`")
     return parse_plan(config[PLAN_KEY], where=f"{stack_path(env, stacks_dir).name}: {PLAN_KEY}")
+
+
+Scope = Literal["environment", "region", "global"]
+
+
+@dataclass(frozen=True)
+class StackTarget:
+    """What one stack deploys: its environment's plan, and which part of it.
+
+    scope `environment`: every region and the global part in one stack (a single-region
+    environment deploys so; a multi-region one is previewed so); `region`: one region;
+    `global`: what spans regions, reading each region stack's outputs."""
+
+    stack: str
+    environment: str
+    plan: CapacityPlan
+    scope: Scope
+    region: str | None = None
+
+    @property
+    def regions(self) -> list[str]:
+        """The regions whose clusters this stack builds."""
+        if self.scope == "environment":
+            return [r.name for r in self.plan.regions]
+        return [self.region] if self.scope == "region" and self.region else []
+
+
+def region_stack(env: str, region: str) -> str:
+    return f"{env}.{region}"
+
+
+def global_stack(env: str) -> str:
+    return f"{env}.{GLOBAL}"
+
+
+def splits(plan: CapacityPlan) -> bool:
+    """An environment with more than one region deploys as region stacks plus a global one."""
+    return len(plan.regions) > 1
+
+
+def deploy_stacks(env: str, plan: CapacityPlan, order: list[str] | None = None) -> list[str]:
+    """The stacks `pulumi up` runs for an environment, in order: each region's (in `order`,
+    default the plan's), then the global one; a single-region environment's own stack."""
+    if not splits(plan):
+        return [env]
+    regions = order or [r.name for r in plan.regions]
+    return [region_stack(env, r) for r in regions] + [global_stack(env)]
+
+
+def stack_file_text(env: str, region: str) -> str:
+    """The whole stack file of a region (or `global`) stack of `env`."""
+    aws_region = GLOBAL_AWS_REGION if region == GLOBAL else region
+    what = (
+        "what spans regions (the global name, Route53 health checks, routed records)"
+        if region == GLOBAL
+        else f"{env}'s {region} region (its cluster, capacity and serving)"
+    )
+    return (
+        f"# {env}.{region}: {what}.\n# The capacity plan is stacks/Pulumi.{env}.yaml, sized "
+        "as a whole.\n"
+        f"config:\n  {AWS_REGION_KEY}: {aws_region}\n  {ENVIRONMENT_KEY}: {env}\n"
+        f"  {REGION_KEY}: {region}\n"
+    )
+
+
+def missing_stack_files(env: str, plan: CapacityPlan, stacks_dir: Path = STACKS_DIR) -> list[str]:
+    """The deploy stacks of `env` without a file in stacks/."""
+    return [s for s in deploy_stacks(env, plan) if not stack_path(s, stacks_dir).exists()]
+
+
+def resolve_stack(
+    stack: str, config: Mapping[str, Any] | None = None, stacks_dir: Path = STACKS_DIR
+) -> StackTarget:
+    """The target of stack `stack` from its config (default: its file in stacks/): an
+    environment (its file holds the plan) or a region or global stack of one."""
+    config = read_stack_config(stack, stacks_dir) if config is None else config
+    path = stack_path(stack, stacks_dir)
+    part_keys = [k for k in (ENVIRONMENT_KEY, REGION_KEY) if k in config]
+    if PLAN_KEY in config:
+        if part_keys:
+            raise StackError(
+                f"{path}: holds a plan and {', '.join(part_keys)}; an environment's file holds "
+                f"the plan, a region stack's file names its environment and region only"
+            )
+        return StackTarget(stack, stack, parse_plan(config[PLAN_KEY], f"{path.name}: {PLAN_KEY}"),
+                           "environment")
+    env, region = config.get(ENVIRONMENT_KEY), config.get(REGION_KEY)
+    if not isinstance(env, str) or not isinstance(region, str):
+        raise StackError(
+            f"{path}: config needs `{PLAN_KEY}` (an environment) or both `{ENVIRONMENT_KEY}` "
+            f"and `{REGION_KEY}` (one of its region stacks, or `{GLOBAL}`)"
+        )
+    plan = read_plan(env, stacks_dir)
+    names = [r.name for r in plan.regions]
+    if not splits(plan):
+        raise StackError(
+            f"{path}: {env} has one region ({names[0]}) and deploys as the one stack {env}; "
+            f"remove {path.name}"
+        )
+    if region != GLOBAL and region not in names:
+        raise StackError(
+            f"{path}: {REGION_KEY} = {region!r} is not a region of {env}; use one of "
+            f"{', '.join([*names, GLOBAL])}"
+        )
+    if stack != region_stack(env, region):
+        raise StackError(
+            f"stack {stack!r} deploys {env}'s {region}: name it {region_stack(env, region)} "
+            f"(stacks/Pulumi.{region_stack(env, region)}.yaml)"
+        )
+    wanted = GLOBAL_AWS_REGION if region == GLOBAL else region
+    if config.get(AWS_REGION_KEY) != wanted:
+        raise StackError(
+            f"{path}: {AWS_REGION_KEY} = {config.get(AWS_REGION_KEY)!r}; this stack deploys in "
+            f"{wanted}: set {AWS_REGION_KEY}: {wanted}"
+        )
+    if region == GLOBAL:
+        return StackTarget(stack, env, plan, "global")
+    return StackTarget(stack, env, plan, "region", region)
 
 
 def parse_plan(data: object, where: str = PLAN_KEY) -> CapacityPlan:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmfleet.calibration.server_calibration import Covered
 from llmfleet.catalog.hardware import Instance
 from llmfleet.data import MinDesiredMax
 from llmfleet.perf.step import StepModel
@@ -32,6 +33,7 @@ class Choice:
     replicas: MinDesiredMax
     nodes: MinDesiredMax
     levers: Levers | None = None  # None: the plan's pinned precision and KV dtype
+    calibration: Covered | None = None  # the plan's calibration file covering this server
 
     @property
     def lever(self) -> Levers:

@@ -17,7 +17,7 @@ from llmfleet.catalog.model_facts import published
 from llmfleet.errors import PlanError
 from llmfleet.perf.architecture import PRECISIONS, Arch
 from llmfleet.perf.speculation import Speculation, resolve
-from llmfleet.perf.step import StepModel
+from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan, SpeculativeSpec
 
@@ -43,7 +43,14 @@ class Levers:
         spec = f", {self.spec.method} k={self.spec.k}" if self.spec else ""
         return f"{self.precision}, KV {self.kv_cache_dtype}{spec}"
 
-    def step_model(self, arch: Arch, gpu: Gpu, tp: int, consts: Constants) -> StepModel:
+    def step_model(
+        self,
+        arch: Arch,
+        gpu: Gpu,
+        tp: int,
+        consts: Constants,
+        correction: Correction = NO_CORRECTION,
+    ) -> StepModel:
         return StepModel(
             arch,
             gpu,
@@ -54,6 +61,7 @@ class Levers:
             "vllm",
             self.spec,
             self.enforce_eager,
+            correction,
         )
 
 

@@ -22,7 +22,7 @@ from llmfleet.catalog.hardware import Gpu, Instance
 from llmfleet.perf.architecture import Arch, tp_problem
 from llmfleet.perf.chunked import MixedSteps, mixed_steps, prefill_s
 from llmfleet.perf.memory import MemoryBudget, budget
-from llmfleet.perf.step import StepModel, step_time
+from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel, step_time
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, gpu_problem, pinned
 from llmfleet.search.replica_slo import (
@@ -109,9 +109,11 @@ def size_replica(
     plan: CapacityPlan,
     consts: Constants,
     levers: Levers | None = None,
+    correction: Correction = NO_CORRECTION,
 ) -> ReplicaSizing | Rejection:
     """The best operating point of one replica with these levers (default: the plan's own
-    precision and KV dtype, no speculation), or why there is none."""
+    precision and KV dtype, no speculation), or why there is none; `correction`: a
+    calibrated server's own factors."""
     lv = levers or pinned(plan)
     shape = _shape_problem(arch, instance, tp)
     if shape:
@@ -136,7 +138,7 @@ def size_replica(
             "memory",
         )
 
-    step_model = lv.step_model(arch, gpu, tp, consts)
+    step_model = lv.step_model(arch, gpu, tp, consts, correction)
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
     floor = step_time(step_model, 1, i + o / 2).total_s * 1000
     if plan.slo.itl == "tpot" and lv.spec:
@@ -204,6 +206,7 @@ def capacity_upper_bound(
     consts: Constants,
     levers: Levers,
     slo: bool = True,
+    correction: Correction = NO_CORRECTION,
 ) -> float:
     """Requests/s no operating point of this candidate can exceed (0: it cannot run), for
     pruning the search. The batch D is capped by the largest KV pool (one sequence, the
@@ -218,7 +221,7 @@ def capacity_upper_bound(
     batch = min(MAX_BATCH, mem.kv_cache_tokens // (i + o)) if mem.kv_cache_gib_per_gpu > 0 else 0
     if batch < 1:
         return 0.0
-    step_model = levers.step_model(arch, gpu, tp, consts)
+    step_model = levers.step_model(arch, gpu, tp, consts, correction)
     per_step = levers.spec.tokens_per_step if levers.spec else 1.0
     ctx = i + o / 2
 

@@ -12,13 +12,16 @@ search only chooses: `fleetplan` turns the choice into a FleetPlan."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from pydantic import Field
 
+from llmfleet.calibration.server_calibration import Coverage, Covered
 from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Instance
 from llmfleet.data import Data, MinDesiredMax
+from llmfleet.perf.step import NO_CORRECTION, Correction
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
@@ -100,14 +103,35 @@ def price_for(plan: CapacityPlan, instance_type: str, region: str) -> tuple[floa
 
 class Sizer:
     """size_replica memoised per (instance type, TP, levers): the plan, model and constants
-    are fixed for a FleetPlan, and regions offer mostly the same instance types."""
+    are fixed for a FleetPlan, and regions offer mostly the same instance types. A server a
+    calibration file covers is sized with its factors (`slowdown`: how much slower than
+    them `confidence: pessimistic` sizes it)."""
 
-    def __init__(self, plan: CapacityPlan, model: ResolvedModel, consts: Constants) -> None:
+    def __init__(
+        self,
+        plan: CapacityPlan,
+        model: ResolvedModel,
+        consts: Constants,
+        coverage: Coverage | None = None,
+        slowdown: Callable[[Covered], float] | None = None,
+    ) -> None:
         self.plan, self.model, self.consts = plan, model, consts
+        self.coverage = coverage or Coverage()
+        self.slowdown = slowdown
         self.levers = lever_space(plan, model)
         self.loads = loss_demands(plan)
         self._memo: dict[tuple[str, int, Levers], ReplicaSizing | Rejection] = {}
         self._bound: dict[tuple[str, int, Levers, bool], float] = {}
+
+    def covered(self, gpu: str, tp: int, levers: Levers) -> Covered | None:
+        """The calibration file covering this server, if the plan names one."""
+        return self.coverage.find(gpu, tp, levers.precision, levers.kv_cache_dtype)
+
+    def correction(self, gpu: str, tp: int, levers: Levers) -> Correction:
+        covered = self.covered(gpu, tp, levers)
+        if covered is None:
+            return NO_CORRECTION
+        return covered.correction(self.slowdown(covered) if self.slowdown else 1.0)
 
     def bound(self, inst: Instance, tp: int, levers: Levers, slo: bool) -> float:
         """`sizing.capacity_upper_bound` (KV only, or KV and SLOs), memoised like the sizing."""
@@ -115,7 +139,8 @@ class Sizer:
         if key not in self._bound:
             gpu = hardware.gpu(inst.gpu)
             self._bound[key] = capacity_upper_bound(
-                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers, slo
+                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers, slo,
+                self.correction(inst.gpu, tp, levers),
             )
         return self._bound[key]
 
@@ -137,7 +162,8 @@ class Sizer:
         if key not in self._memo:
             gpu = hardware.gpu(inst.gpu)
             self._memo[key] = size_replica(
-                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers
+                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers,
+                self.correction(inst.gpu, tp, levers),
             )
         return self._memo[key]
 
@@ -183,7 +209,11 @@ def choose_region(
                 model=model,
                 region=region,
                 instance=inst,
-                step_model=levers.step_model(model.arch, hardware.gpu(inst.gpu), tp, consts),
+                step_model=levers.step_model(
+                    model.arch, hardware.gpu(inst.gpu), tp, consts,
+                    size.correction(inst.gpu, tp, levers),
+                ),
+                calibration=size.covered(inst.gpu, tp, levers),
                 sizing=result,
                 price_usd_per_hour=price[0],
                 price_source=price[1],

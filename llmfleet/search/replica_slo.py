@@ -4,7 +4,8 @@ at the SLO percentile at a running batch, and the running batch a request rate s
 The ITL target is, by default, every gap between two tokens of a stream at the SLO
 percentile (vLLM's benchmark `itl`; `slo.itl: tpot` reads it as a request's mean time per
 output token instead). TTFT is the chunked prefill of the prompt at that percentile plus
-the wait in the prefill lane at that percentile (`perf.queueing`)."""
+the wait in the prefill lane at that percentile (`perf.queueing`) plus the mean wait for
+the step under way (`MixedSteps.arrival_wait_s`)."""
 
 from __future__ import annotations
 
@@ -37,11 +38,11 @@ def ttft_percentile_s(
     t = plan.traffic.input_tokens
     ctx = t.mean + plan.traffic.output_tokens.mean / 2
     service_p = prefill_s(step_model, batch, ctx, ttft_prompt_tokens(plan), chunk)
-    service_p += step_model.consts.ttft_overhead_ms / 1000
+    service_p += step_model.ttft_overhead_s
     service_mean = t.mean / chunk * steps.mixed_s
     cv2 = length_cv2(t.mean, t.p95_or_mean)
     wait = prefill_wait(steps.mixed_share, service_mean, cv2, plan.slo.percentile)
-    return service_p + wait.percentile_s
+    return service_p + wait.percentile_s + steps.arrival_wait_s(batch)
 
 
 BATCH_RESOLUTION = 0.01

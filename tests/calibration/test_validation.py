@@ -24,29 +24,33 @@ from llmfleet.catalog.constants import fitted, priors
 from llmfleet.cli import main
 
 # Median absolute percentage error on vLLM rows, leave one source out (README.md: KV
-# capacity 5.0 %, ITL 20 %, output throughput 18 %, TTFT 26 %, end-to-end latency 17 %).
+# capacity 5.0 %, ITL 20 %, output throughput 18 %, TTFT 25 %, end-to-end latency 18 %).
+# A request now waits for the step under way (issue #23; benchmarks/README.md): TTFT fell
+# 25.5 -> 25.3 % and its median predicted/measured rose 0.89 -> 0.94; ITL rose 19.9 -> 20.2
+# and E2E 17.4 -> 17.6 % with the refit.
 PINNED_LOSO_MEDIAN = {
-    "e2e_latency_ms": 17.5,
-    "itl_ms": 19.9,
+    "e2e_latency_ms": 17.7,
+    "itl_ms": 20.2,
     "kv_cache_gib": 5.0,
     "kv_cache_tokens": 5.4,
     "output_tokens_per_s": 18.1,
-    "ttft_ms": 25.6,
+    "ttft_ms": 25.4,
 }
 # The same, in sample (README.md: KV capacity 5.0 %, ITL 12 %, output throughput 12 %,
-# TTFT 21 %, end-to-end latency 7 %). ITL and throughput rose (12.0 -> 12.2, 11.4 -> 12.6 %)
+# TTFT 22 %, end-to-end latency 7 %). ITL and throughput rose (12.0 -> 12.2, 11.4 -> 12.6 %)
 # when S20's early-stopped outputs were read at their measured length (134 tokens, not the
 # 200 asked): the held-out figures all fell; the data, not the model, moved. TTFT rose
 # 21.2 -> 21.5 % (throughput fell to 11.7 %) when a request's inter-token time stopped
 # carrying its own prefill chunks: held out, ITL, throughput and E2E fell
-# (benchmarks/README.md).
+# (benchmarks/README.md). TTFT rose 21.5 -> 22.0 % (its median predicted/measured 0.90 ->
+# 0.94) when a request began to wait for the step under way; held out it fell (above).
 PINNED_IN_SAMPLE_MEDIAN = {
     "e2e_latency_ms": 7.5,
     "itl_ms": 12.2,
     "kv_cache_gib": 5.0,
     "kv_cache_tokens": 5.5,
     "output_tokens_per_s": 11.8,
-    "ttft_ms": 21.6,
+    "ttft_ms": 22.1,
 }
 
 
@@ -96,7 +100,8 @@ def test_vllm_ci_latency_runs_are_predicted_within_7_percent_held_out(held_out):
     # S41: benchmark_latency, one batch of 8 prompts (32 in, 128 out) on A100, H100, H200,
     # predicted with constants fitted without S41; README.md states "within 7.3 %" (6.96 %:
     # 6.6 % before S20's outputs were read at their measured length moved the other folds;
-    # 7.23 % since a request's inter-token time carries only the other requests' prefills)
+    # 7.23 % since a request's inter-token time carries only the other requests' prefills;
+    # 7.30 % since a request waits for the step under way)
     assert held_out["by_source_held_out"]["S41"]["e2e_latency_ms"]["median_ape"] <= 7.3
 
 
@@ -251,10 +256,12 @@ def test_validate_json_keeps_its_keys(tmp_path, capsys):
     assert sorted(json.loads(capsys.readouterr().out)) == [
         "by_source",
         "by_source_held_out",
+        "by_source_own_runs",  # added: per source, calibrated on the server's other runs
         "in_sample",
         "leave_one_source_out",
         "rows",
         "skipped",
+        "ttft_by_prompt_tokens",  # added: TTFT error and bias by prompt length
     ]
 
 
@@ -277,3 +284,25 @@ def test_outputs_as_asked_keep_the_nominal_length():
     # 1000 in, 100 out at 900 output tok/s: the total 9,900 tok/s gives exactly 100
     m = parse_row({**ROW, "total_tok_s": "9900"})
     assert m.request.output_tokens == 100
+
+
+def test_ttft_is_reported_by_prompt_length_with_its_bias(in_sample):
+    bands = in_sample["ttft_by_prompt_tokens"]["in_sample"]
+    assert list(bands) == ["0-512", "512-2,048", "2,048-8,192", ">= 8,192", "all"]
+    assert sum(b["n"] for name, b in bands.items() if name != "all") == bands["all"]["n"]
+
+
+def test_the_median_predicted_over_measured_ttft_is_within_10_percent_of_one(in_sample):
+    # Over the project's vLLM rows (README.md, "How far off is it?").
+    ratio = in_sample["ttft_by_prompt_tokens"]["in_sample"]["all"]["median_predicted_over_measured"]
+    assert 0.9 <= ratio <= 1.1
+
+
+@pytest.mark.validation
+def test_calibrating_on_a_servers_other_runs_brings_inferencemax_within_10_percent(held_out):
+    # S40: each run predicted by the constants fitted without S40, then by those with the
+    # correction `calibrate --bench` fits on the same server's other runs (held out by run).
+    own = held_out["by_source_own_runs"]["S40"]
+    for metric, s in own.items():
+        assert s["median_ape_own_runs"] <= 10.0, metric
+        assert s["median_ape_own_runs"] < s["median_ape_held_out"], metric

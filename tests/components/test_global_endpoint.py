@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import pytest
 from plans import make_plan
 
-from components.global_endpoint import health_check_args, routed_record_args
+from components.capacity_alarm import alarm_args, ingress_tags
+from components.global_endpoint import (
+    capacity_health_check_args,
+    health_check_args,
+    routed_record_args,
+    serving_health_check_args,
+    unhealthy_alarm_args,
+)
+from components.program import check_entries
+from llmfleet.errors import ProgramError
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.fleetplan.network import subnet_layout
 from llmfleet.outputs import render
+from llmfleet.plan.stacks import StackTarget
 
 DNS = {"zone_name": "example.com", "record_name": "llm.example.com"}
 FAILOVER = [
@@ -109,3 +120,91 @@ def test_a_new_vpc_admits_the_quarter_its_public_subnets_are_cut_from() -> None:
         if s.public
     ]
     assert all(ipaddress.IPv4Network(s.cidr_block).subnet_of(block) for s in public)
+
+
+THREE = [
+    {"name": "us-east-1", "traffic_share": 0.5},
+    {"name": "us-west-2", "traffic_share": 0.3, "vpc_cidr": "10.41.0.0/16"},
+    {"name": "eu-north-1", "traffic_share": 0.2, "vpc_cidr": "10.42.0.0/16"},
+]
+
+
+def test_the_capacity_check_reads_the_regions_alarm_in_its_region() -> None:
+    rp = build_fleet_plan(make_plan(dns=DNS)).regions[0]
+    assert rp.entry_point is not None and rp.entry_point.capacity_check is not None
+    check = rp.entry_point.capacity_check
+    args = capacity_health_check_args(check, "t-us-east-1-serving-capacity", "us-east-1", "n")
+    assert args == {
+        "type": "CLOUDWATCH_METRIC",
+        "cloudwatch_alarm_name": "t-us-east-1-serving-capacity",
+        "cloudwatch_alarm_region": "us-east-1",
+        "insufficient_data_health_status": "LastKnownStatus",
+        "triggers": {"min_healthy_targets": str(check.min_healthy_targets)},
+        "tags": {"Name": "n"},
+    }
+
+
+def test_the_routed_check_is_healthy_only_while_every_child_is() -> None:
+    args = serving_health_check_args(["hc-endpoint", "hc-capacity"], "n")
+    assert (args["type"], args["child_healthchecks"], args["child_health_threshold"]) == (
+        "CALCULATED",
+        ["hc-endpoint", "hc-capacity"],
+        2,
+    )
+
+
+def test_the_route53_alarm_fires_while_route53_sees_the_region_unhealthy() -> None:
+    args = unhealthy_alarm_args("hc-1", "arn:topic", "t-us-east-1-dns-unhealthy", "t-us-east-1")
+    assert (args["namespace"], args["metric_name"], args["dimensions"]) == (
+        "AWS/Route53",
+        "HealthCheckStatus",
+        {"HealthCheckId": "hc-1"},
+    )
+    assert (args["threshold"], args["comparison_operator"]) == (1.0, "LessThanThreshold")
+    assert args["alarm_actions"] == args["ok_actions"] == ["arn:topic"]
+
+
+def test_the_capacity_alarm_counts_healthy_targets_of_the_ingress_alb() -> None:
+    rp = build_fleet_plan(make_plan(dns=DNS)).regions[0]
+    assert rp.entry_point is not None and rp.entry_point.capacity_check is not None
+    # The lookups use the tags the API Ingress asks the controller to put on its ALB and its
+    # target group (`llmfleet.io/serves`: not the health Ingress's target group).
+    assert ingress_tags(rp) == {
+        "llmfleet.io/fleet": "t", "llmfleet.io/region": "us-east-1", "llmfleet.io/serves": "api"
+    }
+    lb, tg = "app/k8s-x/1", "targetgroup/k8s-y/2"
+    args = alarm_args(rp.entry_point.capacity_check, "a", lb, tg)
+    assert args["dimensions"] == {"LoadBalancer": lb, "TargetGroup": tg}
+    assert args["threshold"] == rp.entry_point.capacity_check.min_healthy_targets
+    assert (args["period"], args["evaluation_periods"], args["datapoints_to_alarm"]) == (60, 3, 3)
+    assert args["treat_missing_data"] == "breaching"  # no target registered: no capacity
+
+
+def _global_target() -> StackTarget:
+    return StackTarget("qa.global", "qa", make_plan(regions=THREE, dns=DNS), "global")
+
+
+ENTRY = {"lb_hostname": "k8s-a.elb.amazonaws.com", "capacity_alarm_name": "qa-alarm"}
+
+
+def test_the_global_stack_routes_every_region_once_all_region_stacks_are_deployed() -> None:
+    found = {r["name"]: ENTRY for r in THREE}
+    entries = check_entries(_global_target(), found)
+    assert sorted(entries) == ["eu-north-1", "us-east-1", "us-west-2"]
+    assert entries["us-east-1"].capacity_alarm_name == "qa-alarm"
+
+
+def test_before_any_region_stack_the_global_stack_routes_nothing() -> None:
+    assert check_entries(_global_target(), {r["name"]: None for r in THREE}) == {}
+
+
+def test_a_region_stack_not_deployed_yet_stops_the_global_stack_naming_it() -> None:
+    found = {"us-east-1": ENTRY, "us-west-2": None, "eu-north-1": ENTRY}
+    with pytest.raises(ProgramError, match=r"qa.us-west-2 have no `entry_point` output"):
+        check_entries(_global_target(), found)
+
+
+def test_a_region_stack_deployed_by_an_older_llmfleet_says_to_update_it() -> None:
+    found = {r["name"]: ENTRY for r in THREE} | {"eu-north-1": {"lb_hostname": "x"}}
+    with pytest.raises(ProgramError, match=r"qa.eu-north-1: .* no capacity_alarm_name; run "):
+        check_entries(_global_target(), found)

@@ -810,10 +810,26 @@ def test_every_region_has_a_cluster_nodes_serving_an_entry_point_and_a_routed_re
         assert check["inputs"]["fqdn"] == ep.regional_hostname
         assert check["inputs"]["requestInterval"] == dns.health_check_interval_s
         assert check["inputs"]["failureThreshold"] == dns.failure_threshold
+        capacity = _one(
+            run, "aws:route53/healthCheck:HealthCheck", f"{run.plan.name}-dns-{rp.region}-capacity"
+        )
+        assert ep.capacity_check is not None
+        assert capacity["inputs"]["type"] == "CLOUDWATCH_METRIC"
+        assert capacity["inputs"]["cloudwatchAlarmRegion"] == rp.region
+        alarm = _one(run, "aws:cloudwatch/metricAlarm:MetricAlarm", f"{base}-capacity")
+        assert capacity["inputs"]["cloudwatchAlarmName"] == alarm["inputs"]["name"]
+        assert alarm["inputs"]["threshold"] == ep.capacity_check.min_healthy_targets
+        assert run.region_of(alarm) == rp.region
+        serving = _one(
+            run, "aws:route53/healthCheck:HealthCheck", f"{run.plan.name}-dns-{rp.region}-serving"
+        )
+        assert serving["inputs"]["type"] == "CALCULATED"
+        assert serving["inputs"]["childHealthchecks"] == [check["id"], capacity["id"]]
+        assert serving["inputs"]["childHealthThreshold"] == 2
         record = _one(run, "aws:route53/record:Record", f"{run.plan.name}-dns-{rp.region}")
         assert record["inputs"]["name"] == dns.record_name
         assert record["inputs"]["setIdentifier"] == rp.region
-        assert record["inputs"]["healthCheckId"] == check["id"]
+        assert record["inputs"]["healthCheckId"] == serving["id"]
         assert record["inputs"]["latencyRoutingPolicies"] == [{"region": rp.region}]
         [alias] = record["inputs"]["aliases"]
         assert alias["evaluateTargetHealth"] is True

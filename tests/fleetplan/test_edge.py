@@ -10,7 +10,7 @@ from plans import EDGE, by_kind, make_plan, production_plan
 
 from components.alarms import alarm_args
 from components.edge import web_acl_args
-from llmfleet.fleetplan.entry_point import load_balancer_name, min_healthy_targets
+from llmfleet.fleetplan.entry_point import load_balancer_name
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.outputs import render
 
@@ -69,14 +69,17 @@ def test_requests_go_to_the_least_busy_replica_and_drain_before_the_pod_stops() 
     assert rp.serving.termination_grace_s > entry.deregistration_delay_s
 
 
-def test_a_region_leaves_dns_below_the_replicas_its_trough_needs() -> None:
-    """ceil(trough / per-replica capacity), never above the floor less a rollout's pod."""
-    assert min_healthy_targets(10, 1, 27.0, 4.0) == 7
-    assert min_healthy_targets(2, 1, 27.0, 4.0) == 1, "a rollout must not take the region out"
-    assert min_healthy_targets(5, 1, 0.5, 4.0) == 1
-    _, rp, entry = _entry()
-    attrs = entry.ingress_annotations[f"{ALB}/target-group-attributes"]
-    assert f"dns_failover.minimum_healthy_targets.count={entry.min_healthy_targets}" in attrs
+def test_the_capacity_alarm_finds_the_apis_target_group_not_the_health_ingresses() -> None:
+    """Both Ingresses of the group make a target group for the same pods; the capacity
+    alarm's lookup by the API Ingress's tags must match only the API's."""
+    fp, rp, entry = _entry()
+    api, health = [d for d in render.region_manifests(fp, rp) if d["kind"] == "Ingress"]
+    api_tags = dict(kv.split("=") for kv in
+                    api["metadata"]["annotations"][f"{ALB}/tags"].split(","))
+    health_tags = dict(kv.split("=") for kv in
+                       health["metadata"]["annotations"][f"{ALB}/tags"].split(","))
+    assert not api_tags.items() <= health_tags.items()
+    assert entry.capacity_check is not None
 
 
 def test_production_keeps_its_alb_and_logs_its_requests() -> None:

@@ -25,6 +25,16 @@ def doubled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def same_configuration(before, after, region) -> bool:
+    """The region serves the same instance type, TP and levers (its operating point)."""
+    b, a = before.region(region), after.region(region)
+    return (b.instance_type, b.tensor_parallel_size, b.levers) == (
+        a.instance_type,
+        a.tensor_parallel_size,
+        a.levers,
+    )
+
+
 @pytest.fixture(scope="module")
 def peak_doubled(stack_plans, doubled):
     after = build_fleet_plan(plan_source(str(doubled)).plan)
@@ -37,17 +47,23 @@ def test_doubling_the_peak_roughly_doubles_peak_gpus_and_the_resilience_floor(pe
     assert d.inputs[0].key == "traffic.peak_requests_per_s"
     assert (d.inputs[0].before, d.inputs[0].after) == (300, 600)
     assert (fb.gpus.desired, fa.gpus.desired) == (before.gpus.desired, after.gpus.desired)
-    # Replicas are ceil(peak share / usable capacity), so twice the peak needs at most twice
-    # the replicas and more than twice minus one per region.
-    assert 1.8 * fb.gpus.desired <= fa.gpus.desired <= 2 * fb.gpus.desired
+    # Twice the peak on the configuration chosen before needs at most twice its replicas, so
+    # the cheapest choice costs at most twice as much; where the configuration stays,
+    # replicas are ceil(peak share / usable capacity): more, and at most twice the GPUs.
+    assert fb.monthly_cost_usd < fa.monthly_cost_usd <= 2 * fb.monthly_cost_usd + 0.01
     # The trough's floor is stage 4's warm floor, which carries the absorbed peak of a lost
-    # region: it follows the peak, up to twice.
-    assert fb.gpus.min < fa.gpus.min <= 2 * fb.gpus.min
+    # region: it follows the peak.
+    assert fb.gpus.min < fa.gpus.min
     for r in d.regions:
         assert r.status == "changed" and r.before and r.after
         rp = after.region(r.region)
         assert r.after.gpus.desired == rp.nodes.desired * rp.gpus_per_node
-        assert r.before.gpus.desired < r.after.gpus.desired <= 2 * r.before.gpus.desired
+        assert r.after.monthly_cost_usd <= 2 * r.before.monthly_cost_usd + 0.01
+        if same_configuration(before, after, r.region):
+            assert r.before.gpus.desired < r.after.gpus.desired <= 2 * r.before.gpus.desired
+    # prod's US regions keep p6-b200 TP 4 (5 -> 10 nodes each); eu-north-1's near tie flips
+    # from 6 p5en.48xlarge to 13 p5.48xlarge (12 p5en.48xlarge cost 1.06 x as much).
+    assert sum(same_configuration(before, after, r.region) for r in d.regions) >= 2
     text = markdown(d)
     added = fa.gpus.desired - fb.gpus.desired
     assert f"**GPUs at the peak: {fb.gpus.desired} → {fa.gpus.desired} (+{added}," in text
@@ -57,8 +73,10 @@ def test_doubling_the_peak_adds_the_cost_of_the_added_nodes(peak_doubled) -> Non
     before, after, d = peak_doubled
     for r in d.regions:
         b, a = before.region(r.region), after.region(r.region)
-        # e.g. us-east-1: 6 -> 12 p6-b200.48xlarge at $113.9328/h x 730 h = +$499,025.66/month
-        added = (a.nodes.desired - b.nodes.desired) * a.price_usd_per_hour * HOURS_PER_MONTH
+        # e.g. us-east-1: 5 -> 10 p6-b200.48xlarge at $113.9328/h x 730 h = +$415,854.72/month
+        added = (
+            a.nodes.desired * a.price_usd_per_hour - b.nodes.desired * b.price_usd_per_hour
+        ) * HOURS_PER_MONTH
         assert r.after.monthly_cost_usd - r.before.monthly_cost_usd == pytest.approx(added, 1e-6)
         # the trough runs the floor (stage 4's warm floor follows the peak)
         floor = a.nodes.min * a.price_usd_per_hour * HOURS_PER_MONTH
@@ -81,11 +99,12 @@ def test_the_margins_are_the_share_of_each_slo_left_unused(peak_doubled) -> None
 
 
 def test_doubling_the_peak_changes_only_the_replica_ceilings_in_the_manifests(peak_doubled) -> None:
-    _, _, d = peak_doubled
+    before, after, d = peak_doubled
     for r in d.regions:
         assert r.after.replicas.max > r.before.replicas.max  # the ScaledObject's ceiling
-        assert r.autoscaling == []  # per-replica thresholds: the same operating point
-        assert r.engine_flags == []
+        if same_configuration(before, after, r.region):
+            assert r.autoscaling == []  # per-replica thresholds: the same operating point
+            assert r.engine_flags == []
     # the ceiling is in the ScaledObject, the "replicas at the ceiling" alert and dashboard
     ceiling_files = (
         "scaledobject.yaml",
@@ -93,7 +112,9 @@ def test_doubling_the_peak_changes_only_the_replica_ceilings_in_the_manifests(pe
         "dashboard.yaml",
         "karpenter-nodepool.yaml",
     )
-    assert all(p.endswith((*ceiling_files, ".svg", "REPORT.md")) for p in d.files.changed)
+    kept = [r.region for r in d.regions if same_configuration(before, after, r.region)]
+    changed = [p for p in d.files.changed if p.split("/")[0] in kept or "/" not in p]
+    assert changed and all(p.endswith((*ceiling_files, ".svg", "REPORT.md")) for p in changed)
     assert "+  maxReplicaCount: " in d.rendered_diff
 
 

@@ -33,6 +33,7 @@ from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.serving import VllmArgs
 from llmfleet.fleetplan.workload import PORT
 from llmfleet.outputs import charts, render, rendered_files, vllm_checks
+from llmfleet.plan.stacks import read_plan
 
 Docs = dict[str, dict[str, Any]]
 REPO = Path(__file__).resolve().parents[2]
@@ -322,7 +323,9 @@ def test_a_disruption_takes_at_most_the_plans_share(regions) -> None:
         share = rp.workload.pdb_max_unavailable
         assert docs["PodDisruptionBudget"]["spec"]["maxUnavailable"] == share
         strategy = docs["Deployment"]["spec"]["strategy"]["rollingUpdate"]
-        assert strategy == {"maxSurge": 0, "maxUnavailable": share}
+        # A surge pod only where the nodes paid for have a spare slot (capacity.max_surge).
+        assert strategy == {"maxSurge": rp.capacity.max_surge, "maxUnavailable": share}
+        assert rp.capacity.max_surge == (1 if rp.capacity.free_slots_at_ceiling else 0)
 
 
 def test_only_the_load_balancer_subnets_and_prometheus_reach_the_model_port(regions) -> None:
@@ -541,7 +544,8 @@ def test_a_stack_renders_a_config_a_file_per_object_per_region_and_a_report(stac
 
 def test_rendered_is_current_for_every_stack(stack_plans) -> None:
     for env, fp in stack_plans.items():
-        drift = rendered_files.drift(render.render_stack(fp), paths.RENDERED_DIR / env)
+        files = render.render_stack(fp, None, read_plan(env))  # with the simulated days
+        drift = rendered_files.drift(files, paths.RENDERED_DIR / env)
         assert not drift, "run `llmfleet render`:\n" + "\n".join(drift.lines())
 
 
@@ -590,10 +594,14 @@ def test_the_dev_startup_budget_is_540_s_streaming_at_the_g6e_xlarge_baseline(
 def test_the_prod_startup_budget_outlasts_streaming_the_fp8_checkpoint_from_s3(stack_plans) -> None:
     # Llama-3.3-70B served from its FP8 checkpoint: 67.7 GiB streamed from S3 at the measured
     # 3.51 GiB/s per node. p6-b200 (TP 4) starts two replicas per node: 1.75 GiB/s each,
-    # 38.6 s; 95 + 38.6 + 195 = 328.6 s; x 1.5 = 492.9 s -> 50 probes. p5.48xlarge (TP 8),
-    # one replica: 19.3 s -> 309.3 s; x 1.5 = 464 s -> 47 probes.
+    # 38.6 s; 95 + 38.6 + 195 = 328.6 s; x 1.5 = 492.9 s -> 50 probes. p5.48xlarge or
+    # p5en.48xlarge (TP 8), one replica: 19.3 s -> 309.3 s; x 1.5 = 464 s -> 47 probes.
     fp = stack_plans["prod"]
-    expected = {"p6-b200.48xlarge": (328.6, 500, 50), "p5.48xlarge": (309.3, 470, 47)}
+    expected = {
+        "p6-b200.48xlarge": (328.6, 500, 50),
+        "p5.48xlarge": (309.3, 470, 47),
+        "p5en.48xlarge": (309.3, 470, 47),
+    }
     for rp in fp.regions:
         container_s, budget_s, probes = expected[rp.instance_type]
         assert rp.cold_start.container_s == pytest.approx(container_s, abs=0.1)

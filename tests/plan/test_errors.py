@@ -21,6 +21,18 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 
 PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
     (
+        "a rollout order that leaves a region out",
+        {
+            "regions": [
+                {"name": "us-east-1", "traffic_share": 0.6},
+                {"name": "us-west-2", "traffic_share": 0.4, "vpc_cidr": "10.41.0.0/16"},
+            ],
+            "rollout": {"order": ["us-west-2"]},
+        },
+        "rollout.order ['us-west-2'] must name every region once, canary first (us-east-1 "
+        "missing); e.g. ['us-east-1', 'us-west-2']",
+    ),
+    (
         "max_model_len below a p95 request",
         {"max_model_len": 3100, "traffic.output_tokens": {"mean": 250, "p95": 800}},
         "max_model_len (3100) is below a p95 request (input p95 3000 + output p95 800 = 3800)",
@@ -117,6 +129,13 @@ PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
         "traffic beyond what AWS sells in a region",
         {"traffic.peak_requests_per_s": 1e9},
         "traffic.peak_requests_per_s = 1000000000.0: sizes",
+    ),
+    (
+        "a calibration file of another model",
+        {"calibration": ["stacks/calibrations/gpt-oss-120b-b200-tp1.json"]},
+        "calibration[0] = 'stacks/calibrations/gpt-oss-120b-b200-tp1.json': it calibrates "
+        "gpt-oss-120b, but the plan serves Llama-3.1-8B-Instruct; calibrate this plan's model "
+        "on its own runs",
     ),
 ]
 

@@ -1,0 +1,96 @@
+"""`simulate`: a FleetPlan's day under a scenario, summarised with its checks against the
+plan; and the days the report shows (`report_days`): a quiet day, the default spike and the
+worst single-region loss, computed once per process for a given plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.region_losses import reroute
+from llmfleet.simulate.checks import checks, cost_check, events
+from llmfleet.simulate.day import run_day
+from llmfleet.simulate.engine import ReplicaModel, replica_models
+from llmfleet.simulate.result import Simulation, summarise, violations_of
+from llmfleet.simulate.scenario import (
+    DEFAULT_LOSS_AT,
+    DEFAULT_SPIKE_AT,
+    DEFAULT_SPIKE_MINUTES,
+    DEFAULT_SPIKE_PERCENT,
+    Scenario,
+    parse_day,
+    parse_loss,
+    parse_spike,
+)
+
+
+def simulate(
+    plan: CapacityPlan,
+    fleet: FleetPlan,
+    scenario: Scenario,
+    stack: str,
+    models: dict[str, ReplicaModel] | None = None,
+) -> Simulation:
+    run = run_day(plan, fleet, scenario, models)
+    target = plan.slo.percentile / 100
+    violations, any_bad = violations_of(run, fleet, target)
+    event_list = events(plan, fleet, run, any_bad)
+    found = checks(plan, fleet, run, event_list, violations)
+    result = summarise(plan, fleet, run, stack, found, event_list, violations)
+    if scenario.spike is None and scenario.loss is None and scenario.day.profile == "plan":
+        found = [*found, cost_check(result.cost_usd, result.plan_cost_usd)]
+        result = result.model_copy(update={"checks": found})
+    return result
+
+
+def worst_loss(plan: CapacityPlan, fleet: FleetPlan) -> str | None:
+    """The single-region loss that loads a survivor most against what its maximum replicas
+    carry at the SLO-limit rate (ties: the larger share lost); None with one region."""
+    best: tuple[float, float, str] | None = None
+    for rp in fleet.regions:
+        if len(fleet.regions) < 2:
+            return None
+        load, _ = reroute(plan, [rp.region])
+        strain = max(
+            rps / (fleet.region(name).replicas.max * fleet.region(name).predicted.requests_per_s)
+            for name, rps in load.items()
+        )
+        key = (round(strain, 9), rp.traffic_share, rp.region)
+        if best is None or key[:2] > best[:2]:
+            best = key
+    return None if best is None else best[2]
+
+
+@dataclass(frozen=True)
+class ReportDays:
+    quiet: Simulation
+    spike: Simulation
+    loss: Simulation | None
+
+
+_MEMO: dict[str, ReportDays] = {}
+_MEMO_SIZE = 8
+
+
+def report_days(plan: CapacityPlan, fleet: FleetPlan, stack: str) -> ReportDays:
+    """The report's days: quiet, the default spike, the worst single-region loss (seed 0),
+    memoised on the plan and FleetPlan's JSON (render and its tests ask several times)."""
+    key = "\n".join((stack, plan.model_dump_json(), fleet.model_dump_json()))
+    if key not in _MEMO:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        models = replica_models(plan, fleet)
+        day = parse_day("plan", plan.day_profile)
+        spike = parse_spike(f"{DEFAULT_SPIKE_PERCENT:g}@{DEFAULT_SPIKE_AT}",
+                            DEFAULT_SPIKE_MINUTES)
+        lost = worst_loss(plan, fleet)
+        names = [r.region for r in fleet.regions]
+        loss = parse_loss(f"{lost}@{DEFAULT_LOSS_AT}", names) if lost else None
+        _MEMO[key] = ReportDays(
+            quiet=simulate(plan, fleet, Scenario(day=day), stack, models),
+            spike=simulate(plan, fleet, Scenario(day=day, spike=spike), stack, models),
+            loss=None if loss is None else simulate(
+                plan, fleet, Scenario(day=day, loss=loss), stack, models),
+        )
+    return _MEMO[key]

@@ -1,0 +1,74 @@
+"""The control loops with the FleetPlan's parameters: the HPA reading KEDA's triggers,
+Karpenter's nodes and a new replica's cold start."""
+
+import pytest
+
+from llmfleet.simulate.control import RegionControl
+
+
+@pytest.fixture
+def eu(stack_plans):
+    """prod's eu-north-1: replicas 2-6, one per p5.48xlarge node, floor 2 nodes, ceiling 6."""
+    return stack_plans["prod"].region("eu-north-1")
+
+
+def quiet(eu, **signals: float) -> dict[str, float]:
+    return {"waiting": 0.0, "kv_usage": 0.0, "queue_wait": 0.0, "ttft": 0.0, **signals}
+
+
+def test_an_average_value_trigger_asks_for_ceil_of_value_over_threshold(eu) -> None:
+    rc = RegionControl.start(eu, 0.0, 2)
+    threshold = next(t.threshold for t in eu.autoscaling.triggers if t.name == "queue-depth")
+    assert threshold == 0.5
+    # 2 requests waiting over 2 replicas: ceil(2 / 0.5) = 4
+    assert rc.desired(0.0, quiet(eu, waiting=2.0)) == 4
+
+
+def test_within_the_hpas_tolerance_the_count_stays(eu) -> None:
+    rc = RegionControl.start(eu, 0.0, 3)
+    wait = next(t.threshold for t in eu.autoscaling.triggers if t.name == "queue-wait-mean")
+    # 3 replicas at 1.09 x the per-replica threshold: within 10 %, stay at 3 (ceil would be 4)
+    assert rc.desired(0.0, quiet(eu, queue_wait=3 * 1.09 * wait)) == 3
+    assert rc.desired(15.0, quiet(eu, queue_wait=3 * 1.2 * wait)) == 4
+
+
+def test_scale_up_is_at_most_double_or_four_more_per_period(eu) -> None:
+    rc = RegionControl.start(eu, 0.0, 2)
+    assert rc.desired(0.0, quiet(eu, waiting=100.0)) == 6  # replicas.max
+    rc = RegionControl.start(eu, 0.0, 2)
+    rc.region = eu.model_copy(update={"replicas": eu.replicas.model_copy(update={"max": 20})})
+    assert rc.desired(0.0, quiet(eu, waiting=100.0)) == 6  # 2 + 4
+
+
+def test_scale_down_waits_out_the_stabilization_window(eu) -> None:
+    window = eu.autoscaling.scale_down_stabilization_s  # 600 s
+    rc = RegionControl.start(eu, 0.0, 4)
+    wait = next(t.threshold for t in eu.autoscaling.triggers if t.name == "queue-wait-mean")
+    busy = quiet(eu, queue_wait=4 * wait)
+    assert rc.desired(0.0, busy) == 4
+    assert rc.desired(15.0, quiet(eu)) == 4  # the 4 of t=0 is still in the window
+    assert rc.desired(window, quiet(eu)) == eu.replicas.min
+
+
+def test_a_replica_on_a_new_node_serves_after_the_whole_cold_start(eu) -> None:
+    rc = RegionControl.start(eu, 0.0, 2)  # both floor nodes full (one replica each)
+    rc.poll(0.0, quiet(eu, waiting=1.5))  # ceil(1.5 / 0.5) = 3
+    cold = eu.cold_start
+    new = max(p.serves_at for p in rc.pods)
+    # node 410 s + image 178.6 s + container 309.3 s, the probe's next 10 s, the ALB's 2 x 15 s
+    probed = -(-cold.container_s // eu.serving.startup_period_s) * eu.serving.startup_period_s
+    assert new == pytest.approx(cold.total_s - cold.container_s + probed + 30)
+    assert rc.launches == 1 and len(rc.nodes) == 3
+
+
+def test_an_empty_karpenter_node_goes_after_consolidate_after_and_the_floor_never(eu) -> None:
+    rc = RegionControl.start(eu, 0.0, 3)  # the third replica on a Karpenter node
+    assert [n.karpenter for n in rc.nodes] == [False, False, True]
+    after = eu.cold_start.consolidate_after_s
+    for t in range(0, 4000, 15):
+        rc.poll(float(t), quiet(eu))
+        if len(rc.nodes) == 2:
+            break
+    # the pod goes once the 600 s window passes; its node after consolidateAfter (900 s) more
+    assert t >= 600 + after - 15
+    assert [n.karpenter for n in rc.nodes] == [False, False]

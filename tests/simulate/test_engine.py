@@ -1,0 +1,105 @@
+"""A region's replicas as a fluid on the plan's step-time model, and the analytic waits."""
+
+import math
+
+import numpy as np
+import pytest
+
+from llmfleet.catalog.constants import fitted
+from llmfleet.fleetplan.fleet import sizing_constants
+from llmfleet.plan.model import resolve_model
+from llmfleet.plan.stacks import list_stacks, read_plan
+from llmfleet.search.optimizer import choose_region
+from llmfleet.simulate.engine import (
+    Pool,
+    inside_share,
+    replica_models,
+    slot_chain,
+    step_model_of,
+    wait_tail,
+)
+
+
+@pytest.mark.parametrize("env", list_stacks())
+def test_each_region_is_simulated_on_the_step_model_the_search_sized_it_with(
+    env, stack_plans
+) -> None:
+    plan, fp = read_plan(env), stack_plans[env]
+    model = resolve_model(plan)
+    for region, rp in zip(plan.regions, fp.regions, strict=True):
+        choice, _ = choose_region(plan, model, region, sizing_constants(plan, fitted()))
+        assert step_model_of(plan, model, rp, fp) == choice.step_model
+
+
+def test_at_a_constant_rate_the_running_batch_is_rate_times_a_requests_life(stack_plans) -> None:
+    # Little's law, at any step length: the implicit step settles exactly there.
+    plan = read_plan("prod")
+    model = replica_models(plan, stack_plans["prod"])["us-west-2"]
+    for step_s in (1.0, 5.0):
+        pool = Pool(model, step_s, 99)
+        for _ in range(int(600 / step_s)):
+            pool.advance(10 * 20.0, 10)  # 20 req/s per replica
+        life = model.output_mean * pool.mean_step_s / model.tokens_per_step
+        assert pool.running == pytest.approx(20.0 * life, rel=1e-6)
+        assert pool.queued == 0
+
+
+def test_above_what_the_batch_completes_a_backlog_grows_and_waits_grow_with_it(
+    stack_plans,
+) -> None:
+    plan = read_plan("prod")
+    model = replica_models(plan, stack_plans["prod"])["eu-north-1"]
+    pool = Pool(model, 2.5, 99)
+    rate = 1.2 * stack_plans["prod"].region("eu-north-1").predicted.requests_per_s
+    for _ in range(240):  # 10 minutes at 120 % of what a full batch completes
+        pool.advance(rate, 1)
+    assert pool.running == pytest.approx(model.batch_cap, abs=0.5)
+    assert pool.queued > 0.1 * rate * 600  # a sixth of the arrivals have nowhere to run
+    assert pool.trace.backlog_wait_s[-1] > pool.trace.backlog_wait_s[-100] > 30
+
+
+def test_the_slot_chain_of_a_one_sequence_engine_is_an_mm1_queue() -> None:
+    # One slot, a fixed step: a request holds it o x step / tokens per step seconds, so an
+    # arrival waits with probability rho = lambda x that time (M/M/1).
+    step, o = 0.02, 100.0
+    rates = np.array([5.0, 10.0, 25.0, 60.0])
+    chance, at_cap = slot_chain(
+        decode_s=np.array([step, step]), mixed_s=np.array([step, step]),
+        chunk=np.array([1e12, 1e12]), input_mean=1.0, output_mean=o, tokens_per_step=1.0,
+        rates=rates,
+    )
+    assert list(at_cap) == pytest.approx([1 / (o * step)] * 4)  # 0.5 requests/s
+    assert list(chance) == pytest.approx([1.0, 1.0, 1.0, 1.0])  # every rate is above 0.5
+    low = slot_chain(np.array([step, step]), np.array([step, step]), np.array([1e12, 1e12]),
+                     1.0, o, 1.0, np.array([0.1, 0.25, 0.4]))[0]
+    assert list(low) == pytest.approx([0.2, 0.5, 0.8])
+
+
+def test_two_waits_add_as_their_closed_form_says() -> None:
+    x = np.array([0.0, 0.5, 2.0])
+    zero, one = np.zeros(3), np.ones(3)
+    # Only the second wait: its own tail.
+    assert list(wait_tail(x, zero, one, 0.3 * one, 2 * one)) == pytest.approx(
+        list(0.3 * np.exp(-2 * x)))
+    # Both certain, equal rates: an Erlang-2 tail, (1 + r x) e^(-r x).
+    assert list(wait_tail(x, one, 3 * one, one, 3 * one)) == pytest.approx(
+        list((1 + 3 * x) * np.exp(-3 * x)))
+    # Both certain, rates 1 and 2: (2 e^-x - e^-2x).
+    assert list(wait_tail(x, one, one, one, 2 * one)) == pytest.approx(
+        list(2 * np.exp(-x) - np.exp(-2 * x)))
+
+
+def test_a_quiet_replica_serves_everyone_inside_and_a_backlog_past_the_target_no_one(
+    stack_plans,
+) -> None:
+    plan = read_plan("prod")
+    model = replica_models(plan, stack_plans["prod"])["us-east-1"]
+    pool = Pool(model, 2.5, 99)
+    for _ in range(100):
+        pool.advance(5.0, 1)  # 5 req/s on a replica sized for 19.4
+    for _ in range(100):
+        pool.advance(40.0, 1)  # far above what it completes: the backlog wait passes 500 ms
+    share, itl_ok = inside_share(model, pool.trace, 0.5, 0.04, "token_gap", 99)
+    assert share[99] > 0.9999 and itl_ok.all()
+    assert share[-1] == 0.0 and pool.trace.backlog_wait_s[-1] > 0.5
+    assert math.isclose(float(share[:100].min()), 1.0, abs_tol=1e-4)
