@@ -1,5 +1,6 @@
 # One make surface. `make` alone builds venv/ from requirements.txt.
 PY := venv/bin/python
+CHECKOV := venv-checkov/bin/checkov
 STACK ?= dev
 
 .PHONY: all preview plan render check-render test validate-check hardening-check program-check lint bench clean
@@ -18,6 +19,13 @@ venv/.installed: requirements.txt pyproject.toml
 	@$(PY) -m pip install -qq --no-deps -e .
 	@touch $@
 	@echo "venv/: ready"
+
+# checkov in its own venv: its exact pins would downgrade the Pulumi SDKs in venv/.
+venv-checkov/.installed: requirements-checkov.txt
+	@echo "venv-checkov/: installing checkov (requirements-checkov.txt; about 20 s)"
+	@test -x $(CHECKOV) || python3 -m venv venv-checkov
+	@venv-checkov/bin/python -m pip install -qq -r requirements-checkov.txt
+	@touch $@
 
 preview: venv/.installed
 	$(PY) -m llmfleet preview --stack $(STACK)
@@ -49,14 +57,17 @@ hardening-check: venv/.installed
 	$(PY) -m pytest -m hardening
 
 # zizmor: GitHub Actions static analysis, offline; any medium or high finding fails.
-lint: venv/.installed
+# checkov scans rendered/ (what `render --check` keeps equal to what the stacks render): every
+# failed check is fixed or skipped in the manifest with checkov's annotation and the reason.
+lint: venv/.installed venv-checkov/.installed
 	$(PY) -m ruff check llmfleet components tests policy __main__.py
 	$(PY) -m mypy
 	venv/bin/zizmor --offline --min-severity medium .github/workflows/
+	$(CHECKOV) -d rendered --framework kubernetes --quiet --compact --skip-download
 
 bench: venv/.installed
 	$(PY) benchmarks/bench.py
 	$(PY) benchmarks/simulate_bench.py
 
 clean:
-	rm -rf venv .pytest_cache .mypy_cache .ruff_cache
+	rm -rf venv venv-checkov .pytest_cache .mypy_cache .ruff_cache

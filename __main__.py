@@ -9,4 +9,10 @@ from llmfleet.plan.stacks import resolve_stack
 
 target = resolve_stack(pulumi.get_stack(), stack_config())
 fleet_plan = build_fleet_plan(target.plan)
-deploy(target, fleet_plan, aws_profile=pulumi.Config("aws").get("profile"))
+deploy(
+    target,
+    fleet_plan,
+    aws_profile=pulumi.Config("aws").get("profile"),
+    # optional: `pulumi config set --secret llmfleet:hfToken hf_...` (gated checkpoints)
+    hf_token=pulumi.Config("llmfleet").get_secret("hfToken"),
+)

@@ -11,12 +11,24 @@ call: give subnets only in zones that offer the instance (`llmfleet plan --json`
 
 Karpenter discovery: the private subnets (new, or the given ones through `aws.ec2.Tag`) and
 the cluster security group EKS creates carry `karpenter.sh/discovery: <cluster name>`, which
-the EC2NodeClass selects. The `eks-pod-identity-agent` add-on serves the Pod Identity
-associations of Karpenter and of the vLLM pods.
+the EC2NodeClass selects. The `eks-pod-identity-agent` add-on, created here once per cluster
+(EKS answers 409 ResourceInUseException to a second CreateAddon of the same name), serves
+every Pod Identity association: the VPC CNI's, Karpenter's, the load balancer controller's,
+Alertmanager's and the vLLM and staging pods'. Everything that needs credentials through it
+waits for `pod_identity_agent`.
 
 VPC CNI: the managed `vpc-cni` add-on with its network-policy agent on
 (`enableNetworkPolicy`), so the rendered NetworkPolicy is enforced rather than merely
-accepted; node groups wait for it (`vpc_cni`), so no node starts without the agent.
+accepted, and its IAM through its own Pod Identity association (`AmazonEKS_CNI_Policy` on a
+role for kube-system/aws-node, not on the node role); node groups wait for it (`vpc_cni`),
+so no node starts without the agent. The `eks-node-monitoring-agent` add-on reports GPU,
+kernel, network and storage faults as node conditions that the node groups' auto repair acts
+on (EKS user guide, node-health; it needs no IAM).
+
+Access: `authentication_mode` API (EKS access entries only; the aws-auth ConfigMap is off,
+and EKS allows no way back); whoever creates the cluster gets an admin access entry.
+Support: `upgrade_policy.support_type` is the plan's `kubernetes_support` (STANDARD: EKS
+upgrades the control plane when standard support ends instead of billing extended support).
 
 Control plane: Kubernetes `FleetPlan.kubernetes_version`; private endpoint on; public
 endpoint on by default, because `pulumi up` and kubectl usually run from outside the VPC
@@ -49,7 +61,10 @@ from llmfleet.plan.cluster import ClusterAccess
 
 LOG_TYPES = ("api", "audit", "authenticator")
 VPC_CNI_ADDON = "vpc-cni"
+VPC_CNI_SERVICE_ACCOUNT = "aws-node"
 POD_IDENTITY_ADDON = "eks-pod-identity-agent"
+NODE_MONITORING_ADDON = "eks-node-monitoring-agent"
+AUTHENTICATION_MODE = "API"
 VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 """The managed add-on's configuration key that starts the network-policy agent in aws-node
 (EKS user guide, cni-network-policy-configure; the value is a string)."""
@@ -78,6 +93,12 @@ class InferenceClusterArgs:
     log_retention_days: int = 90
     aws_profile: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    kubernetes_support: str = "standard"
+    """FleetPlan.kubernetes_support: the cluster's EKS upgrade policy."""
+    account_id: str | None = None
+    """FleetPlan.account_id: refuse credentials of another account (None: no check)."""
+    logs_bucket_arn: pulumi.Input[str] | None = None
+    """The region's log bucket (components.logs): a new VPC's flow logs go there."""
 
 
 def cluster_args(
@@ -90,6 +111,7 @@ def cluster_args(
     endpoint_public_access: bool,
     public_access_cidrs: Sequence[str],
     tags: Mapping[str, str],
+    kubernetes_support: str = "standard",
 ) -> dict[str, Any]:
     """Keyword arguments of the region's `aws.eks.Cluster` (physical name = `name`)."""
     vpc_config: dict[str, Any] = {
@@ -107,14 +129,17 @@ def cluster_args(
         "encryption_config": {"resources": ["secrets"], "provider": {"key_arn": kms_key_arn}},
         "enabled_cluster_log_types": list(LOG_TYPES),
         "access_config": {
-            "authentication_mode": "API_AND_CONFIG_MAP",
+            "authentication_mode": AUTHENTICATION_MODE,
             "bootstrap_cluster_creator_admin_permissions": True,
         },
+        "upgrade_policy": {"support_type": kubernetes_support.upper()},
         "tags": dict(sorted(tags.items())),
     }
 
 
-def vpc_cni_addon_args(cluster_name: pulumi.Input[str]) -> dict[str, Any]:
+def vpc_cni_addon_args(
+    cluster_name: pulumi.Input[str], role_arn: pulumi.Input[str] | None = None
+) -> dict[str, Any]:
     """Keyword arguments of the cluster's `aws.eks.Addon` for the VPC CNI.
 
     No `addon_version`: EKS installs its default version for the cluster's Kubernetes
@@ -122,14 +147,31 @@ def vpc_cni_addon_args(cluster_name: pulumi.Input[str]) -> dict[str, Any]:
     user guide); `aws eks describe-addon-versions --addon-name vpc-cni` shows the default.
     OVERWRITE on create and update: EKS installs a self-managed aws-node with every
     cluster, and the managed add-on takes it over (and reverts hand edits on update).
+    `role_arn`: the CNI's own role, given to kube-system/aws-node through a Pod Identity
+    association the add-on owns.
     """
-    return {
+    args: dict[str, Any] = {
         "cluster_name": cluster_name,
         "addon_name": VPC_CNI_ADDON,
         "configuration_values": json.dumps(VPC_CNI_CONFIGURATION, sort_keys=True),
         "resolve_conflicts_on_create": "OVERWRITE",
         "resolve_conflicts_on_update": "OVERWRITE",
     }
+    if role_arn is not None:
+        args["pod_identity_associations"] = [
+            {"role_arn": role_arn, "service_account": VPC_CNI_SERVICE_ACCOUNT}
+        ]
+    return args
+
+
+def account_matches(account: str, expected: str | None) -> str:
+    """The deploying credentials' account, when it is the plan's (ProgramError otherwise)."""
+    if expected is not None and account != expected:
+        raise ProgramError(
+            f"the AWS credentials are for account {account}, the plan's account_id is "
+            f"{expected}: switch credentials (AWS_PROFILE) or correct account_id"
+        )
+    return account
 
 
 def kubeconfig_json(
@@ -184,8 +226,9 @@ class InferenceCluster(pulumi.ComponentResource):
 
     Attributes: `cluster`, `cluster_security_group_id` (the one EKS creates), `node_role`
     (for every node group; its policy attachments are `node_role_attachments`), `vpc_cni`
-    (the add-on node groups wait for), `pod_identity_agent` (the add-on Pod Identity
-    associations need), `private_subnet_ids` (all: the control plane and the
+    (the add-on node groups wait for), `pod_identity_agent` (the one add-on every Pod
+    Identity association needs), `node_monitoring`, `account_id` (the deploying account,
+    checked against the plan's), `private_subnet_ids` (all: the control plane and the
     system nodes), `gpu_subnet_ids` (see the module docstring), `vpc_id`, `network` (None
     when the plan names an existing VPC), `kms_key`, `kubeconfig` (secret), `k8s_provider`.
     """
@@ -198,6 +241,8 @@ class InferenceCluster(pulumi.ComponentResource):
     gpu_subnet_ids: pulumi.Output[list[str]]
     vpc_cni: aws.eks.Addon
     pod_identity_agent: aws.eks.Addon
+    node_monitoring: aws.eks.Addon
+    account_id: pulumi.Output[str]
     vpc_id: pulumi.Output[str]
     kms_key: aws.kms.Key
     cluster_security_group_id: pulumi.Output[str]
@@ -303,36 +348,78 @@ class InferenceCluster(pulumi.ComponentResource):
             opts=aws_opts(),
         )
 
+        # The deploying account, checked against the plan's before the cluster is created.
+        caller = aws.get_caller_identity_output(
+            opts=pulumi.InvokeOutputOptions(provider=args.aws_provider)
+        )
+        self.account_id = caller.account_id.apply(
+            lambda account: account_matches(account, args.account_id)
+        )
         self.cluster = aws.eks.Cluster(
             name,
             **cluster_args(
                 name,
                 kubernetes_version=args.kubernetes_version,
-                role_arn=cluster_role.arn,
+                # waits for the account check: no cluster in the wrong account
+                role_arn=pulumi.Output.all(cluster_role.arn, self.account_id).apply(
+                    lambda a: str(a[0])
+                ),
                 subnet_ids=self.private_subnet_ids,
                 kms_key_arn=self.kms_key.arn,
                 endpoint_public_access=args.access.endpoint_public_access,
                 public_access_cidrs=args.access.public_access_cidrs,
                 tags=tags,
+                kubernetes_support=args.kubernetes_support,
             ),
             opts=aws_opts(depends_on=[*cluster_attachments, log_group]),
         )
+        if self.network is not None and args.logs_bucket_arn is not None:
+            aws.ec2.FlowLog(
+                f"{name}-flow-logs",
+                vpc_id=self.vpc_id,
+                traffic_type="ALL",
+                log_destination_type="s3",
+                log_destination=pulumi.Output.concat(args.logs_bucket_arn, "/vpc-flow-logs/"),
+                max_aggregation_interval=600,
+                tags=tags,
+                opts=aws_opts(),
+            )
 
         self.cluster_security_group_id = self.cluster.vpc_config.apply(_cluster_security_group)
+        self.pod_identity_agent = aws.eks.Addon(
+            f"{name}-pod-identity",
+            cluster_name=self.cluster.name,
+            addon_name=POD_IDENTITY_ADDON,
+            opts=aws_opts(),
+        )
+        cni_role = aws.iam.Role(
+            f"{name}-vpc-cni-role",
+            assume_role_policy=iam.pod_identity_trust(),
+            description=f"VPC CNI (kube-system/aws-node) of {name}",
+            tags=tags,
+            opts=aws_opts(),
+        )
+        cni_attachments = self._attach(
+            f"{name}-vpc-cni", cni_role, iam.CNI_POLICIES, region, aws_opts
+        )
+        # aws-node crash-loops when its association exists before the agent
+        # (amazon-vpc-cni-k8s#3840): the add-on waits for the agent and the role's policy.
         self.vpc_cni = aws.eks.Addon(
-            f"{name}-vpc-cni", **vpc_cni_addon_args(self.cluster.name), opts=aws_opts()
+            f"{name}-vpc-cni",
+            **vpc_cni_addon_args(self.cluster.name, cni_role.arn),
+            opts=aws_opts(depends_on=[self.pod_identity_agent, *cni_attachments]),
+        )
+        self.node_monitoring = aws.eks.Addon(
+            f"{name}-node-monitoring",
+            cluster_name=self.cluster.name,
+            addon_name=NODE_MONITORING_ADDON,
+            opts=aws_opts(),
         )
         aws.ec2.Tag(
             f"{name}-cluster-sg-discovery",
             resource_id=self.cluster_security_group_id,
             key=DISCOVERY_TAG,
             value=name,
-            opts=aws_opts(),
-        )
-        self.pod_identity_agent = aws.eks.Addon(
-            f"{name}-pod-identity",
-            cluster_name=self.cluster.name,
-            addon_name=POD_IDENTITY_ADDON,
             opts=aws_opts(),
         )
 

@@ -20,13 +20,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import pulumi
 import pulumi_aws as aws
 
+from components.alarms import AlertTopic, AlertTopicArgs, LoadBalancerAlarms
 from components.capacity_alarm import CapacityAlarm, CapacityAlarmArgs
 from components.cluster import InferenceCluster, InferenceClusterArgs
-from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
+from components.cluster_addons import (
+    KUBE_PROMETHEUS_STACK,
+    ClusterAddons,
+    ClusterAddonsArgs,
+    prometheus_values,
+)
+from components.edge import EdgeGuard
 from components.global_endpoint import (
     GlobalEndpoint,
     GlobalEndpointArgs,
@@ -40,6 +48,7 @@ from components.global_endpoint import (
 )
 from components.karpenter import Karpenter, KarpenterArgs
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
+from components.logs import LogBucket, LogBucketArgs
 from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, system_pool
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights import ModelStore, ModelStoreArgs
@@ -63,6 +72,8 @@ class FleetArgs:
     """With `regions=[]`, the global part only: the entry point of every region, read from
     the region stacks. None: the global part (with `plan.dns`) only when every region is
     built here, from their own resources."""
+    hf_token: pulumi.Input[str] | None = None
+    """The stack's secret config llmfleet:hfToken (gated checkpoints): the staging Job's."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,9 @@ class RegionResources:
     load_balancer_controller: LoadBalancerController | None = None
     certificate: RegionCertificate | None = None
     capacity_alarm: CapacityAlarm | None = None
+    alert_topic: AlertTopic | None = None
+    edge: EdgeGuard | None = None
+    logs: LogBucket | None = None
 
     def entry(self) -> RegionEntry | None:
         """What the global name needs of this region (None without an entry point)."""
@@ -113,6 +127,7 @@ def node_pool_args(
         subnet_ids=subnet_ids,
         fleet_name=fleet_name,
         depends_on=[*cluster.node_role_attachments, cluster.vpc_cni],
+        kubernetes_version=cluster.cluster.version,
     )
 
 
@@ -121,9 +136,11 @@ class Fleet(pulumi.ComponentResource):
     `{name}-{r}-system` and `{name}-{r}-gpu` (NodePools; no GPU floor group when a
     reservation holds the floor), `{name}-{r}-karpenter` (Karpenter: the GPU NodePool up to
     the ceiling), `{name}-{r}-model` (ModelStore: weights bucket, Pod Identity, image
-    cache), `{name}-{r}-addons` (ClusterAddons), `{name}-{r}-vllm` (VllmService: the
-    rendered manifests) and with `plan.dns` `{name}-{r}-lbc`, `{name}-{r}-cert` and
-    `{name}-{r}-capacity` (CapacityAlarm). `regions` maps region name to those. With
+    cache), `{name}-{r}-logs` (LogBucket, with an account id), `{name}-{r}-alerts`
+    (AlertTopic), `{name}-{r}-addons` (ClusterAddons), `{name}-{r}-vllm` (VllmService: the
+    rendered manifests) and with `plan.dns` `{name}-{r}-lbc`, `{name}-{r}-waf` (EdgeGuard,
+    with a rate limit), `{name}-{r}-cert`, `{name}-{r}-capacity` (CapacityAlarm) and
+    `{name}-{r}-alb-alarms` (LoadBalancerAlarms). `regions` maps region name to those. With
     `plan.dns`: `{name}-route53-aws` (us-east-1) and, in the global part,
     `{name}-global-cert` (GlobalValidation) and `{name}-dns` (GlobalEndpoint).
 
@@ -171,12 +188,22 @@ class Fleet(pulumi.ComponentResource):
                 default_tags={"tags": default_tags(plan.name, args.tags)},
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            logs = None
+            if rp.logs_bucket is not None and plan.account_id is not None:
+                logs = LogBucket(
+                    f"{base}-logs",
+                    LogBucketArgs(rp.logs_bucket, rp.region, plan.account_id, provider),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
             cluster = InferenceCluster(
                 base,
                 InferenceClusterArgs(
                     region_plan=rp,
                     kubernetes_version=plan.kubernetes_version,
                     aws_provider=provider,
+                    kubernetes_support=plan.kubernetes_support,
+                    account_id=plan.account_id,
+                    logs_bucket_arn=logs.bucket.arn if logs else None,
                     fleet_name=plan.name,
                     access=plan.cluster,
                     aws_profile=args.aws_profile,
@@ -225,16 +252,33 @@ class Fleet(pulumi.ComponentResource):
             floor_group: list[pulumi.Resource] = [gpu.node_group] if gpu else []
             # The device plugin runs on GPU nodes: the floor's, or Karpenter's first one.
             gpu_nodes = floor_group or [karpenter.node_pool]
+            topic = AlertTopic(
+                f"{base}-alerts",
+                AlertTopicArgs(
+                    fleet_plan=plan,
+                    region_plan=rp,
+                    cluster_name=cluster.cluster.name,
+                    aws_provider=provider,
+                    depends_on=[cluster.pod_identity_agent],
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
             addons = ClusterAddons(
                 f"{base}-addons",
                 ClusterAddonsArgs(
                     k8s_provider=cluster.k8s_provider,
                     pool_nodes={"system": [system.node_group], "gpu": gpu_nodes},
+                    values={
+                        KUBE_PROMETHEUS_STACK.release: topic.topic.arn.apply(
+                            partial(prometheus_values, plan.alerting, rp.region)
+                        )
+                    },
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             # Stage 4: the regional entry point (controller + certificate) before the Ingress.
-            lbc = cert = None
+            lbc = cert = edge = None
+            ingress_after: list[pulumi.Resource] = []
             if rp.entry_point is not None and route53 is not None and zone is not None:
                 lbc = LoadBalancerController(
                     f"{base}-lbc",
@@ -244,10 +288,21 @@ class Fleet(pulumi.ComponentResource):
                         region=rp.region,
                         aws_provider=provider,
                         k8s_provider=cluster.k8s_provider,
+                        pod_identity_agent=cluster.pod_identity_agent,
                         depends_on=[system.node_group],
                     ),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
+                if rp.entry_point.rate_rule is not None:
+                    edge = EdgeGuard(
+                        f"{base}-waf",
+                        rp.entry_point.rate_rule,
+                        provider,
+                        opts=pulumi.ResourceOptions(parent=self),
+                    )
+                    ingress_after.append(edge.web_acl)
+                if logs is not None:  # the ALB's access logs need the bucket's policy
+                    ingress_after.append(logs.policy)
                 shared = self.global_validation.fqdn if self.global_validation else None
                 cert = RegionCertificate(
                     f"{base}-cert",
@@ -262,7 +317,13 @@ class Fleet(pulumi.ComponentResource):
                     k8s_provider=cluster.k8s_provider,
                     depends_on=[*floor_group, karpenter.node_pool, store]
                     + list(addons.releases.values()),
-                    ingress_depends_on=[lbc.release, cert.issued] if lbc and cert else (),
+                    ingress_depends_on=[lbc.release, cert.issued, *ingress_after]
+                    if lbc and cert
+                    else (),
+                    staging_depends_on=[
+                        system.node_group, store.stager_association, store.bucket
+                    ],
+                    hf_token=args.hf_token,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -279,8 +340,17 @@ class Fleet(pulumi.ComponentResource):
                     ),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
+                LoadBalancerAlarms(
+                    f"{base}-alb-alarms",
+                    rp,
+                    topic.topic.arn,
+                    lb_hostname(service.resources["Ingress"]),
+                    provider,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
             self.regions[rp.region] = RegionResources(
-                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert, alarm
+                provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert, alarm,
+                topic, edge, logs,
             )
 
         entries = args.global_entries

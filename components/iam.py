@@ -12,17 +12,27 @@ CLUSTER_POLICIES = ("AmazonEKSClusterPolicy",)
 
 NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
     "AmazonEC2ContainerRegistryReadOnly",
 )
-"""Every node's role (system and GPU pools), least privilege: join the cluster (WorkerNode),
-let the VPC CNI manage pod ENIs and addresses (CNI), pull images from ECR (ECR read-only).
+"""Every node's role (system and GPU pools), least privilege: join the cluster (WorkerNode)
+and pull images from ECR (ECR read-only).
+
+AmazonEKS_CNI_Policy is not on the node role: the VPC CNI (the aws-node DaemonSet) gets it
+through its own EKS Pod Identity association on the managed add-on (`CNI_POLICIES`), as the
+EKS user guide recommends ("We recommend that you assign it to a separate role ... remove
+the policy from your node role"), so no pod that reaches the instance role inherits the right
+to manage the node's network interfaces.
 
 AmazonSSMManagedInstanceCore is deliberately absent: it would let anyone with SSM access
 open a shell on a GPU node (and read the model weights and the node's credentials) outside
 Kubernetes RBAC and audit logs, and nothing in the fleet needs it; debug through
 `kubectl debug node/...` instead, or attach it by hand for a break-glass session.
 """
+
+
+CNI_POLICIES = ("AmazonEKS_CNI_Policy",)
+"""The VPC CNI's own role (service account kube-system/aws-node, Pod Identity; the add-on
+supports it from v1.15.5-eksbuild.1, EKS user guide add-ons-iam)."""
 
 
 def partition(region: str) -> str:

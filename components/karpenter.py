@@ -10,8 +10,12 @@ Children:
   policy) and one EventBridge rule + target per interruption event (spot warnings,
   rebalance, health events, instance state changes, reservation interruptions), so nodes
   are drained before EC2 takes them;
-- the Helm release `{name}-chart`: Karpenter 1.14.1 (its CRDs ship in the chart) on the
-  system node group (the chart's `nodeSelector`), never on the nodes it manages;
+- the Helm release `{name}-crds`: the `karpenter-crd` chart of the same version, whose CRDs
+  are templates, so `helm upgrade` upgrades them (the `karpenter` chart's own `crds/` are
+  installed once and never upgraded: Karpenter's v1.14 upgrade guide recommends this chart);
+- the Helm release `{name}-chart`: the controller (catalog/charts.csv; `skip_crds`) on the
+  system node group (the chart's `nodeSelector`), never on the nodes it manages, with its
+  region as AWS_REGION (no instance metadata: the nodes' hop limit is 1);
 - the region's EC2NodeClass and NodePool, exactly as rendered (`llmfleet.karpenter`).
 """
 
@@ -29,24 +33,30 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from components import iam, karpenter_iam
 from components.node_pool import pool_node_selector
 from components.vllm_service import resource_kwargs
+from llmfleet.catalog.kubernetes import chart
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.fleetplan.workload import bounded_name
 from llmfleet.outputs import karpenter
 
-CHART = "oci://public.ecr.aws/karpenter/karpenter"
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "karpenter"
+EVENT_RULE_NAME_MAX = 64
+"""EventBridge PutRule: Name 1-64 characters."""
 CONTROLLER_RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
 """The chart sets none and its values.yaml suggests 1 CPU / 1 GiB."""
 
 
-def chart_values(cluster_name: str, queue_name: str) -> dict[str, Any]:
+def chart_values(cluster_name: str, queue_name: str, region: str) -> dict[str, Any]:
     """Values of the chart (keys of charts/karpenter/values.yaml @v1.14.1)."""
     return {
         "settings": {"clusterName": cluster_name, "interruptionQueue": queue_name},
         "serviceAccount": {"name": SERVICE_ACCOUNT},
         "nodeSelector": {"kubernetes.io/os": "linux", **pool_node_selector("system")},
-        "controller": {"resources": CONTROLLER_RESOURCES},
+        "controller": {
+            "resources": CONTROLLER_RESOURCES,
+            "env": [{"name": "AWS_REGION", "value": region}],
+        },
     }
 
 
@@ -67,9 +77,11 @@ class KarpenterArgs:
 
 
 class Karpenter(pulumi.ComponentResource):
-    """Attributes: `node_role`, `release`, `node_class`, `node_pool` (see the module)."""
+    """Attributes: `node_role`, `crds`, `release`, `node_class`, `node_pool` (see the
+    module)."""
 
     node_role: aws.iam.Role
+    crds: k8s.helm.v3.Release
     release: k8s.helm.v3.Release
     node_class: CustomResource
     node_pool: CustomResource
@@ -123,6 +135,9 @@ class Karpenter(pulumi.ComponentResource):
         for event, (source, detail) in karpenter_iam.INTERRUPTION_EVENTS.items():
             rule = aws.cloudwatch.EventRule(
                 f"{name}-{event}",
+                # named, not auto-named: PutRule takes 64 characters, and a long fleet and
+                # region name plus the event and Pulumi's suffix would not fit
+                name=bounded_name(f"{name}-{event}", EVENT_RULE_NAME_MAX),
                 event_pattern=karpenter_iam.event_pattern(source, detail),
                 opts=aws_opts,
             )
@@ -151,21 +166,34 @@ class Karpenter(pulumi.ComponentResource):
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
             role_arn=controller.arn,
-            opts=aws_opts,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
 
+        crd_chart = chart("karpenter-crd")
+        self.crds = k8s.helm.v3.Release(
+            f"{name}-crds",
+            name="karpenter-crd",
+            chart=crd_chart.chart,
+            version=crd_chart.version,
+            namespace=NAMESPACE,
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=args.k8s_provider, depends_on=list(args.depends_on)
+            ),
+        )
         k8s_opts = pulumi.ResourceOptions(
             parent=self,
             provider=args.k8s_provider,
-            depends_on=[*args.depends_on, association, policy, access, *attachments],
+            depends_on=[*args.depends_on, association, policy, access, *attachments, self.crds],
         )
+        controller_chart = chart("karpenter")
         self.release = k8s.helm.v3.Release(
             f"{name}-chart",
             name="karpenter",
-            chart=CHART,
-            version=karpenter.KARPENTER_VERSION,
+            chart=controller_chart.chart,
+            version=controller_chart.version,
             namespace=NAMESPACE,
-            values=queue.name.apply(lambda q: chart_values(cluster, q)),
+            skip_crds=True,
+            values=queue.name.apply(lambda q: chart_values(cluster, q, region)),
             opts=k8s_opts,
         )
         docs = karpenter.karpenter_manifests(fp, rp)

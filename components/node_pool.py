@@ -16,9 +16,17 @@ Two kinds of pool per region, both built by the same pure functions from a `Pool
 
 Every node carries `llmfleet.io/pool: <kind>` (`pool_node_selector(kind)` selects it) and
 `llmfleet.io/fleet`. Both pools share the node role and the same launch template policy,
-which carries what the node group API cannot: IMDSv2 with hop limit 2 (pods behind the
-node's network namespace need the second hop), an encrypted gp3 root volume, and a primary
-network interface without a public IP that keeps the EKS cluster security group. The
+which carries what the node group API cannot: IMDSv2 with hop limit 1 (only the node's own
+network namespace reaches the instance metadata: every pod gets its credentials from EKS Pod
+Identity, the load balancer controller gets its region and VPC as chart values and
+Karpenter its region as AWS_REGION, so no pod needs the instance role), an encrypted gp3
+root volume, and a primary network interface without a public IP that keeps the EKS cluster
+security group.
+
+Every node group follows the control plane (`version` = the cluster's: without it the
+provider neither sets nor tracks it, so a control-plane upgrade would leave the nodes
+behind) and repairs itself (`node_repair_config`: EKS replaces a node the node monitoring
+agent or the kubelet reports unhealthy, e.g. a GPU with an XID error). The
 managed `ami_type` picks the image, so the launch template sets none and EKS keeps merging
 its own bootstrap user data.
 
@@ -49,7 +57,7 @@ ROOT_DEVICE_NAME = "/dev/xvda"
 LABEL_PREFIX = workload.NODE_LABEL_PREFIX
 POOL_LABEL = f"{LABEL_PREFIX}/pool"
 """Node label naming the pool a node belongs to: "gpu" or "system"."""
-IMDS_HOP_LIMIT = 2
+IMDS_HOP_LIMIT = 1
 DESIRED_SIZE_PATH = "scalingConfig.desiredSize"
 """Engine property path (wire names) of the node group's desired size, for ignore_changes."""
 
@@ -176,12 +184,13 @@ def node_group_args(
     launch_template_id: pulumi.Input[str],
     launch_template_version: pulumi.Input[str],
     tags: Mapping[str, str],
+    kubernetes_version: pulumi.Input[str] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of the pool's `aws.eks.NodeGroup`.
 
     No `disk_size` (the launch template sizes the root volume; EKS rejects both), no
-    `version`/`release_version` (the node group follows the cluster's version) and no
-    `taints` when the pool has none.
+    `release_version` (the latest AMI of the version) and no `taints` when the pool has
+    none. `version`: the cluster's, so the nodes follow a control-plane upgrade.
     """
     args: dict[str, Any] = {
         "cluster_name": cluster_name,
@@ -196,10 +205,13 @@ def node_group_args(
             "max_size": pool.nodes.max,
         },
         "update_config": {"max_unavailable": 1},
+        "node_repair_config": {"enabled": True},
         "labels": dict(pool.labels),
         "launch_template": {"id": launch_template_id, "version": launch_template_version},
         "tags": dict(sorted(tags.items())),
     }
+    if kubernetes_version is not None:
+        args["version"] = kubernetes_version
     if pool.taints:
         args["taints"] = [dict(t) for t in pool.taints]
     return args
@@ -232,6 +244,8 @@ class NodePoolArgs:
     fleet_name: str
     tags: Mapping[str, str] = field(default_factory=dict)
     depends_on: Sequence[pulumi.Resource] = ()
+    kubernetes_version: pulumi.Input[str] | None = None
+    """The cluster's version (`aws.eks.Cluster.version`): the nodes follow the control plane."""
 
 
 class NodePool(pulumi.ComponentResource):
@@ -270,6 +284,7 @@ class NodePool(pulumi.ComponentResource):
                 launch_template_id=self.launch_template.id,
                 launch_template_version=self.launch_template.latest_version.apply(str),
                 tags=tags,
+                kubernetes_version=args.kubernetes_version,
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,

@@ -53,8 +53,14 @@ def stack_config() -> dict[str, Any]:
     return {k: v for k, v in found.items() if v is not None}
 
 
-def deploy(target: StackTarget, fleet_plan: FleetPlan, aws_profile: str | None = None) -> None:
-    """Register the stack's resources and outputs."""
+def deploy(
+    target: StackTarget,
+    fleet_plan: FleetPlan,
+    aws_profile: str | None = None,
+    hf_token: pulumi.Input[str] | None = None,
+) -> None:
+    """Register the stack's resources and outputs (`hf_token`: the staging Jobs', for a
+    gated checkpoint)."""
     if target.scope == "global":
         pulumi.run(lambda: _global(target, fleet_plan))
         return
@@ -62,7 +68,9 @@ def deploy(target: StackTarget, fleet_plan: FleetPlan, aws_profile: str | None =
         _refuse_whole_up(target)
     fleet = Fleet(
         fleet_plan.name,
-        FleetArgs(fleet_plan, aws_profile=aws_profile, regions=target.regions),
+        FleetArgs(
+            fleet_plan, aws_profile=aws_profile, regions=target.regions, hf_token=hf_token
+        ),
     )
     _export_regions(fleet_plan, fleet, target.regions)
     if target.scope == "region":

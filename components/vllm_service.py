@@ -2,12 +2,23 @@
 
 It calls the core renderer (`llmfleet.outputs.render.region_manifests`, the same call that writes
 `rendered/<env>/<region>/*.yaml`), and creates one typed resource per parsed document on the
-region's cluster provider. It adds nothing and changes nothing: what a reviewer reads in
-`rendered/` is what gets deployed (the tests compare both).
+region's cluster provider. It changes nothing: what a reviewer reads in `rendered/` is what
+gets deployed (the tests compare both). The one object it adds is never rendered because
+it is a value: the Hugging Face token Secret, from the stack's secret config
+`llmfleet:hfToken` when it is set (a Pulumi secret end to end).
 
-Order: the Namespace first; every other object depends on it and on `depends_on` (the GPU
-node pool, the device plugin, and the KEDA and Prometheus releases whose CRDs the
-ScaledObject and ServiceMonitor need).
+Order, as the cluster needs it:
+- the Namespace first (its Pod Security and readiness-gate labels apply to every pod);
+- the weight-staging Job after its ServiceAccount, ConfigMap, NetworkPolicy and the token
+  Secret, and after `staging_depends_on` (its Pod Identity association, the bucket, the
+  system nodes), so `pulumi up` waits for the weights to be staged;
+- the Ingresses after `ingress_depends_on` (the load balancer controller, whose validating
+  webhook admits them, the issued certificate, the WAF web ACL they name) and the Service;
+- the Deployment last: after the Job (the weights are there), its ServiceAccount, ConfigMaps,
+  NetworkPolicy and Service, and the Ingresses (a pod gets its ALB readiness gates only if
+  its Ingress exists when it is created: the controller's pod_readiness_gate docs);
+- everything but the staging objects after `depends_on` (the GPU nodes, the device plugin,
+  and the KEDA and Prometheus releases whose CRDs the ScaledObject and ServiceMonitor need).
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ TYPED: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
     ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
     ("networking.k8s.io/v1", "Ingress"): k8s.networking.v1.Ingress,
+    ("batch/v1", "Job"): k8s.batch.v1.Job,
 }
 """Core objects get their typed class; the CRDs below are `apiextensions.CustomResource`."""
 CUSTOM = {
@@ -76,8 +88,21 @@ class VllmServiceArgs:
     k8s_provider: k8s.Provider
     depends_on: Sequence[pulumi.Resource] = ()
     ingress_depends_on: Sequence[pulumi.Resource] = ()
-    """What the Ingress also waits for: the load balancer controller and the issued
-    certificate it discovers."""
+    """What the Ingresses also wait for: the load balancer controller, the issued
+    certificate it discovers and the WAF web ACL they name."""
+    staging_depends_on: Sequence[pulumi.Resource] = ()
+    """What the weight-staging Job waits for: its Pod Identity association, the bucket and
+    the system nodes it runs on."""
+    hf_token: pulumi.Input[str] | None = None
+    """The Hugging Face token (a Pulumi secret) for gated repositories, or None."""
+
+
+STAGING = ("configmap-weights", "serviceaccount-stager", "networkpolicy-stager")
+"""What the staging Job mounts, runs as and is confined by (suffixes of its siblings)."""
+JOB = "Job"
+DEPLOYMENT = "Deployment"
+SERVER_NEEDS = ("ServiceAccount", "ConfigMap", "configmap-weights", "NetworkPolicy", "Service")
+"""What the Deployment's pods need before they are created."""
 
 
 class VllmService(pulumi.ComponentResource):
@@ -91,31 +116,75 @@ class VllmService(pulumi.ComponentResource):
     ) -> None:
         super().__init__("llmfleet:index:VllmService", name, None, opts)
         self.resources = {}
-        namespace: list[pulumi.Resource] = []
-        for doc in region_manifests(args.fleet_plan, args.region_plan):
-            key = (str(doc["apiVersion"]), str(doc["kind"]))
-            child_opts = pulumi.ResourceOptions(
-                parent=self,
-                provider=args.k8s_provider,
-                depends_on=[
-                    *args.depends_on,
-                    *namespace,
-                    *(args.ingress_depends_on if doc["kind"] == "Ingress" else ()),
-                ],
-            )
-            first = str(doc["kind"]) not in self.resources
+        docs = region_manifests(args.fleet_plan, args.region_plan)
+        keyed: dict[str, dict[str, Any]] = {}
+        for doc in docs:
+            first = str(doc["kind"]) not in keyed
             suffix = resource_suffix(doc, args.region_plan.workload.name, first)
-            child = f"{name}-{suffix}"
-            resource: pulumi.CustomResource
-            if key in TYPED:
-                resource = TYPED[key](child, **resource_kwargs(doc), opts=child_opts)
-            elif key in CUSTOM:
-                resource = CustomResource(child, **resource_kwargs(doc), opts=child_opts)
+            keyed[str(doc["kind"]) if first else suffix] = doc
+        ingresses = [k for k, d in keyed.items() if d["kind"] == "Ingress"]
+        # The Deployment last: it waits for what its pods need (see the module docstring).
+        order = [k for k in keyed if k != DEPLOYMENT] + [DEPLOYMENT]
+        for key in order:
+            doc = keyed[key]
+            after: list[pulumi.Resource] = [self.resources[k] for k in ("Namespace",)
+                                            if k in self.resources]
+            if key == "Namespace":
+                after = []
+            elif key == JOB:
+                after += [self.resources[k] for k in STAGING] + list(args.staging_depends_on)
+                if args.hf_token is not None:
+                    after.append(self._hf_token_secret(name, args))
+            elif key in STAGING:
+                pass
             else:
-                known = ", ".join(sorted(k for _, k in [*TYPED, *CUSTOM]))
-                raise ProgramError(f"{name}: cannot deploy {'/'.join(key)}; known kinds: {known}")
-            if doc["kind"] == "Namespace":
-                namespace = [resource]
-            self.resources[str(doc["kind"]) if first else suffix] = resource
+                after += list(args.depends_on)
+            if doc["kind"] == "Ingress":
+                after += [self.resources["Service"], *args.ingress_depends_on]
+            if key == DEPLOYMENT:
+                after += [self.resources[k] for k in (*SERVER_NEEDS, JOB, *ingresses)]
+            self.resources[key] = self._create(name, key, doc, args, after)
         workload = args.region_plan.workload
         self.register_outputs({"namespace": workload.namespace, "kinds": sorted(self.resources)})
+
+    def _create(
+        self,
+        name: str,
+        key: str,
+        doc: Mapping[str, Any],
+        args: VllmServiceArgs,
+        after: Sequence[pulumi.Resource],
+    ) -> pulumi.CustomResource:
+        kind = (str(doc["apiVersion"]), str(doc["kind"]))
+        child = f"{name}-{key.lower()}"
+        child_opts = pulumi.ResourceOptions(
+            parent=self, provider=args.k8s_provider, depends_on=list(after)
+        )
+        if kind in TYPED:
+            return TYPED[kind](child, **resource_kwargs(doc), opts=child_opts)
+        if kind in CUSTOM:
+            return CustomResource(child, **resource_kwargs(doc), opts=child_opts)
+        known = ", ".join(sorted(k for _, k in [*TYPED, *CUSTOM]))
+        raise ProgramError(f"{name}: cannot deploy {'/'.join(kind)}; known kinds: {known}")
+
+    def _hf_token_secret(self, name: str, args: VllmServiceArgs) -> k8s.core.v1.Secret:
+        """The Hugging Face token as a Secret (never rendered: it is a value)."""
+        workload = args.region_plan.workload
+        if args.hf_token is None:
+            raise ProgramError(f"{name}: no Hugging Face token to put in a Secret")
+        token: pulumi.Output[str] = pulumi.Output.secret(args.hf_token)
+        return k8s.core.v1.Secret(
+            f"{name}-hf-token",
+            metadata={
+                "name": workload.hf_token_secret,
+                "namespace": workload.namespace,
+                "labels": dict(workload.labels),
+            },
+            type="Opaque",
+            string_data={workload.hf_token_secret_key: token},
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.k8s_provider,
+                depends_on=[self.resources["Namespace"]],
+            ),
+        )

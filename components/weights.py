@@ -1,10 +1,12 @@
 """ModelStore: where a region's pods get the weights and the image from.
 
-- The weight bucket (`cold_start.weights_bucket`: one per region, private, versioned off,
-  encrypted at rest by S3's default), staged once (README, "Before the first deploy");
-  every pod streams `RegionPlan.cold_start.weights_uri` from it. A role trusted by EKS Pod
-  Identity may only list that prefix and read its objects; a `PodIdentityAssociation` gives
-  it to the vLLM ServiceAccount.
+- The weight bucket (`RegionPlan.staging.bucket`: one per region, its name carrying the
+  account, private, SSE-S3, TLS only), which the weight-staging Job fills with the served
+  checkpoint at the pinned revision and its manifest (`llmfleet.fleetplan.weights`); every
+  pod streams `RegionPlan.cold_start.weights_uri` from it. Two roles trusted by EKS Pod
+  Identity, each given to one ServiceAccount by a `PodIdentityAssociation` that waits for
+  the cluster's agent add-on: the vLLM pods' may list the revision's prefix and read its
+  objects; the staging Job's may also write them (and nothing outside the prefix).
 - With `startup.ecr_account_id`: an ECR pull-through cache rule for Docker Hub (prefix
   `images.ECR_PREFIX`) with the credentials Secret ECR requires for Docker Hub (created
   empty: put a Docker Hub username and access token in it, README), and on every node
@@ -17,13 +19,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import pulumi
 import pulumi_aws as aws
 
 from components import iam
 from components.iam import partition
-from llmfleet.fleetplan.cold_start import weights_bucket
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.serving import DOCKER_HUB, ECR_PREFIX
@@ -47,6 +49,39 @@ def read_weights_policy(bucket_arn: str, prefix: str) -> str:
                 "Action": "s3:GetObject",
                 "Resource": f"{bucket_arn}/{prefix}/*",
             },
+        ],
+    }
+    return json.dumps(doc, sort_keys=True)
+
+
+def stage_weights_policy(bucket_arn: str, prefix: str) -> str:
+    """The staging Job's: read and write the revision's prefix (multipart uploads included),
+    nothing else of the bucket."""
+    doc = json.loads(read_weights_policy(bucket_arn, prefix))
+    doc["Statement"].append(
+        {
+            "Sid": "WriteTheModel",
+            "Effect": "Allow",
+            "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
+            "Resource": f"{bucket_arn}/{prefix}/*",
+        }
+    )
+    return json.dumps(doc, sort_keys=True)
+
+
+def tls_only_policy(bucket_arn: str) -> str:
+    """Refuse every request to the bucket that is not over TLS."""
+    doc = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "TlsOnly",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
         ],
     }
     return json.dumps(doc, sort_keys=True)
@@ -85,7 +120,13 @@ class ModelStoreArgs:
 
 
 class ModelStore(pulumi.ComponentResource):
+    """Children: the bucket `{name}-weights` (public access block, SSE-S3, TLS-only policy),
+    the roles, policies and Pod Identity associations `{name}-reader` (vLLM) and
+    `{name}-stager` (the staging Job: `stager_association`), and the image cache."""
+
     bucket: aws.s3.Bucket
+    stager_association: aws.eks.PodIdentityAssociation
+    reader_association: aws.eks.PodIdentityAssociation
 
     def __init__(
         self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None
@@ -94,13 +135,14 @@ class ModelStore(pulumi.ComponentResource):
         fp, rp = args.fleet_plan, args.region_plan
         startup: Startup = fp.startup
         child = pulumi.ResourceOptions(parent=self)
+        staging = rp.staging
         self.bucket = aws.s3.Bucket(
             f"{name}-weights",
-            bucket=weights_bucket(fp.name, rp.region, startup.ecr_account_id),
+            bucket=staging.bucket,
             force_destroy=False,
             opts=child,
         )
-        aws.s3.BucketPublicAccessBlock(
+        public_block = aws.s3.BucketPublicAccessBlock(
             f"{name}-weights",
             bucket=self.bucket.id,
             block_public_acls=True,
@@ -109,27 +151,47 @@ class ModelStore(pulumi.ComponentResource):
             restrict_public_buckets=True,
             opts=child,
         )
-        prefix = rp.cold_start.weights_uri.split("/", 3)[3]
-        reader = aws.iam.Role(
-            f"{name}-reader",
-            assume_role_policy=iam.pod_identity_trust(),
-            description=f"vLLM pods of {fp.name} in {rp.region}: read the weights",
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-weights",
+            bucket=self.bucket.id,
+            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
             opts=child,
         )
-        aws.iam.RolePolicy(
-            f"{name}-reader",
-            role=reader.id,
-            policy=self.bucket.arn.apply(lambda arn: read_weights_policy(arn, prefix)),
-            opts=child,
+        aws.s3.BucketPolicy(
+            f"{name}-weights",
+            bucket=self.bucket.id,
+            policy=self.bucket.arn.apply(tls_only_policy),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_block]),
         )
-        aws.eks.PodIdentityAssociation(
-            f"{name}-reader",
-            cluster_name=args.cluster_name,
-            namespace=rp.workload.namespace,
-            service_account=rp.workload.name,
-            role_arn=reader.arn,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
-        )
+        prefix = staging.prefix
+        roles = {
+            "reader": (rp.workload.name, "read the weights", read_weights_policy),
+            "stager": (staging.service_account, "stage the weights", stage_weights_policy),
+        }
+        associations: dict[str, aws.eks.PodIdentityAssociation] = {}
+        for kind, (account, what, document) in roles.items():
+            role = aws.iam.Role(
+                f"{name}-{kind}",
+                assume_role_policy=iam.pod_identity_trust(),
+                description=f"{account} of {fp.name} in {rp.region}: {what}",
+                opts=child,
+            )
+            grant = aws.iam.RolePolicy(
+                f"{name}-{kind}",
+                role=role.id,
+                policy=self.bucket.arn.apply(partial(document, prefix=prefix)),
+                opts=child,
+            )
+            associations[kind] = aws.eks.PodIdentityAssociation(
+                f"{name}-{kind}",
+                cluster_name=args.cluster_name,
+                namespace=rp.workload.namespace,
+                service_account=account,
+                role_arn=role.arn,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, grant]),
+            )
+        self.reader_association = associations["reader"]
+        self.stager_association = associations["stager"]
         if startup.ecr_account_id:
             secret = aws.secretsmanager.Secret(
                 f"{name}-docker-hub",

@@ -310,12 +310,17 @@ def cmd_preview(args: argparse.Namespace) -> int:
         # components/ holds the Pulumi code; the pure core imports it only for this command.
         from components.preview.run import run_program
         from components.preview.split import split_commands
+        from components.preview.text import format_findings
 
         if args.split:
             sys.stdout.write("\n".join(split_commands(args.stack)) + "\n")
             return 0
         result = run_program(args.stack)
+        findings = [] if args.no_checks else result.findings()
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
+    if findings:
+        sys.stderr.write(format_findings(findings))
+        return 1
     return 0
 
 
@@ -630,6 +635,11 @@ def parser() -> argparse.ArgumentParser:
         "stack into its region stacks and global stack without recreating anything",
     )
     s.add_argument("--json", action="store_true")
+    s.add_argument(
+        "--no-checks",
+        action="store_true",
+        help="skip the checks of what AWS or Kubernetes would refuse (exit 1 when one fails)",
+    )
     s.set_defaults(func=cmd_preview)
     return p
 

@@ -169,13 +169,21 @@ def eks_api_restricted(resources: list[Resource], stack_tags: Mapping[str, str])
 # --- workloads --------------------------------------------------------------------------------
 
 
+def _file_pointer(env: Mapping[str, Any]) -> bool:
+    """`HF_TOKEN_PATH=/var/run/...`: a variable naming the file a secret is mounted at."""
+    name, value = str(env.get("name", "")), str(env.get("value", ""))
+    return name.endswith(("_PATH", "_FILE")) and value.startswith("/") and not (
+        SECRET_VALUE.search(value)
+    )
+
+
 def secrets_by_reference(resources: list[Resource], _: Mapping[str, str]) -> list[Violation]:
     out = []
     for r in resources:
         for c in containers(r):
             for env in c.get("env") or []:
                 value = env.get("value")
-                if value is None or value == SECRET:
+                if value is None or value == SECRET or _file_pointer(env):
                     continue
                 if SECRET_NAME.search(str(env.get("name", ""))) or SECRET_VALUE.search(str(value)):
                     out.append(Violation(
@@ -184,7 +192,10 @@ def secrets_by_reference(resources: list[Resource], _: Mapping[str, str]) -> lis
                         "use valueFrom.secretKeyRef"))
         if _kind(r) == "Secret":
             for key in ("data", "stringData"):
-                for k, v in (r["inputs"].get(key) or {}).items():
+                values = r["inputs"].get(key) or {}
+                if values == SECRET:  # the whole map is a Pulumi secret
+                    continue
+                for k, v in values.items():
                     if v != SECRET:
                         out.append(Violation(
                             "secrets-by-reference", r["name"],
@@ -242,6 +253,67 @@ def health_check_per_routed_record(
     return out
 
 
+HEALTH_PATHS = ("/health",)
+"""Paths a public entry point may serve without authentication: Route53's checkers send no
+credentials."""
+ALB_AUTH = ("alb.ingress.kubernetes.io/jwt-validation", "alb.ingress.kubernetes.io/auth-type")
+ALB_WAF = ("alb.ingress.kubernetes.io/wafv2-acl-name", "alb.ingress.kubernetes.io/wafv2-acl-arn")
+
+
+def _production(resources: list[Resource], stack_tags: Mapping[str, str]) -> bool:
+    tags = [(c["inputs"].get("tags") or {}).get(ENVIRONMENT_TAG)
+            for c in _of(resources, "aws:eks/cluster:Cluster")]
+    return "production" in (*tags, stack_tags.get("environment"))
+
+
+def _public_ingresses(resources: list[Resource]) -> list[tuple[Resource, Mapping[str, str]]]:
+    out = []
+    for r in resources:
+        if _kind(r) != "Ingress":
+            continue
+        annotations = ((r["inputs"].get("metadata") or {}).get("annotations")) or {}
+        if annotations.get("alb.ingress.kubernetes.io/scheme") == "internet-facing":
+            out.append((r, annotations))
+    return out
+
+
+def _data_paths(ingress: Resource) -> list[str]:
+    rules = ((ingress["inputs"].get("spec") or {}).get("rules")) or []
+    paths = [p.get("path", "/") for rule in rules
+             for p in (rule.get("http") or {}).get("paths") or []]
+    return sorted({p for p in paths if p not in HEALTH_PATHS})
+
+
+def entry_point_authenticated(
+    resources: list[Resource], stack_tags: Mapping[str, str]
+) -> list[Violation]:
+    if not _production(resources, stack_tags):
+        return []
+    out = []
+    for r, notes in _public_ingresses(resources):
+        auth = any(notes.get(k) not in (None, "none") for k in ALB_AUTH)
+        paths = _data_paths(r)
+        if paths and not auth:
+            out.append(Violation("public-entry-point-authenticated-in-production", r["name"],
+                                 f"internet-facing Ingress serves {', '.join(paths)} without "
+                                 "authentication at the load balancer (plan edge.auth)"))
+    return out
+
+
+def entry_point_rate_limited(
+    resources: list[Resource], stack_tags: Mapping[str, str]
+) -> list[Violation]:
+    if not _production(resources, stack_tags):
+        return []
+    out = []
+    for r, notes in _public_ingresses(resources):
+        if _data_paths(r) and not any(notes.get(k) not in (None, "none") for k in ALB_WAF):
+            out.append(Violation("public-entry-point-rate-limited-in-production", r["name"],
+                                 "internet-facing Ingress without an AWS WAF web ACL (plan "
+                                 "edge.rate_limit)"))
+    return out
+
+
 def images_pinned(resources: list[Resource], _: Mapping[str, str]) -> list[Violation]:
     return [
         Violation("images-pinned-by-digest", r["name"],
@@ -271,6 +343,12 @@ RULES: tuple[Rule, ...] = (
     Rule("health-check-per-routed-record",
          "Every Route53 record with a routing policy has a health check.",
          "mandatory", "resource", health_check_per_routed_record),
+    Rule("public-entry-point-authenticated-in-production",
+         "A production public entry point authenticates every data-plane request at the "
+         "load balancer.", "mandatory", "stack", entry_point_authenticated),
+    Rule("public-entry-point-rate-limited-in-production",
+         "A production public entry point has a WAF web ACL (a per-client rate limit).",
+         "mandatory", "stack", entry_point_rate_limited),
     # advisory until the vLLM image is pinned by digest (the digest of
     # vllm/vllm-openai:v0.33.0 could not be read offline): it reports, it does not block.
     Rule("images-pinned-by-digest", "Container images are pinned by digest, not a tag.",

@@ -42,7 +42,8 @@ def make_plan(**changes: Any) -> CapacityPlan:
 
 THREE_REGIONS: dict[str, Any] = {
     "name": "chat-three",
-    "model": {"id": "Llama-3.3-70B-Instruct"},
+    "model": {"id": "Llama-3.3-70B-Instruct",
+              "revision": "0123456789abcdef0123456789abcdef01234567"},
     "max_model_len": 16384,
     "traffic": {
         "peak_requests_per_s": 300,
@@ -60,11 +61,23 @@ THREE_REGIONS: dict[str, Any] = {
     "headroom": 0.20,
     "environment": "production",
     "cluster": {"public_access_cidrs": ["203.0.113.0/24"]},
+    "account_id": "111122223333",
+    "alerts": {
+        "receivers": [
+            {"name": "oncall", "severities": ["critical"],
+             "email": {"addresses": ["oncall@example.com"]}}
+        ]
+    },
     "dns": {
         "zone_name": "example.com",
         "record_name": "chat.example.com",
         "health_check_interval_s": 10,
         "failure_threshold": 3,
+    },
+    "edge": {
+        "auth": {"jwt": {"issuer": "https://auth.example.com/",
+                         "jwks_url": "https://auth.example.com/jwks.json"}},
+        "rate_limit": {"requests": 600, "window_s": 60},
     },
 }
 """Llama-3.3-70B at TTFT 500 ms / a 40 ms token gap (p99) in us-east-1, us-west-2 and
@@ -84,6 +97,7 @@ ONE_REGION: dict[str, Any] = {
     "regions": [{"name": "us-east-1", "traffic_share": 1.0}],
     "allowed": {"gpus": ["L4", "A10G", "L40S"]},
     "headroom": 0.20,
+    "account_id": "111122223333",
     "dns": {
         "zone_name": "example.com",
         "record_name": "chat-one.example.com",
@@ -128,3 +142,40 @@ def write_stacks(stacks_dir: Path, plans: dict[str, dict[str, Any]] = OWN_STACKS
     for env, plan in plans.items():
         (stacks_dir / f"Pulumi.{env}.yaml").write_text(stack_text(plan))
     return stacks_dir
+PRODUCTION: dict[str, Any] = {
+    "environment": "production",
+    "cluster": {"public_access_cidrs": ["203.0.113.0/24"]},
+    "account_id": "111122223333",
+    "model.revision": "0123456789abcdef0123456789abcdef01234567",
+    "alerts": {
+        "receivers": [
+            {"name": "oncall", "severities": ["critical"],
+             "email": {"addresses": ["oncall@example.com"]}}
+        ]
+    },
+}
+"""What production requires beyond the BASE plan (no dns: no edge needed)."""
+EDGE: dict[str, Any] = {
+    "dns": {"zone_name": "example.com", "record_name": "llm.example.com"},
+    "edge": {
+        "auth": {"jwt": {"issuer": "https://auth.example.com/",
+                         "jwks_url": "https://auth.example.com/jwks.json"}},
+        "rate_limit": {"requests": 600, "window_s": 60},
+    },
+}
+"""A public entry point with what production requires of it."""
+
+
+def production_plan(**changes: Any) -> CapacityPlan:
+    """A valid production plan (PRODUCTION over BASE), with dotted-path overrides."""
+    return make_plan(**{**PRODUCTION, **changes})
+
+
+def by_kind(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Rendered objects by kind, the first of each (the server's: the staging Job's
+    ServiceAccount, ConfigMap and NetworkPolicy, the dashboard and the health Ingress come
+    after it)."""
+    out: dict[str, dict[str, Any]] = {}
+    for doc in docs:
+        out.setdefault(str(doc["kind"]), doc)
+    return out

@@ -11,6 +11,7 @@ from plans import plan_dict
 from llmfleet import cli
 from llmfleet.catalog import model_facts
 from llmfleet.cli import main
+from llmfleet.plan import stacks
 from llmfleet.plan.stacks import deploy_stacks, list_stacks, read_plan, stack_file_text
 
 PREDICT = [
@@ -255,6 +256,29 @@ def test_a_short_burst_with_sharegpt_spread_lengths_drains_slower_than_fixed_len
     fixed = run_predict(PredictRequest(**base)).output_tokens_per_s
     spread = run_predict(PredictRequest(**base, output_lengths="sharegpt")).output_tokens_per_s
     assert spread < 0.6 * fixed
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"edge": {"rate_limit": {"requests": 600}}}, "edge.auth = None: production's entry point"),
+        ({"model": {"id": "Llama-3.1-8B-Instruct"}}, "model.revision = None: production serves"),
+        ({"kubernetes_version": "1.33"}, "kubernetes_version = '1.33': EKS standard support"),
+        ({"alerts": {"receivers": [{"name": "oncall"}]}},
+         "plan.alerts.receivers.0: receiver 'oncall' has none"),
+    ],
+)
+def test_the_shipped_prod_stack_broken_one_field_at_a_time_exits_2_naming_it(
+    changes, message, tmp_path, capsys, monkeypatch
+):
+    """prod with auth removed, the revision unpinned, an old Kubernetes, or a receiver
+    without a target: one line naming the plan field, exit 2, no traceback."""
+    doc = yaml.safe_load(stacks.stack_path("prod").read_text())
+    doc["config"]["llmfleet:plan"].update(changes)
+    (tmp_path / "Pulumi.broken.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setattr(cli, "read_plan", lambda env: stacks.read_plan(env, tmp_path))
+    code, _, err = run(["plan", "--stack", "broken"], capsys)
+    assert code == 2 and message in err and "Traceback" not in err
 
 
 def test_rollout_json_has_the_keys_the_deploy_workflow_reads(capsys):

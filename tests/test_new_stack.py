@@ -34,6 +34,7 @@ QWEN_FRANKFURT_TOKYO = {
         {"name": "eu-central-1", "traffic_share": 0.7},
         {"name": "ap-northeast-1", "traffic_share": 0.3},
     ],
+    "account_id": "444455556666",  # the user's account: S3 names are global (README)
 }
 OWN_CONFIG = {
     "name": "mine",
@@ -47,6 +48,7 @@ OWN_CONFIG = {
     },
     "slo": {"ttft_ms": 1000, "itl_ms": 60, "itl": "tpot", "percentile": 95},
     "regions": [{"name": "eu-west-1", "traffic_share": 1.0}],
+    "account_id": "444455556666",
 }
 
 

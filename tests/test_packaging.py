@@ -54,7 +54,7 @@ def test_the_wheel_holds_every_package_and_data_file(installed: Path) -> None:
     packages |= {str(p.parent.relative_to(REPO)) for p in REPO.glob("components/**/__init__.py")}
     for package in packages:
         assert f"{package}/__init__.py" in names, package
-    data = [p for pattern in ("*.csv", "*.json", "*.j2", "*.md")
+    data = [p for pattern in ("*.csv", "*.json", "*.j2", "*.md", "scripts/*.py")
             for p in (REPO / "llmfleet").rglob(pattern)]
     assert len(data) > 20
     for path in data:

@@ -39,17 +39,21 @@ class FleetMocks(pulumi.runtime.Mocks):
 
     An auto-named resource's physical name is its logical name; ids are `{name}-{hash}`.
     `stack_outputs`: stack name (without org/project) -> the outputs a StackReference to it
-    reads, and `secret_outputs` the names among them that are secret.
+    reads, and `secret_outputs` the names among them that are secret. `account`: the account
+    the credentials belong to (the plan's account_id, as a deploy with the right credentials
+    would see).
     """
 
     def __init__(
         self,
         stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
         secret_outputs: Mapping[str, list[str]] | None = None,
+        account: str = MOCK_ACCOUNT,
     ) -> None:
         super().__init__()
         self.stack_outputs = dict(stack_outputs or {})
         self.secret_outputs = dict(secret_outputs or {})
+        self.account = account
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
@@ -59,12 +63,14 @@ class FleetMocks(pulumi.runtime.Mocks):
         out = dict(inputs)
         if typ.startswith("aws:"):
             service = typ.split(":")[1].split("/")[0]
-            out.setdefault("arn", f"arn:aws:{service}:mock:{MOCK_ACCOUNT}:{rid}")
+            out.setdefault("arn", f"arn:aws:{service}:mock:{self.account}:{rid}")
             out.setdefault("name", name)
         if typ == "aws:iam/role:Role":
             # As in AWS: a role's id is its name and its ARN ends in role/<name>.
             rid = out["name"]
-            out["arn"] = f"arn:aws:iam::{MOCK_ACCOUNT}:role/{rid}"
+            out["arn"] = f"arn:aws:iam::{self.account}:role/{rid}"
+        elif typ == "aws:sns/topic:Topic":
+            out["arn"] = f"arn:aws:sns:mock:{self.account}:{out['name']}"
         elif typ == "aws:eks/cluster:Cluster":
             out["endpoint"] = f"https://{short_hash(name).upper()}.gr7.mock.eks.amazonaws.com"
             out["certificateAuthority"] = {"data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="}
@@ -96,7 +102,11 @@ class FleetMocks(pulumi.runtime.Mocks):
         }
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
-        """The invokes the program makes (zones, and stage 4's zone and ELB lookups)."""
+        """The invokes the program makes (zones, the caller's account, stage 4's zone and
+        ELB lookups)."""
+        if args.token == CALLER_IDENTITY:
+            return {"accountId": self.account, "arn": f"arn:aws:iam::{self.account}:user/mock",
+                    "id": self.account, "userId": "MOCKUSER"}, []
         return routing_call(args.token, dict(args.args)), []
 
 
@@ -124,6 +134,9 @@ def routing_outputs(typ: str, name: str, rid: str, inputs: dict[str, Any]) -> di
 
 
 AVAILABILITY_ZONES = "aws:index/getAvailabilityZones:getAvailabilityZones"
+CALLER_IDENTITY = "aws:index/getCallerIdentity:getCallerIdentity"
+MOCK_ELB_ACCOUNT = "999999999999"
+"""Stands in for the region's Elastic Load Balancing account (aws.elb.getServiceAccount)."""
 
 
 def availability_zones(region: str) -> dict[str, Any]:
@@ -160,6 +173,11 @@ def routing_call(token: str, args: dict[str, Any]) -> dict[str, Any]:
         return {"id": f"Z{short_hash(str(args.get('region', ''))).upper()}MOCK"}
     if token == "aws:route53/getZone:getZone":
         return {"zoneId": f"Z{short_hash(str(args['name'])).upper()}", **args}
+    if token == "aws:elb/getServiceAccount:getServiceAccount":
+        return {"arn": f"arn:aws:iam::{MOCK_ELB_ACCOUNT}:root", "id": MOCK_ELB_ACCOUNT}
+    if token == "aws:lb/getLoadBalancer:getLoadBalancer" and args.get("name"):
+        name = str(args["name"])  # the Ingress names its ALB (load-balancer-name)
+        return {"arnSuffix": f"app/{name}/{_hex16(name)}", **args}
     if token == "aws:lb/getLoadBalancer:getLoadBalancer":
         key = _tags_key(args)
         name = f"k8s-{short_hash('lb' + key)}"

@@ -31,7 +31,8 @@ from pulumi.runtime import settings
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_in_stack
 
-from components.preview.mocks import FleetMocks
+from components.preview.checks import Finding, run_checks
+from components.preview.mocks import MOCK_ACCOUNT, FleetMocks
 from components.preview.monitor import RecordingMonitor
 from components.preview.text import format_preview
 from components.preview.wire import collect, has_secret, reveal
@@ -62,6 +63,10 @@ class PreviewResult:
         """What `llmfleet preview` prints: the fleet summary, then the resource tree."""
         text = format_preview(self.resources, self.fleet_plan)
         return f"{self.part}\n{text}" if self.part else text
+
+    def findings(self) -> list[Finding]:
+        """What AWS or Kubernetes would refuse or break that the mocks accepted (checks)."""
+        return run_checks(self.resources, self.fleet_plan.account_id)
 
 
 def run_preview(
@@ -109,7 +114,8 @@ def run_program(
                 region_run = run_program(stack)
                 stack_outputs[stack] = region_run.outputs
                 secret[stack] = region_run.secret_outputs
-    mocks = FleetMocks(stack_outputs, secret)
+    # the deploying credentials are the plan's account (the program checks them)
+    mocks = FleetMocks(stack_outputs, secret, target.plan.account_id or MOCK_ACCOUNT)
     # A worker thread gets its own event loop; a copy of the caller's context keeps the
     # runtime state this run sets (settings, config, root resource) out of the caller's.
     with (

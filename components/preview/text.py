@@ -124,3 +124,13 @@ def format_preview(resources: list[dict[str, Any]], fleet_plan: FleetPlan) -> st
 
     walk((None, None), "")
     return "\n".join(lines) + "\n"
+
+
+def format_findings(findings: list[Any]) -> str:
+    """The checks' findings, one per line under a count (empty: none)."""
+    if not findings:
+        return ""
+    lines = [f"{len(findings)} finding(s) where AWS or Kubernetes would fail (llmfleet preview "
+             "checks):"]
+    lines += [f"  [{f.check}] {f.resource}: {f.message}" for f in findings]
+    return "\n".join(lines) + "\n"

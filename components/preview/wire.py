@@ -71,10 +71,12 @@ def collect(monitor: RecordingMonitor) -> list[dict[str, Any]]:
                 "parent_urn": None if top else req["parent"],
                 "parent_type": None if top else parent_type,
                 "provider": urn_name(provider_urn) if provider_urn else None,
+                "provider_urn": provider_urn or None,
                 "inputs": plain(req["inputs"]),
                 "options": {
                     "ignore_changes": req["ignore_changes"],
                     "depends_on": sorted(names.get(d, d) for d in req["depends_on"]),
+                    "depends_on_urns": sorted(req["depends_on"]),
                     "aliases": req["aliases"],
                 },
             }

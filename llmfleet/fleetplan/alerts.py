@@ -31,6 +31,9 @@ class AlertRule(Data):
     for_duration: str = Field(description="How long expr must hold before the alert fires.")
     summary: str
     reason: str = Field(description="Why this threshold: the plan's number it comes from.")
+    runbook_url: str = Field(
+        default="", description="What to do: `<alerts.runbook_url>#<alert name, lower case>`."
+    )
 
 
 class Alerts(Data):
@@ -187,13 +190,17 @@ def build_alerts(plan: CapacityPlan, replicas: MinDesiredMax, serving: Serving,
             "carry its traffic meanwhile",
         ),
     ]
+    rules = [
+        r.model_copy(update={"runbook_url": f"{plan.alerts.runbook_url}#{r.name.lower()}"})
+        for r in rules
+    ]
     return Alerts(
         error_budget=budget,
         rules=rules,
         notes=notes + [
-            "a region's Route53 health check reports to CloudWatch (AWS/Route53 "
-            "HealthCheckStatus), not Prometheus: alert on it with a CloudWatch alarm beside "
-            "the health check; NoReadyReplica is the in-cluster view of the same failure",
+            "the load balancer's 5xx share and p99 response time are CloudWatch alarms "
+            "(entry_point.alarms) to the region's SNS topic, beside these; NoReadyReplica is "
+            "the in-cluster view of what the region's Route53 health check sees",
             "burn rates read the histograms' buckets; a target between two bounds is "
             "interpolated inside that bucket, as histogram_quantile does",
         ],

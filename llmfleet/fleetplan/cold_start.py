@@ -16,6 +16,7 @@ import math
 from pydantic import Field
 
 from llmfleet.data import Data
+from llmfleet.fleetplan.weights import account_of, weights_bucket, weights_prefix
 from llmfleet.search.choice import Choice
 from llmfleet.search.levers import served
 from llmfleet.units import GIB
@@ -41,6 +42,11 @@ class ColdStart(Data):
     startup_budget_s: int = Field(description="The startup probe's failures x period.")
     consolidate_after_s: int = Field(
         description="Karpenter waits this long before removing an empty node (>= total_s)."
+    )
+    rollout_timeout_s: int = Field(
+        description="How long `pulumi up` waits for the Deployment to become ready "
+        "(pulumi.com/timeoutSeconds): a node launch, the image pull and the whole startup "
+        "budget. A crash loop fails the update at this deadline instead of passing unseen."
     )
     growth_during_cold_start: float = Field(
         description="Traffic growth during one cold start, as a share of the peak."
@@ -73,18 +79,13 @@ hardware and models than the plan's."""
 LOAD_FORMAT = "runai_streamer"
 
 
-def weights_bucket(fleet_name: str, region: str, account_id: str | None) -> str:
-    """The region's weight bucket (S3 names are global: the account id makes it unique)."""
-    return f"{fleet_name}-weights-{region}" + (f"-{account_id}" if account_id else "")
-
-
 def weights_uri(choice: Choice) -> str:
-    """Where the served checkpoint (the precision the search chose) sits in the region."""
-
-    bucket = weights_bucket(
-        choice.plan.name, choice.region.name, choice.plan.startup.ecr_account_id
-    )
-    return f"s3://{bucket}/{served(choice.plan, choice.model, choice.lever).hf_repo}"
+    """Where the served checkpoint (the precision the search chose) sits in the region: its
+    revision's prefix in the region's bucket (`fleetplan.weights`)."""
+    plan = choice.plan
+    bucket = weights_bucket(plan.name, choice.region.name, account_of(plan))
+    repo = served(plan, choice.model, choice.lever).hf_repo
+    return f"s3://{bucket}/{weights_prefix(repo, plan.model.revision)}"
 
 
 def stream_gib_per_s(choice: Choice) -> float:
@@ -120,6 +121,7 @@ def build_cold_start(choice: Choice, weights_gib: float) -> ColdStart:
     container_s = BOOTSTRAP_S + weights_s + ENGINE_START_S
     total_s = NODE_LAUNCH_S + image_s + container_s
     probes = math.ceil(container_s * PROBE_MARGIN / STARTUP_PERIOD_S)
+    budget_s = probes * STARTUP_PERIOD_S
     growth = choice.plan.startup.traffic_growth_per_min * total_s / 60
     return ColdStart(
         weights_uri=weights_uri(choice),
@@ -128,8 +130,9 @@ def build_cold_start(choice: Choice, weights_gib: float) -> ColdStart:
         node_s=NODE_LAUNCH_S,
         container_s=round(container_s, 1),
         total_s=round(total_s, 1),
-        startup_budget_s=probes * STARTUP_PERIOD_S,
+        startup_budget_s=budget_s,
         consolidate_after_s=math.ceil(total_s / 60) * 60,
+        rollout_timeout_s=math.ceil((NODE_LAUNCH_S + image_s + budget_s) / 60) * 60,
         growth_during_cold_start=round(growth, 4),
         headroom_carries_growth=growth <= choice.plan.headroom,
     )

@@ -4,15 +4,18 @@ the EKS control plane, the NAT gateways and the NAT data of cold starts; and the
 million output tokens served over the profile.
 
 Prices besides the GPU nodes are us-east-1 list prices (other regions differ by a few per
-cent): EKS $0.10 per cluster-hour (aws.amazon.com/eks/pricing, standard support), NAT
+cent): EKS $0.10 per cluster-hour in standard support and $0.60 in extended support
+(catalog/eks_support.json, `plan.checks.control_plane_support` says which is billed), NAT
 gateway $0.045 per hour and per GB processed (aws.amazon.com/vpc/pricing), gp3 $0.08 per
 GB-month (aws.amazon.com/ebs/pricing)."""
 
 from __future__ import annotations
 
+from llmfleet.catalog.kubernetes import eks_support
 from llmfleet.data import Data
 from llmfleet.fleetplan.capacity import AlwaysOn, NodeCapacity, SystemPool
 from llmfleet.fleetplan.cold_start import IMAGE_GB
+from llmfleet.plan.checks import control_plane_support
 from llmfleet.search.choice import Choice
 from llmfleet.units import GIB, HOURS_PER_MONTH
 
@@ -34,7 +37,6 @@ class Costs(Data):
     assumptions: list[str]
 
 
-EKS_USD_PER_HOUR = 0.10
 NAT_USD_PER_HOUR = 0.045
 NAT_USD_PER_GB = 0.045
 GP3_USD_PER_GB_MONTH = 0.08
@@ -93,10 +95,12 @@ def build_costs(
     rates = {"peak": peak_rps, "trough": trough_rps, "ramp": (peak_rps + trough_rps) / 2}
     mean_rps = sum(rates[k] * hours[k] for k in hours) / 24
     tokens = mean_rps * choice.plan.traffic.output_tokens.mean * HOURS_PER_MONTH * 3600
+    support = control_plane_support(choice.plan)
+    eks_usd_per_hour = eks_support().control_plane_usd_per_hour[support]
     parts = {
         "gpu_day_profile": day_avg * HOURS_PER_MONTH,
         "ebs_day_profile": ebs,
-        "eks_control_plane": EKS_USD_PER_HOUR * HOURS_PER_MONTH,
+        "eks_control_plane": eks_usd_per_hour * HOURS_PER_MONTH,
         "nat_gateways": nat_count * NAT_USD_PER_HOUR * HOURS_PER_MONTH,
         "nat_data": nat_data,
     }
@@ -113,6 +117,8 @@ def build_costs(
             f"trough, {profile.ramp_hours:g} h halfway (plan.day_profile)",
             f"one rise to the peak a day: {peak_n - trough_n} node launch(es) a day, each "
             f"pulling {through_nat_gb:.0f} GB through NAT",
-            "EKS, NAT and gp3 at us-east-1 list prices; system nodes are not priced",
+            f"EKS control plane ${eks_usd_per_hour:.2f}/h ({support} support of Kubernetes "
+            f"{choice.plan.kubernetes_version}); NAT and gp3 at us-east-1 list prices; system "
+            "nodes are not priced",
         ],
     )

@@ -7,13 +7,27 @@ region's ACM certificate, found by the Ingress's TLS hosts (the controller's cer
 discovery), so the rendered file holds no account-specific ARN. Only `/v1` (the OpenAI API)
 and `/health` are routed; `/metrics` and the rest stay inside the cluster.
 
-The health check reflects serving capacity, not only a live process: it goes through the
-load balancer, and the controller registers only Ready pods as targets (without the
-readiness-gate label, `pkg/backend/endpoint_resolver.go` of v2.14.0 keeps ready endpoints),
-so with no Ready replica the ALB has no target and answers 503. Without API keys it asks
-`/v1/models` for the served model's name (HTTPS_STR_MATCH: a server up but serving another
-model fails too); with API keys vLLM refuses `/v1/*` without the key, which Route53 cannot
-send, so it checks `/health` (HTTPS: any 2xx/3xx) through the same path."""
+Who may call it (`plan.edge`): with `edge.auth` the ALB authenticates every `/v1` request
+(JWT validation or Cognito) before it reaches a pod, and `/health` moves to a second Ingress
+of the same IngressGroup without authentication (Route53's checkers send no credentials);
+with `edge.rate_limit` the region's AWS WAF web ACL (`components.edge`, found by name)
+limits each client. Production requires both (`plan.checks.check_production`).
+
+How requests spread and drain: least outstanding requests (a request that streams 900
+tokens and one that streams 9 differ tenfold in length; round robin piles long ones onto
+one replica), readiness gates (the namespace label makes the controller hold a new pod
+NotReady until the ALB sees it healthy), a preStop pause long enough that the ALB stops
+routing to a pod before vLLM stops accepting, and a deregistration delay that lets the
+drain finish the streams in flight.
+
+The health check reflects serving capacity, not only a live process: a CloudWatch alarm on
+the ALB's healthy targets (`capacity_check`, read by a CLOUDWATCH_METRIC Route53 check) takes
+a region out of DNS when fewer replicas are Ready than its share needs, and the endpoint
+check goes through the load balancer, which answers 503 with no Ready replica. Without
+authentication or API keys it asks `/v1/models` for the served model's name
+(HTTPS_STR_MATCH: a server up but serving another model fails too); otherwise `/health`.
+Every Ingress names its role in its tags (`llmfleet.io/serves`), so the capacity alarm's
+lookup finds the API's target group, not the health Ingress's."""
 
 from __future__ import annotations
 
@@ -24,6 +38,9 @@ from pydantic import Field
 
 from llmfleet.data import Data
 from llmfleet.fleetplan.network import load_balancer_cidrs
+from llmfleet.fleetplan.weights import account_of
+from llmfleet.fleetplan.workload import bounded_name
+from llmfleet.plan.edge import Edge
 from llmfleet.plan.routing import Dns
 from llmfleet.plan.schema import CapacityPlan
 
@@ -72,6 +89,30 @@ class CapacityCheck(Data):
     reason: str
 
 
+class RateRule(Data):
+    """The region's AWS WAF web ACL with one rate-based rule (`components.edge`)."""
+
+    web_acl_name: str = Field(description="REGIONAL web ACL, found by the Ingress by name.")
+    requests: int = Field(description="Requests one client may send per window.")
+    window_s: int
+    per: str = Field(description="ip, or token (the Authorization header).")
+    block_status: int = Field(description="What a limited client gets back.")
+
+
+class LbAlarm(Data):
+    """A CloudWatch alarm on the region's ALB (`components.alarms`), to its SNS topic."""
+
+    name: str = Field(description="Alarm name suffix (the alarm is <lb name>-<name>).")
+    kind: str = Field(description="5xx-share (metric math over the ALB's counts) or latency-p99.")
+    threshold: float = Field(description="Percent of requests (5xx-share) or seconds (latency).")
+    period_s: int
+    evaluation_periods: int
+    datapoints_to_alarm: int
+    summary: str
+    reason: str
+    runbook_url: str
+
+
 class EntryPoint(Data):
     """One region's public TLS entry point: an internet-facing ALB made by the AWS Load
     Balancer Controller from the rendered Ingress, with the region's ACM certificate."""
@@ -82,13 +123,32 @@ class EntryPoint(Data):
     port: int = Field(description="HTTPS listener port.")
     ssl_policy: str
     idle_timeout_s: int = Field(description="ALB idle timeout: the longest silent response.")
+    load_balancer_name: str = Field(description="The ALB's name (32 characters at most).")
+    group_name: str = Field(description="IngressGroup: the API and health Ingresses share one ALB.")
     paths: list[str] = Field(description="Paths routed to vLLM; anything else gets a 404.")
+    health_paths: list[str] = Field(
+        description="Paths of the unauthenticated health Ingress (empty: no auth, one Ingress)."
+    )
+    auth: str | None = Field(description="jwt, cognito, or None (edge.auth).")
+    rate_rule: RateRule | None = Field(description="The WAF rate limit (edge.rate_limit).")
+    deregistration_delay_s: int = Field(
+        description="How long the ALB keeps a draining target's requests in flight: the "
+        "preStop pause plus vLLM's shutdown timeout."
+    )
+    access_logs_bucket: str | None = Field(
+        description="The region's log bucket (ALB access logs); None without an account id."
+    )
+    deletion_protection: bool = Field(description="On in production: the ALB survives deletes.")
     source_cidrs: list[str] = Field(
         description="Where the ALB's nodes connect from (its public subnets): the "
         "NetworkPolicy admits exactly these on the serving port."
     )
     ingress_annotations: dict[str, str]
+    health_annotations: dict[str, str] = Field(
+        description="The health Ingress's annotations (empty: no separate health Ingress)."
+    )
     health_check: HealthCheck
+    alarms: list[LbAlarm] = Field(description="CloudWatch alarms on the ALB's own metrics.")
     reasons: list[str]
     capacity_check: CapacityCheck | None = Field(
         default=None,
@@ -102,12 +162,34 @@ SSL_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 """TLS 1.3 and 1.2 only: the ELB policy AWS recommends for new HTTPS listeners."""
 MAX_IDLE_TIMEOUT_S = 4000
 """The largest ALB idle timeout (idle_timeout.timeout_seconds: 1-4000)."""
+MAX_DEREGISTRATION_DELAY_S = 3600
+"""deregistration_delay.timeout_seconds: 0-3600 (the controller's annotation docs)."""
+LB_NAME_MAX = 32
+"""The controller refuses a load-balancer-name longer than 32 characters."""
 PATHS = ["/v1", "/health"]
+HEALTH_PATH = "/health"
 ALB = "alb.ingress.kubernetes.io"
+RATE_LIMITED_STATUS = 429
+SERVES_TAG = "llmfleet.io/serves"
+"""On the API Ingress's target group (`=api`); the health Ingress tags its own with another
+key, so a lookup by the API's tags finds one target group (the controller tags a target
+group with its own Ingress's `alb.ingress.kubernetes.io/tags`; the ALB gets the group's
+merged)."""
+ACCESS_LOG_PREFIX = "alb"
 
 
 def regional_hostname(region: str, dns: Dns) -> str:
     return f"{region}.{dns.record_name}"
+
+
+def load_balancer_name(fleet: str, region: str) -> str:
+    """`<fleet>-<region>`, cut to 32 characters with a hash of the whole kept unique."""
+    return bounded_name(f"{fleet}-{region}", LB_NAME_MAX)
+
+
+def logs_bucket(fleet: str, region: str, account_id: str) -> str:
+    """The region's log bucket: ALB access logs and VPC flow logs (`components.logs`)."""
+    return f"{fleet}-logs-{region}-{account_id}"
 
 
 def idle_timeout_s(plan: CapacityPlan) -> int:
@@ -124,7 +206,7 @@ def health_check(plan: CapacityPlan, dns: Dns, region: str, served_model: str) -
         "request_interval_s": dns.health_check_interval_s,
         "failure_threshold": dns.failure_threshold,
     }
-    if plan.api_key is None:
+    if plan.api_key is None and plan.edge.auth is None:
         return HealthCheck(
             type="HTTPS_STR_MATCH",
             resource_path="/v1/models",
@@ -133,34 +215,187 @@ def health_check(plan: CapacityPlan, dns: Dns, region: str, served_model: str) -
             "Ready pods are targets); the model list must name the served model",
             **common,
         )
+    why = "the ALB authenticates /v1/*" if plan.edge.auth else "vLLM refuses /v1/* without the key"
     return HealthCheck(
         type="HTTPS",
-        resource_path="/health",
+        resource_path=HEALTH_PATH,
         search_string=None,
-        reason="through the ALB, which answers 503 when no vLLM replica is Ready; /health, "
-        "since vLLM refuses /v1/* without the API key and Route53 cannot send one",
+        reason=f"through the ALB, which answers 503 when no vLLM replica is Ready; {HEALTH_PATH}, "
+        f"since {why} and Route53 cannot send credentials",
         **common,
     )
 
 
-def build_entry_point(plan: CapacityPlan, region_name: str, served: str) -> EntryPoint | None:
+def auth_annotations(edge: Edge) -> dict[str, str]:
+    """The controller's authentication annotations for `edge.auth` (v3.5.0 annotation docs)."""
+    auth = edge.auth
+    if auth is None:
+        return {}
+    if auth.jwt is not None:
+        config: dict[str, object] = {"jwksEndpoint": auth.jwt.jwks_url, "issuer": auth.jwt.issuer}
+        if auth.jwt.scopes:
+            config["additionalClaims"] = [
+                {"name": "scope", "format": "space-separated-values", "values": auth.jwt.scopes}
+            ]
+        return {f"{ALB}/jwt-validation": json.dumps(config, separators=(",", ":"))}
+    assert auth.cognito is not None
+    idp = {
+        "userPoolARN": auth.cognito.user_pool_arn,
+        "userPoolClientID": auth.cognito.user_pool_client_id,
+        "userPoolDomain": auth.cognito.user_pool_domain,
+    }
+    return {
+        f"{ALB}/auth-type": "cognito",
+        f"{ALB}/auth-idp-cognito": json.dumps(idp, separators=(",", ":")),
+        f"{ALB}/auth-on-unauthenticated-request": "authenticate",
+        f"{ALB}/auth-scope": "openid",
+    }
+
+
+FAST_BURN = 14.4
+"""The SRE workbook's fast burn (as the TTFT/ITL alerts, fleetplan.alerts): the error
+budget spent 14.4 times as fast as the SLO allows."""
+ALARM_PERIOD_S = 60
+ALARM_PERIODS = 5
+
+
+def runbook(alerting_url: str, anchor: str) -> str:
+    return f"{alerting_url}#{anchor}"
+
+
+def lb_alarms(plan: CapacityPlan) -> list[LbAlarm]:
+    """The ALB's 5xx share and its p99 response time, against the plan's SLO."""
+    budget = 1 - plan.slo.percentile / 100
+    share = round(min(100.0, FAST_BURN * budget * 100), 2)
+    p99_output = plan.traffic.output_tokens.at_percentile(99)
+    longest_s = round((plan.slo.ttft_ms + p99_output * plan.slo.itl_ms) / 1000, 1)
+    window = f"{ALARM_PERIODS} x {ALARM_PERIOD_S} s"
+    return [
+        LbAlarm(
+            name="5xx-share",
+            kind="5xx-share",
+            threshold=share,
+            period_s=ALARM_PERIOD_S,
+            evaluation_periods=ALARM_PERIODS,
+            datapoints_to_alarm=ALARM_PERIODS,
+            summary=f"over {share:g} % of the ALB's requests answered 5xx ({window})",
+            reason=f"{FAST_BURN:g}x the SLO's error budget of {budget:.1%}: the load balancer's "
+            "own view, which sees what Prometheus cannot (no target, 502 on a drained pod)",
+            runbook_url=runbook(plan.alerts.runbook_url, "albhigh5xxshare"),
+        ),
+        LbAlarm(
+            name="latency-p99",
+            kind="latency-p99",
+            threshold=longest_s,
+            period_s=ALARM_PERIOD_S,
+            evaluation_periods=ALARM_PERIODS,
+            datapoints_to_alarm=ALARM_PERIODS,
+            summary=f"p99 target response time over {longest_s:g} s ({window})",
+            reason=f"a p99 request at the SLO: TTFT {plan.slo.ttft_ms:g} ms + {p99_output} "
+            f"output tokens x {plan.slo.itl_ms:g} ms (a streamed response's headers come far "
+            "sooner, so this fires on stalled or queued requests)",
+            runbook_url=runbook(plan.alerts.runbook_url, "albslowresponses"),
+        ),
+    ]
+
+
+def build_entry_point(
+    plan: CapacityPlan,
+    region_name: str,
+    served: str,
+    *,
+    prestop_sleep_s: int,
+    shutdown_timeout_s: int,
+) -> EntryPoint | None:
     """The region's entry point, or None when the plan has no global name."""
     if plan.dns is None:
         return None
     dns = plan.dns
     region = next(r for r in plan.regions if r.name == region_name)
     idle = idle_timeout_s(plan)
-    annotations = {
-        f"{ALB}/scheme": "internet-facing",
+    lb_name = load_balancer_name(plan.name, region_name)
+    dereg = min(MAX_DEREGISTRATION_DELAY_S, prestop_sleep_s + shutdown_timeout_s)
+    production = plan.environment == "production"
+    account = account_of(plan)
+    logs = logs_bucket(plan.name, region_name, account) if account else None
+    lb_attributes = {
+        "idle_timeout.timeout_seconds": str(idle),
+        "routing.http.drop_invalid_header_fields.enabled": "true",
+        "deletion_protection.enabled": "true" if production else "false",
+        "access_logs.s3.enabled": "true" if logs else "false",
+    }
+    if logs:
+        lb_attributes["access_logs.s3.bucket"] = logs
+        lb_attributes["access_logs.s3.prefix"] = ACCESS_LOG_PREFIX
+    tg_attributes = {
+        "load_balancing.algorithm.type": "least_outstanding_requests",
+        "deregistration_delay.timeout_seconds": str(dereg),
+    }
+    rate = plan.edge.rate_limit
+    rate_rule = (
+        RateRule(
+            web_acl_name=lb_name,
+            requests=rate.requests,
+            window_s=rate.window_s,
+            per=rate.per,
+            block_status=RATE_LIMITED_STATUS,
+        )
+        if rate is not None
+        else None
+    )
+    group = f"{plan.name}"
+    target = {
         f"{ALB}/target-type": "ip",
+        f"{ALB}/backend-protocol": "HTTP",
+        f"{ALB}/healthcheck-path": HEALTH_PATH,
+        f"{ALB}/success-codes": "200",
+        f"{ALB}/target-group-attributes": _string_map(tg_attributes),
+        f"{ALB}/group.name": group,
+    }
+    shared = {  # "Exclusive" annotations: the same value on every Ingress of the group
+        f"{ALB}/scheme": "internet-facing",
+        f"{ALB}/load-balancer-name": lb_name,
         f"{ALB}/listen-ports": json.dumps([{"HTTPS": HTTPS_PORT}], separators=(",", ":")),
         f"{ALB}/ssl-policy": SSL_POLICY,
-        f"{ALB}/backend-protocol": "HTTP",
-        f"{ALB}/healthcheck-path": "/health",
-        f"{ALB}/success-codes": "200",
-        f"{ALB}/load-balancer-attributes": f"idle_timeout.timeout_seconds={idle}",
-        f"{ALB}/tags": f"llmfleet.io/fleet={plan.name},llmfleet.io/region={region_name}",
+        f"{ALB}/load-balancer-attributes": _string_map(lb_attributes),
     }
+    if rate_rule is not None:  # absent: the controller leaves the ALB's WAF setting alone
+        shared[f"{ALB}/wafv2-acl-name"] = rate_rule.web_acl_name
+    tags = f"llmfleet.io/fleet={plan.name},llmfleet.io/region={region_name}"
+    api = {**shared, **target, **auth_annotations(plan.edge), f"{ALB}/group.order": "10",
+           f"{ALB}/tags": f"{tags},{SERVES_TAG}=api"}
+    health = (
+        {**shared, **target, f"{ALB}/group.order": "1",
+         f"{ALB}/tags": f"{tags},{SERVES_TAG}-health=true"}
+        if plan.edge.auth
+        else {}
+    )
+    reasons = [
+        "an internet-facing ALB (AWS Load Balancer Controller) with IP targets: TLS ends "
+        f"at the ALB ({SSL_POLICY}) with the region's ACM certificate for "
+        f"{dns.record_name} and {regional_hostname(region_name, dns)}",
+        f"the NetworkPolicy admits {', '.join(load_balancer_cidrs(region))} (the public "
+        "subnets holding the ALB's nodes, which connect to pod IPs) on the serving port; "
+        "nothing else outside the monitoring namespace",
+        f"idle timeout {idle} s: a non-streamed response is silent for up to TTFT "
+        f"{plan.slo.ttft_ms:g} ms + {plan.max_model_len:,} tokens x {plan.slo.itl_ms:g} ms",
+        "least outstanding requests: a new request goes to the replica with the fewest in "
+        "flight, not the next in turn (requests differ tenfold in length)",
+        f"deregistration delay {dereg} s = preStop {prestop_sleep_s} s + vLLM's shutdown "
+        f"timeout {shutdown_timeout_s} s: streams in flight finish while the pod drains",
+    ]
+    if plan.edge.auth is not None:
+        reasons.append(
+            f"{plan.edge.auth.kind} authentication at the ALB on /v1; {HEALTH_PATH} is a "
+            "second Ingress of the same group without it (Route53 sends no credentials)"
+        )
+    if rate_rule is not None:
+        reasons.append(
+            f"AWS WAF web ACL {rate_rule.web_acl_name}: {rate_rule.requests} requests per "
+            f"{rate_rule.window_s} s per {rate_rule.per}, then {RATE_LIMITED_STATUS}"
+        )
+    if logs:
+        reasons.append(f"access logs in s3://{logs}/{ACCESS_LOG_PREFIX}/")
     return EntryPoint(
         hostname=dns.record_name,
         regional_hostname=regional_hostname(region_name, dns),
@@ -168,21 +403,27 @@ def build_entry_point(plan: CapacityPlan, region_name: str, served: str) -> Entr
         port=HTTPS_PORT,
         ssl_policy=SSL_POLICY,
         idle_timeout_s=idle,
-        paths=list(PATHS),
+        load_balancer_name=lb_name,
+        group_name=group,
+        paths=["/v1"] if plan.edge.auth else list(PATHS),
+        health_paths=[HEALTH_PATH] if plan.edge.auth else [],
+        auth=plan.edge.auth.kind if plan.edge.auth else None,
+        rate_rule=rate_rule,
+        deregistration_delay_s=dereg,
+        access_logs_bucket=logs,
+        deletion_protection=production,
         source_cidrs=load_balancer_cidrs(region),
-        ingress_annotations=dict(sorted(annotations.items())),
+        ingress_annotations=dict(sorted(api.items())),
+        health_annotations=dict(sorted(health.items())),
         health_check=health_check(plan, dns, region_name, served),
-        reasons=[
-            "an internet-facing ALB (AWS Load Balancer Controller) with IP targets: TLS ends "
-            f"at the ALB ({SSL_POLICY}) with the region's ACM certificate for "
-            f"{dns.record_name} and {regional_hostname(region_name, dns)}",
-            f"the NetworkPolicy admits {', '.join(load_balancer_cidrs(region))} (the public "
-            "subnets holding the ALB's nodes, which connect to pod IPs) on the serving port; "
-            "nothing else outside the monitoring namespace",
-            f"idle timeout {idle} s: a non-streamed response is silent for up to TTFT "
-            f"{plan.slo.ttft_ms:g} ms + {plan.max_model_len:,} tokens x {plan.slo.itl_ms:g} ms",
-        ],
+        alarms=lb_alarms(plan),
+        reasons=reasons,
     )
+
+
+def _string_map(values: dict[str, str]) -> str:
+    """The controller's stringMap annotation format: k1=v1,k2=v2 (sorted)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(values.items()))
 
 
 ALB_METRIC_INTERVAL_S = 60

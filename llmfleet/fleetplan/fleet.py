@@ -24,8 +24,10 @@ from llmfleet.fleetplan.rollout import Rollout, build_rollout
 from llmfleet.fleetplan.traffic import TrafficAdvice, build_traffic_advice
 from llmfleet.paths import PROJECT_ROOT
 from llmfleet.perf.architecture import kv_dtype_bytes
-from llmfleet.plan.checks import check_plan, load_calibrations
+from llmfleet.plan.alerting import Alerting
+from llmfleet.plan.checks import check_plan, control_plane_support, load_calibrations
 from llmfleet.plan.cluster import ClusterAccess, Startup
+from llmfleet.plan.edge import Edge
 from llmfleet.plan.model import ResolvedModel, resolve_model
 from llmfleet.plan.routing import ApiKey, Dns, Routing
 from llmfleet.plan.schema import CapacityPlan, Slo, Traffic
@@ -62,6 +64,14 @@ class FleetPlan(Data):
     headroom: float
     confidence: str
     kubernetes_version: str
+    kubernetes_support: str = Field(
+        description="standard or extended (plan.kubernetes_support): the cluster's EKS "
+        "upgrade policy; control_plane_support is what the cost model bills."
+    )
+    control_plane_support: str = Field(
+        description="The support EKS bills the control plane at (plan.checks)."
+    )
+    account_id: str | None = Field(description="The AWS account the fleet deploys into.")
     cluster: ClusterAccess
     regions: list[RegionPlan]
     monthly_cost_usd: float
@@ -76,6 +86,8 @@ class FleetPlan(Data):
     routing: Routing
     dns: Dns | None
     api_key: ApiKey | None
+    edge: Edge = Field(description="plan.edge: authentication and the WAF rate limit.")
+    alerting: Alerting = Field(description="plan.alerts: receivers and the runbook's address.")
     resilience: Resilience = Field(
         description="Loss scenarios, warm floors, recovery time; monthly_cost_usd includes "
         "the floors, resilience.monthly_cost_usd_without_resilience does not."
@@ -190,6 +202,9 @@ def build_fleet_plan(
         confidence=plan.confidence,
         cluster=plan.cluster,
         kubernetes_version=plan.kubernetes_version,
+        kubernetes_support=plan.kubernetes_support,
+        control_plane_support=control_plane_support(plan),
+        account_id=plan.account_id,
         regions=regions,
         monthly_cost_usd=round(sum(r.monthly_cost_usd for r in regions), 2),
         monthly_cost_usd_at_trough=round(sum(r.monthly_cost_usd_at_trough for r in regions), 2),
@@ -200,6 +215,8 @@ def build_fleet_plan(
         routing=plan.routing,
         dns=plan.dns,
         api_key=plan.api_key,
+        edge=plan.edge,
+        alerting=plan.alerts,
         resilience=build_resilience(plan, regions, floors),
         traffic_advice=build_traffic_advice(plan, regions),
         startup=plan.startup,
@@ -226,7 +243,13 @@ def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: LossSizing) -> Regi
             f"is lost (min/desired/max without resilience "
             f"{'/'.join(str(v) for v in floor.replicas_without_resilience.values())})"
         )
-    entry = build_entry_point(plan, rp.region, rp.serving.vllm.served_model_name)
+    entry = build_entry_point(
+        plan,
+        rp.region,
+        rp.serving.vllm.served_model_name,
+        prestop_sleep_s=rp.serving.prestop_sleep_s,
+        shutdown_timeout_s=rp.serving.vllm.shutdown_timeout,
+    )
     if entry is not None:
         check = build_capacity_check(
             rp.region, rp.peak_requests_per_s, rp.predicted.requests_per_s, rp.replicas.min,

@@ -25,7 +25,7 @@ from llmfleet.fleetplan.capacity import (
 )
 from llmfleet.fleetplan.cold_start import ColdStart, build_cold_start
 from llmfleet.fleetplan.costs import Costs, build_costs
-from llmfleet.fleetplan.entry_point import EntryPoint
+from llmfleet.fleetplan.entry_point import EntryPoint, logs_bucket
 from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, download_gib
 from llmfleet.fleetplan.network import SubnetPlan, subnet_layout
 from llmfleet.fleetplan.predicted import (
@@ -41,8 +41,10 @@ from llmfleet.fleetplan.predicted import (
 )
 from llmfleet.fleetplan.risk import Risk, build_risk
 from llmfleet.fleetplan.serving import Serving, build_serving
+from llmfleet.fleetplan.weights import WeightStaging, account_of, build_weight_staging
 from llmfleet.fleetplan.workload import Workload, build_workload
 from llmfleet.search.choice import Choice
+from llmfleet.search.levers import served
 from llmfleet.search.optimizer import Alternative, allowed_instances
 from llmfleet.search.replica_slo import itl_percentile_s, ttft_prompt_tokens
 from llmfleet.search.replicas import LossSizing
@@ -107,6 +109,12 @@ class RegionPlan(Data):
     )
     capacity: NodeCapacity
     cold_start: ColdStart
+    staging: WeightStaging = Field(description="The Job that stages the weights, its manifest.")
+    logs_bucket: str | None = Field(
+        default=None,
+        description="The region's log bucket (ALB access logs, a new VPC's flow logs); None "
+        "without an account id, whose name it must carry.",
+    )
     costs: Costs
 
     @computed_field  # type: ignore[prop-decorator]
@@ -222,6 +230,7 @@ def build_region_plan(
     plan, region, inst = choice.plan, choice.region, choice.instance
     field = f"regions[{plan.regions.index(region)}]"
     weights_gib = download_gib(choice)
+    account = account_of(plan)
     gpu_zone_ids = node_zone_ids(region, field, inst.instance_type)
     zone_ids = cluster_zone_ids(region.name, gpu_zone_ids)
     floor = build_always_on(choice, stage4)
@@ -294,5 +303,10 @@ def build_region_plan(
         cluster_zone_ids=zone_ids,
         capacity=capacity,
         cold_start=cold,
+        staging=build_weight_staging(
+            plan, region.name, served(plan, choice.model, choice.lever).hf_repo, weights_gib,
+            work, serve.scanner_skips,
+        ),
+        logs_bucket=logs_bucket(plan.name, region.name, account) if account else None,
         costs=cost,
     )

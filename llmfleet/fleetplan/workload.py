@@ -1,13 +1,24 @@
 """Kubernetes names and settings the manifests and the node pools share: namespaces, labels,
-the GPU taint, the serving port, the pod's user."""
+the GPU taint, the serving port, the pod's user; and names bounded to what an AWS API takes."""
 
 from __future__ import annotations
+
+import hashlib
 
 from pydantic import Field
 
 from llmfleet.catalog.hardware import Instance
 from llmfleet.data import Data
 from llmfleet.plan.schema import CapacityPlan
+
+
+def bounded_name(name: str, limit: int) -> str:
+    """`name`, or when longer than `limit` its head with a hash of the whole (kept unique):
+    a fleet and region name can be long, an ALB's name or an EventBridge rule's cannot."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+    return f"{name[: limit - 7].rstrip('-')}-{digest}"
 
 
 class Workload(Data):
@@ -25,11 +36,21 @@ class Workload(Data):
     )
     gpu_taint_key: str = Field(description="Taint on every GPU node (effect NoSchedule).")
     gpu_taint_value: str
+    namespace_labels: dict[str, str] = Field(
+        description="The namespace's labels: the workload's, Pod Security Admission "
+        "`restricted` (enforced, audited, warned) at the plan's Kubernetes version, and with "
+        "an entry point the load balancer controller's readiness-gate injection."
+    )
     hf_token_secret: str = Field(
-        description="Secret the user creates in `namespace` holding the Hugging Face token; "
-        "the pod reads it only through a secretKeyRef."
+        description="Secret the program creates in `namespace` from the stack's secret config "
+        "llmfleet:hfToken (gated repositories); only the weight-staging Job mounts it."
     )
     hf_token_secret_key: str
+    pod_identity_agent_cidr: str = Field(
+        description="The EKS Pod Identity agent's link-local address (/32): every pod with an "
+        "association fetches its credentials there (TCP pod_identity_agent_port)."
+    )
+    pod_identity_agent_port: int
     run_as_user: int = Field(description="Non-root uid of the vLLM container.")
     model_cache_path: str = Field(description="Mount path of the weight cache; HF_HOME below it.")
     config_path: str = Field(description="Where the ConfigMap's vLLM config is mounted.")
@@ -44,8 +65,9 @@ NODE_LABEL_PREFIX = "llmfleet.io"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "true"
 HF_TOKEN_SECRET = "hf-token"
-"""Secret the user creates in the fleet's namespace: `kubectl create secret generic hf-token
---from-literal=token=hf_...`; llmfleet never renders or deploys its value."""
+"""Secret the program creates in the fleet's namespace from the stack's secret config
+`llmfleet:hfToken` (`pulumi config set --secret llmfleet:hfToken hf_...`) when it is set;
+only the weight-staging Job mounts it. No value is rendered."""
 HF_TOKEN_SECRET_KEY = "token"
 VLLM_UID = 2000
 """The `vllm` user (uid 2000, HOME /home/vllm) the vllm/vllm-openai image ships; the image's
@@ -59,6 +81,31 @@ PROMETHEUS_URL = (
     f"http://{PROMETHEUS_RELEASE}-prometheus.{MONITORING_NAMESPACE}.svc.cluster.local:9090"
 )
 PDB_MAX_UNAVAILABLE = 1
+POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
+POD_IDENTITY_AGENT_PORT = 80
+"""EKS user guide, pod-id-considerations: the agent 'uses port 80 and port 2703 on a
+link-local address on the node ... 169.254.170.23 for IPv4'; pods get
+AWS_CONTAINER_CREDENTIALS_FULL_URI=http://169.254.170.23/v1/credentials (2703 is the agent's
+own probe port). The VPC CNI's policy agent enforces link-local destinations too."""
+PSA_LEVEL = "restricted"
+PSA = "pod-security.kubernetes.io"
+READINESS_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"
+"""AWS Load Balancer Controller docs (deploy/pod_readiness_gate.md): label the namespace and
+create the Ingress before the pods, and the controller's webhook adds a readiness gate per
+target group, so a new pod is Ready only once the ALB sees it healthy."""
+
+
+def namespace_labels(plan: CapacityPlan, labels: dict[str, str]) -> dict[str, str]:
+    """The workload's labels, Pod Security Admission at `restricted` for the plan's
+    Kubernetes version, and the readiness-gate injection where an ALB serves the pods."""
+    version = f"v{plan.kubernetes_version}"
+    out = dict(labels)
+    for mode in ("enforce", "audit", "warn"):
+        out[f"{PSA}/{mode}"] = PSA_LEVEL
+        out[f"{PSA}/{mode}-version"] = version
+    if plan.dns is not None:
+        out[READINESS_GATE_LABEL] = "enabled"
+    return dict(sorted(out.items()))
 
 
 def node_labels(
@@ -77,15 +124,17 @@ def node_labels(
 
 def build_workload(plan: CapacityPlan, instance: Instance) -> Workload:
     """The workload section of a region's plan."""
+    labels = {
+        "app.kubernetes.io/component": "inference",
+        "app.kubernetes.io/name": "vllm",
+        "app.kubernetes.io/instance": plan.name,
+        "app.kubernetes.io/managed-by": "llmfleet",
+    }
     return Workload(
         namespace=plan.name,
         name=plan.name,
-        labels={
-            "app.kubernetes.io/component": "inference",
-            "app.kubernetes.io/name": "vllm",
-            "app.kubernetes.io/instance": plan.name,
-            "app.kubernetes.io/managed-by": "llmfleet",
-        },
+        labels=labels,
+        namespace_labels=namespace_labels(plan, labels),
         node_labels=node_labels(
             plan.name, instance.gpu, instance.instance_type, instance.gpu_count
         ),
@@ -93,6 +142,8 @@ def build_workload(plan: CapacityPlan, instance: Instance) -> Workload:
         gpu_taint_value=GPU_TAINT_VALUE,
         hf_token_secret=HF_TOKEN_SECRET,
         hf_token_secret_key=HF_TOKEN_SECRET_KEY,
+        pod_identity_agent_cidr=POD_IDENTITY_AGENT_CIDR,
+        pod_identity_agent_port=POD_IDENTITY_AGENT_PORT,
         run_as_user=VLLM_UID,
         model_cache_path=MODEL_CACHE_PATH,
         config_path=CONFIG_PATH,

@@ -13,7 +13,7 @@ and deployed unchanged by `components.karpenter.Karpenter`.
   budgets and do-not-disrupt (kubernetes-sigs/karpenter#3185): AMI updates come as drift
   when the pinned alias changes, through the same budgets.
 - EC2NodeClass: the AL2023 alias pinned to an EKS AMI release (Karpenter picks its NVIDIA
-  variant for GPU instances), IMDSv2 with hop limit 2, an encrypted gp3 root volume of
+  variant for GPU instances), IMDSv2 with hop limit 1, an encrypted gp3 root volume of
   `node_volume_gib`, no public IP, subnets and security groups by the cluster's discovery
   tag, the reservations' ids when the region buys reserved capacity."""
 
@@ -21,19 +21,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmfleet.catalog.kubernetes import chart
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 
-KARPENTER_VERSION = "1.14.1"
-"""Chart and controller; its compatibility matrix covers Kubernetes 1.26-1.36
-(karpenter-provider-aws hack/docs/compatibilitymatrix_gen/compatibility.yaml @v1.14.1)."""
+KARPENTER_VERSION = chart("karpenter").version
+"""Chart and controller (catalog/charts.csv, with its supported Kubernetes versions)."""
 AMI_ALIAS = "al2023@v20260714"
 """EKS AMI release v20260714 (awslabs/amazon-eks-ami CHANGELOG.md: AL2023_x86_64_NVIDIA for
 Kubernetes 1.33-1.35). Pinned: `@latest` would roll every GPU node on each AMI release."""
 DISCOVERY_TAG = "karpenter.sh/discovery"
 ROOT_DEVICE = "/dev/xvda"
-IMDS_HOP_LIMIT = 2
-"""As the managed node groups: pods behind the node's network namespace need the second hop."""
+IMDS_HOP_LIMIT = 1
+"""As the managed node groups: no pod needs the instance role (EKS Pod Identity gives every
+pod its own credentials), so the metadata service answers the node's namespace only."""
 POOL_LABEL = "llmfleet.io/pool"
 
 

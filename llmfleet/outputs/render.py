@@ -63,16 +63,48 @@ MANIFESTS = (
     "scaledobject",
     "prometheusrule",
     "dashboard",
+    "weights-configmap",
+    "stager-serviceaccount",
+    "stager-networkpolicy",
+    "stage-weights",
 )
-"""One template and one file per Kubernetes object, in the order they are applied."""
+"""One template and one file per Kubernetes object. The first object of each kind is the
+server's (components.VllmService names the others by their suffix); the program orders them
+by their dependencies, not by this list."""
 
 
 ENTRY_MANIFESTS = ("ingress",)
 """Rendered after MANIFESTS in regions with an entry point (plan.dns)."""
+HEALTH_INGRESS = "ingress-health"
+"""With edge.auth: the unauthenticated /health Ingress of the same ALB."""
+SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
+SCRIPTS = ("stage_weights.py", "verify_weights.py")
+"""The weight-staging Job's and the init container's scripts, shipped in a ConfigMap."""
+SCRIPTS_PATH = "/opt/llmfleet"
+"""Where the pods mount them."""
 
 
 def manifest_kinds(region: RegionPlan) -> tuple[str, ...]:
-    return MANIFESTS + (ENTRY_MANIFESTS if region.entry_point is not None else ())
+    entry = region.entry_point
+    if entry is None:
+        return MANIFESTS
+    return MANIFESTS + ENTRY_MANIFESTS + ((HEALTH_INGRESS,) if entry.health_paths else ())
+
+
+@cache
+def staging_scripts() -> dict[str, str]:
+    return {name: (SCRIPTS_DIR / name).read_text() for name in SCRIPTS}
+
+
+def staging_env(region: RegionPlan) -> dict[str, str]:
+    """What both scripts read: where the copy is and which revision it must hold."""
+    s = region.staging
+    return {
+        "LLMFLEET_BUCKET": s.bucket,
+        "LLMFLEET_PREFIX": s.prefix,
+        "LLMFLEET_MANIFEST_KEY": s.manifest_key,
+        "LLMFLEET_REVISION": s.revision,
+    }
 
 
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
@@ -185,6 +217,9 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
         "autoscaling": region.autoscaling,
         "vllm_config": vllm_config(region),
         "dashboard": dashboard(fleet, region),
+        "staging_scripts": staging_scripts(),
+        "staging_scripts_path": SCRIPTS_PATH,
+        "staging_env": staging_env(region),
     }
     docs = [
         load_yaml(_template(f"kubernetes/{kind}.yaml.j2", **context))

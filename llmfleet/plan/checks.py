@@ -6,6 +6,7 @@ checkpoint). Each raises a PlanError naming what would work."""
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 
 from llmfleet.calibration.server_calibration import (
@@ -17,13 +18,38 @@ from llmfleet.calibration.server_calibration import (
 )
 from llmfleet.catalog import hardware, model_facts
 from llmfleet.catalog.constants import Constants
-from llmfleet.catalog.kubernetes import eks_versions
+from llmfleet.catalog.kubernetes import (
+    SupportType,
+    charts_missing,
+    default_kubernetes_version,
+    eks_support,
+    eks_versions,
+)
 from llmfleet.errors import CalibrationError, PlanError, UnknownNameError
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
 
 
-def check_kubernetes_version(version: str) -> None:
+def standard_support_days_left(version: str) -> int:
+    """Days of EKS standard support `version` has left on the calendar's date (negative:
+    past it)."""
+    end = date.fromisoformat(eks_versions()[version].end_of_standard_support)
+    return (end - eks_support().calendar_as_of).days
+
+
+def control_plane_support(plan: CapacityPlan) -> SupportType:
+    """The support EKS bills the plan's clusters at: extended when the plan runs its version
+    into extended support (kubernetes_support: extended and under the margin left)."""
+    short = standard_support_days_left(plan.kubernetes_version) < (
+        eks_support().standard_support_margin_days
+    )
+    return "extended" if plan.kubernetes_support == "extended" and short else "standard"
+
+
+def check_kubernetes_version(plan: CapacityPlan) -> None:
+    """A version EKS offers, inside its support window on the calendar's date, that every
+    pinned chart supports (llmfleet/catalog/eks_versions.csv, charts.csv)."""
+    version = plan.kubernetes_version
     offered = eks_versions()
     if version not in offered:
         newest = max(offered, key=lambda v: int(v.split(".")[1]))
@@ -31,7 +57,99 @@ def check_kubernetes_version(version: str) -> None:
             "kubernetes_version",
             version,
             f"EKS does not offer it; offered: {', '.join(offered)} (newest {newest}; "
-            f"llmfleet/catalog/eks_versions.csv, {offered[newest].source.split(' from ')[0]})",
+            "llmfleet/catalog/eks_versions.csv)",
+        )
+    support = eks_support()
+    day = support.calendar_as_of
+    row = offered[version]
+    default = default_kubernetes_version()
+    if row.support_on(day) is None:
+        raise PlanError(
+            "kubernetes_version",
+            version,
+            f"EKS extended support for it ended on {row.end_of_extended_support} (calendar of "
+            f"{day}): EKS creates no such cluster; use {default} (the default)",
+        )
+    left = standard_support_days_left(version)
+    if left < support.standard_support_margin_days and plan.kubernetes_support == "standard":
+        price = support.control_plane_usd_per_hour
+        when = (
+            f"ended on {row.end_of_standard_support}, {-left} days before"
+            if left <= 0
+            else f"ends on {row.end_of_standard_support}, {left} days after"
+        )
+        raise PlanError(
+            "kubernetes_version",
+            version,
+            f"EKS standard support {when} the calendar's {day} (a new fleet needs "
+            f"{support.standard_support_margin_days} days left): use {default} (the default), "
+            "or set kubernetes_support: extended to run it in extended support at "
+            f"${price['extended']:.2f} per cluster-hour instead of ${price['standard']:.2f} "
+            "(the cost model then bills it)",
+        )
+    missing = charts_missing(version)
+    if missing:
+        windows = ", ".join(f"{c.component} {c.version} ({c.window})" for c in missing)
+        raise PlanError(
+            "kubernetes_version",
+            version,
+            f"outside the supported Kubernetes versions of {windows} "
+            f"(llmfleet/catalog/charts.csv); use {default} (the default)",
+        )
+
+
+def check_production(plan: CapacityPlan) -> None:
+    """What `environment: production` requires beyond the schema: a pinned checkpoint, the
+    account in every global name, an authenticated and rate-limited public entry point, and
+    someone who hears a critical alert."""
+    edge_given = plan.edge.auth is not None or plan.edge.rate_limit is not None
+    if edge_given and plan.dns is None:
+        raise PlanError(
+            "edge", "given", "edge guards the public entry point, which only dns creates: give "
+            "dns or remove edge"
+        )
+    if plan.environment != "production":
+        return
+    if plan.model.revision is None:
+        raise PlanError(
+            "model.revision",
+            None,
+            "production serves a pinned checkpoint: give the 40-hex commit of the checkpoint "
+            "served (`llmfleet plan --json`: regions[].levers.checkpoint) from its Hugging "
+            "Face history or `git ls-remote https://huggingface.co/<repo> main`; the staging "
+            "Job copies exactly that commit",
+        )
+    if plan.account_id is None:
+        raise PlanError(
+            "account_id",
+            None,
+            "production needs the AWS account id (12 digits, `aws sts get-caller-identity`): "
+            "S3 bucket names are global and carry it, and the program refuses other accounts",
+        )
+    if plan.dns is not None and plan.edge.auth is None:
+        raise PlanError(
+            "edge.auth",
+            None,
+            "production's entry point is public (dns): authenticate at the load balancer "
+            "with edge.auth.jwt {issuer, jwks_url} for API clients (bearer tokens from your "
+            "identity provider) or edge.auth.cognito for browser sign-in; vLLM's api_key is "
+            "one shared static key checked only on the GPU pod and does not count",
+        )
+    if plan.dns is not None and plan.edge.rate_limit is None:
+        raise PlanError(
+            "edge.rate_limit",
+            None,
+            "production's entry point is public (dns): limit each client with "
+            "edge.rate_limit {requests, window_s} (an AWS WAF rate-based rule), e.g. "
+            "requests: 600, window_s: 60",
+        )
+    if not any("critical" in r.severities for r in plan.alerts.receivers):
+        raise PlanError(
+            "alerts.receivers",
+            [r.name for r in plan.alerts.receivers],
+            "production pages someone on a critical alert: add a receiver with severities "
+            "[critical], e.g. pagerduty: {secret_name: alertmanager-receivers, secret_key: "
+            "routing-key} or email: {addresses: [oncall@example.com]}",
         )
 
 
@@ -79,9 +197,10 @@ def check_model_id(plan: CapacityPlan) -> None:
 
 def check_plan(plan: CapacityPlan) -> None:
     """Every catalog check of a plan, in the order a reader fixes them."""
-    check_kubernetes_version(plan.kubernetes_version)
+    check_kubernetes_version(plan)
     check_model_id(plan)
     check_prices(plan)
+    check_production(plan)
 
 
 def allowed_gpus(plan: CapacityPlan) -> set[str]:

@@ -10,10 +10,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from llmfleet.catalog.kubernetes import SupportType, default_kubernetes_version
 from llmfleet.data import Data
 from llmfleet.perf.architecture import KvCacheDtype, Precision
 from llmfleet.perf.queueing import length_at_percentile
+from llmfleet.plan.alerting import Alerting
 from llmfleet.plan.cluster import ClusterAccess, Startup
+from llmfleet.plan.edge import Edge
 from llmfleet.plan.regions import Region
 from llmfleet.plan.routing import ApiKey, Dns, Rollout, Routing
 
@@ -237,11 +240,31 @@ class CapacityPlan(Data):
         "calibration's measured/predicted ITL ratio",
     )
     cluster: ClusterAccess = Field(default_factory=ClusterAccess)
-    kubernetes_version: str = Field(default="1.33", pattern=r"^1\.\d+$")
+    kubernetes_version: str = Field(
+        default_factory=default_kubernetes_version,
+        pattern=r"^1\.\d+$",
+        description="EKS version; default: the newest in standard support (with 90 days "
+        "left on the catalog's date) that every pinned chart supports.",
+    )
+    kubernetes_support: SupportType = Field(
+        default="standard",
+        description="standard: refuse a version near or past the end of EKS standard "
+        "support (EKS upgrades it at that end); extended: run it into extended support, "
+        "billed at $0.60 per cluster-hour instead of $0.10.",
+    )
     environment: Literal["development", "production"] = Field(
         default="development",
-        description="production refuses an EKS API endpoint open to 0.0.0.0/0 and tags every "
-        "AWS resource `llmfleet.io/environment`, which the policy pack reads.",
+        description="production refuses an EKS API endpoint open to 0.0.0.0/0, a public "
+        "entry point without edge.auth and edge.rate_limit, an unpinned model.revision, no "
+        "account_id and no alert receiver; it tags every AWS resource "
+        "`llmfleet.io/environment`, which the policy pack reads.",
+    )
+    account_id: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]{12}$",
+        description="The AWS account the fleet deploys into: S3 bucket names are global, so "
+        "every bucket name carries it; the program refuses credentials of another account. "
+        "Required in production.",
     )
     routing: Routing = Field(default_factory=Routing)
     rollout: Rollout = Field(
@@ -254,6 +277,14 @@ class CapacityPlan(Data):
         "Route53 health check and a routed record.",
     )
     api_key: ApiKey | None = Field(default=None, description="Require an API key (vLLM).")
+    edge: Edge = Field(
+        default_factory=Edge,
+        description="Authentication and a per-client rate limit at each region's load "
+        "balancer (with dns); required in production.",
+    )
+    alerts: Alerting = Field(
+        default_factory=Alerting, description="Alert receivers and the runbook's address."
+    )
     calibration: list[str] = Field(
         default_factory=list,
         description="Calibration files (`llmfleet calibrate --bench ... --out FILE`), paths "

@@ -85,9 +85,9 @@ def test_pods_stream_the_regions_s3_copy_and_may_read_only_that_model(program) -
             ]
         )
         [read] = [s for s in reader["Statement"] if s["Action"] == "s3:GetObject"]
-        assert read["Resource"].endswith(
-            f"-weights-{rp.region}/RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic/*"
-        )
+        assert read["Resource"] == f"arn:aws:s3:::{rp.staging.bucket}/{rp.staging.prefix}/*"
+        assert rp.staging.prefix.startswith("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic/")
+        assert rp.staging.bucket.endswith(f"-weights-{rp.region}-{fp.account_id}")
         assoc = _of(
             resources,
             "aws:eks/podIdentityAssociation:PodIdentityAssociation",
@@ -108,7 +108,10 @@ def test_the_startup_probe_outlasts_the_predicted_container_start(program) -> No
         probe = container["startupProbe"]
         budget = probe["failureThreshold"] * probe["periodSeconds"]
         assert budget == rp.serving.startup_budget_s > rp.cold_start.container_s
-        assert deployment["inputs"]["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+        annotations = deployment["inputs"]["metadata"]["annotations"]
+        assert "pulumi.com/skipAwait" not in annotations, "a crash loop must fail the update"
+        timeout = int(annotations["pulumi.com/timeoutSeconds"])
+        assert timeout == rp.cold_start.rollout_timeout_s > budget + rp.cold_start.node_s
 
 
 def test_gpu_subnets_are_placed_by_zone_id(program) -> None:

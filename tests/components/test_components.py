@@ -17,7 +17,12 @@ import pytest
 from plans import one_region
 
 from components import iam
-from components.cluster import cluster_args, kubeconfig_json, vpc_cni_addon_args
+from components.cluster import (
+    account_matches,
+    cluster_args,
+    kubeconfig_json,
+    vpc_cni_addon_args,
+)
 from components.fleet import default_tags
 from components.network import INTERNAL_ELB_TAG, subnet_tags, subnets_in_zones, zone_names
 from components.node_pool import (
@@ -174,11 +179,22 @@ def test_system_pool_is_untainted_and_selectable(region: RegionPlan) -> None:
 # --- both pools: the same secure launch template --------------------------------------------
 
 
-def test_launch_template_requires_imdsv2_with_two_hops(pool: PoolSpec) -> None:
+def test_launch_template_requires_imdsv2_with_one_hop(pool: PoolSpec) -> None:
+    """Hop limit 1: a pod's network namespace is a second hop, so no pod reaches the node
+    role through the metadata service; every pod has its own Pod Identity instead."""
     meta = launch_template_args(pool, "sg-1", {})["metadata_options"]
     assert meta["http_tokens"] == "required"
-    assert meta["http_put_response_hop_limit"] == 2
+    assert meta["http_put_response_hop_limit"] == 1
     assert meta["http_endpoint"] == "enabled"
+
+
+def test_node_groups_follow_the_control_plane_and_repair_themselves(pool: PoolSpec) -> None:
+    args = node_group_args(
+        pool, cluster_name="c", node_role_arn="r", subnet_ids=["s"], launch_template_id="lt",
+        launch_template_version="1", tags={}, kubernetes_version="1.35",
+    )
+    assert args["version"] == "1.35"
+    assert args["node_repair_config"] == {"enabled": True}
 
 
 def test_launch_template_encrypts_a_gp3_root_volume_of_the_planned_size(region: RegionPlan) -> None:
@@ -278,7 +294,7 @@ def test_every_stack_plans_node_zones_inside_its_cluster_zones(stack_plans) -> N
 def _cluster(public: bool = True) -> dict[str, Any]:
     return cluster_args(
         "chat-dev-us-east-1",
-        kubernetes_version="1.33",
+        kubernetes_version="1.35",
         role_arn="arn:r",
         subnet_ids=["subnet-1", "subnet-2"],
         kms_key_arn="arn:k",
@@ -293,7 +309,7 @@ def test_cluster_encrypts_secrets_logs_the_control_plane_and_keeps_a_private_end
     assert args["encryption_config"] == {"resources": ["secrets"], "provider": {"key_arn": "arn:k"}}
     assert args["enabled_cluster_log_types"] == ["api", "audit", "authenticator"]
     assert args["vpc_config"]["endpoint_private_access"] is True
-    assert args["version"] == "1.33" and args["name"] == "chat-dev-us-east-1"
+    assert args["version"] == "1.35" and args["name"] == "chat-dev-us-east-1"
     assert list(args["tags"]) == ["a", "z"]
 
 
@@ -315,6 +331,27 @@ def test_vpc_cni_addon_turns_on_the_network_policy_agent_and_takes_over_aws_node
     assert args["resolve_conflicts_on_update"] == "OVERWRITE"
     assert "addon_version" not in args, "EKS picks the default version for the cluster"
     assert unknown_sdk_args(aws.eks.Addon, args) == []
+
+
+def test_the_vpc_cni_gets_its_policy_through_its_own_pod_identity() -> None:
+    args = vpc_cni_addon_args("c1", "arn:aws:iam::111122223333:role/cni")
+    assert args["pod_identity_associations"] == [
+        {"role_arn": "arn:aws:iam::111122223333:role/cni", "service_account": "aws-node"}
+    ]
+    assert unknown_sdk_args(aws.eks.Addon, args) == []
+
+
+def test_the_cluster_takes_access_entries_only_and_the_plans_support_policy() -> None:
+    args = _cluster()
+    assert args["access_config"]["authentication_mode"] == "API"
+    assert args["upgrade_policy"] == {"support_type": "STANDARD"}
+
+
+def test_credentials_of_another_account_stop_the_program() -> None:
+    assert account_matches("111122223333", "111122223333") == "111122223333"
+    assert account_matches("111122223333", None) == "111122223333"
+    with pytest.raises(ProgramError, match="credentials are for account 444455556666"):
+        account_matches("444455556666", "111122223333")
 
 
 def test_kubeconfig_gets_a_token_from_aws_eks_and_is_deterministic() -> None:
@@ -341,12 +378,13 @@ def test_kubeconfig_gets_a_token_from_aws_eks_and_is_deterministic() -> None:
 # --- IAM and tags --------------------------------------------------------------------------
 
 
-def test_node_role_policies_are_the_least_privilege_three() -> None:
+def test_node_role_policies_are_the_least_privilege_two_and_the_cni_has_its_own() -> None:
+    """AmazonEKS_CNI_Policy lives on the VPC CNI's Pod Identity role, not on every node's."""
     assert sorted(iam.NODE_POLICIES) == [
         "AmazonEC2ContainerRegistryReadOnly",
         "AmazonEKSWorkerNodePolicy",
-        "AmazonEKS_CNI_Policy",
     ]
+    assert iam.CNI_POLICIES == ("AmazonEKS_CNI_Policy",)
     assert iam.CLUSTER_POLICIES == ("AmazonEKSClusterPolicy",)
 
 

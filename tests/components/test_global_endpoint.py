@@ -167,8 +167,11 @@ def test_the_route53_alarm_fires_while_route53_sees_the_region_unhealthy() -> No
 def test_the_capacity_alarm_counts_healthy_targets_of_the_ingress_alb() -> None:
     rp = build_fleet_plan(make_plan(dns=DNS)).regions[0]
     assert rp.entry_point is not None and rp.entry_point.capacity_check is not None
-    # The lookups use the tags the Ingress asks the controller to put on its ALB.
-    assert ingress_tags(rp) == {"llmfleet.io/fleet": "t", "llmfleet.io/region": "us-east-1"}
+    # The lookups use the tags the API Ingress asks the controller to put on its ALB and its
+    # target group (`llmfleet.io/serves`: not the health Ingress's target group).
+    assert ingress_tags(rp) == {
+        "llmfleet.io/fleet": "t", "llmfleet.io/region": "us-east-1", "llmfleet.io/serves": "api"
+    }
     lb, tg = "app/k8s-x/1", "targetgroup/k8s-y/2"
     args = alarm_args(rp.entry_point.capacity_check, "a", lb, tg)
     assert args["dimensions"] == {"LoadBalancer": lb, "TargetGroup": tg}

@@ -7,16 +7,22 @@ import re
 import pulumi_kubernetes as k8s
 
 from components.cluster_addons import (
+    ALERTMANAGER_SERVICE_ACCOUNT,
     CHARTS,
     KEDA,
     KUBE_PROMETHEUS_STACK,
     NVIDIA_DEVICE_PLUGIN,
+    alertmanager_config,
+    crd_urls,
+    prometheus_values,
     release_args,
 )
+from components.load_balancer_controller import chart_values as lbc_values
 from components.node_pool import gpu_pool, node_taints, system_pool
 from components.vllm_service import CUSTOM, TYPED, resource_kwargs
 from llmfleet.fleetplan import workload
 from llmfleet.outputs import render
+from llmfleet.plan.alerting import Alerting
 
 
 def test_every_chart_is_pinned_to_an_exact_version_from_an_https_repository() -> None:
@@ -25,7 +31,54 @@ def test_every_chart_is_pinned_to_an_exact_version_from_an_https_repository() ->
         assert re.fullmatch(r"\d+\.\d+\.\d+", args["version"]), chart.release
         assert args["repository_opts"]["repo"].startswith("https://")
         assert args["name"] == chart.release and args["create_namespace"] is True
-        assert chart.source
+        assert chart.pinned.source
+
+
+def test_a_chart_whose_crds_helm_never_upgrades_skips_them_and_applies_them_itself() -> None:
+    """kube-prometheus-stack keeps its CRDs in crds/ (installed once by Helm, never
+    upgraded): the release skips them and the program applies the chart tag's CRD files."""
+    args = release_args(KUBE_PROMETHEUS_STACK)
+    assert args["skip_crds"] is True
+    urls = crd_urls("kube-prometheus-stack")
+    assert len(urls) == 10 and all(f"kube-prometheus-stack-{args['version']}/" in u for u in urls)
+    assert any(u.endswith("/crd-servicemonitors.yaml") for u in urls)
+    assert "skip_crds" not in release_args(KEDA), "KEDA's CRDs are templates: helm upgrades them"
+
+
+def test_the_load_balancer_controllers_service_webhook_is_off() -> None:
+    """Its Service mutator fails closed for every Service CREATE while its pods start
+    (aws-load-balancer-controller#4140); llmfleet makes no LoadBalancer Service."""
+    assert lbc_values("c", "us-east-1", "vpc-1")["enableServiceMutatorWebhook"] is False
+
+
+def _alerting(**receiver: object) -> Alerting:
+    return Alerting.model_validate({"receivers": [{"name": "oncall", **receiver}]})
+
+
+def test_alertmanager_reads_a_pagerduty_key_from_the_mounted_secret() -> None:
+    alerting = _alerting(severities=["critical"],
+                         pagerduty={"secret_name": "am-receivers", "secret_key": "pd"})
+    config = alertmanager_config(alerting, "eu-north-1", "arn:aws:sns:eu-north-1:1:t")
+    assert config["route"]["routes"] == [
+        {"receiver": "oncall", "matchers": ['severity=~"critical"'], "continue": True}
+    ]
+    [_, oncall] = config["receivers"]
+    assert oncall["pagerduty_configs"][0]["routing_key_file"] == (
+        "/etc/alertmanager/secrets/am-receivers/pd"
+    )
+    values = prometheus_values(alerting, "eu-north-1", "arn:aws:sns:eu-north-1:1:t")
+    assert values["alertmanager"]["alertmanagerSpec"]["secrets"] == ["am-receivers"]
+    assert values["alertmanager"]["serviceAccount"]["name"] == ALERTMANAGER_SERVICE_ACCOUNT
+    assert values["grafana"]["sidecar"]["dashboards"]["label"] == "grafana_dashboard"
+
+
+def test_an_email_receiver_goes_through_the_regions_sns_topic() -> None:
+    config = alertmanager_config(
+        _alerting(email={"addresses": ["a@example.com"]}), "us-east-1", "arn:t"
+    )
+    assert config["receivers"][1]["sns_configs"] == [
+        {"topic_arn": "arn:t", "sigv4": {"region": "us-east-1"}, "send_resolved": True}
+    ]
 
 
 def test_release_args_are_arguments_of_the_helm_release() -> None:

@@ -74,7 +74,22 @@ def good_stack() -> Resources:
         {"type": "aws:route53/record:Record", "name": "api-us-east-1", "id": "r-1",
          "inputs": {"setIdentifier": "us-east-1", "healthCheckId": "hc-1",
                     "latencyRoutingPolicies": [{"region": "us-east-1"}]}},
+        _ingress("api", ["/v1"], {
+            "alb.ingress.kubernetes.io/jwt-validation": '{"issuer": "https://auth.example.com/"}',
+            "alb.ingress.kubernetes.io/wafv2-acl-name": "f-us-east-1",
+        }),
+        _ingress("health", ["/health"],
+                 {"alb.ingress.kubernetes.io/wafv2-acl-name": "f-us-east-1"}),
     ]
+
+
+def _ingress(name: str, paths: list[str], annotations: dict[str, str]) -> dict[str, Any]:
+    return {"type": "kubernetes:networking.k8s.io/v1:Ingress", "name": name, "id": f"i-{name}",
+            "inputs": {
+                "metadata": {"namespace": "f", "annotations": {
+                    "alb.ingress.kubernetes.io/scheme": "internet-facing", **annotations}},
+                "spec": {"rules": [{"http": {"paths": [{"path": p} for p in paths]}}]},
+            }}
 
 
 def _get(resources: Resources, name: str) -> dict[str, Any]:
@@ -127,6 +142,22 @@ def _image_by_tag(s: Resources) -> None:
     _container(s)["image"] = "vllm/vllm-openai:v0.33.0"
 
 
+def _unauthenticated_api(s: Resources) -> None:
+    """The old shape: an internet-facing ALB serving /v1 to anyone in production."""
+    annotations = _get(s, "api")["inputs"]["metadata"]["annotations"]
+    del annotations["alb.ingress.kubernetes.io/jwt-validation"]
+
+
+def _unauthenticated_health_serves_the_api(s: Resources) -> None:
+    paths = _get(s, "health")["inputs"]["spec"]["rules"][0]["http"]["paths"]
+    paths.append({"path": "/v1"})
+
+
+def _no_waf(s: Resources) -> None:
+    annotations = _get(s, "api")["inputs"]["metadata"]["annotations"]
+    del annotations["alb.ingress.kubernetes.io/wafv2-acl-name"]
+
+
 BAD = {
     "nodes-in-private-subnets": [_public_node_ip, _nodes_in_public_subnet],
     "imdsv2-required": [_imdsv1],
@@ -136,6 +167,10 @@ BAD = {
     "network-policy-per-model-server": [_no_network_policy],
     "health-check-per-routed-record": [_record_without_health_check],
     "images-pinned-by-digest": [_image_by_tag],
+    "public-entry-point-authenticated-in-production": [
+        _unauthenticated_api, _unauthenticated_health_serves_the_api,
+    ],
+    "public-entry-point-rate-limited-in-production": [_no_waf],
 }
 
 
@@ -167,11 +202,27 @@ def test_an_open_api_is_allowed_outside_production() -> None:
     }
 
 
+def test_an_unauthenticated_public_entry_point_is_allowed_outside_production() -> None:
+    stack = good_stack()
+    _unauthenticated_api(stack)
+    _no_waf(stack)
+    _get(stack, "cluster")["inputs"]["tags"] = {"llmfleet.io/environment": "development"}
+    assert violations(stack) == []
+
+
 def test_a_record_without_a_routing_policy_needs_no_health_check() -> None:
     stack = good_stack()
     record = _get(stack, "api-us-east-1")["inputs"]
     for key in ("healthCheckId", "setIdentifier", "latencyRoutingPolicies"):
         del record[key]
+    assert violations(stack) == []
+
+
+def test_a_path_to_a_mounted_secret_is_not_a_secret() -> None:
+    stack = good_stack()
+    _container(stack)["env"].append(
+        {"name": "HF_TOKEN_PATH", "value": "/var/run/secrets/huggingface/token"}
+    )
     assert violations(stack) == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from plans import make_plan
 
@@ -104,10 +105,34 @@ def test_egress_is_dns_to_coredns_and_https_to_public_addresses(stack_plans) -> 
     for fp in stack_plans.values():
         for r in fp.regions:
             docs = {d["kind"]: d for d in render.region_manifests(fp, r)}
-            dns, https = docs["NetworkPolicy"]["spec"]["egress"]
+            dns, pod_identity, https = docs["NetworkPolicy"]["spec"]["egress"]
+            # EKS Pod Identity's agent: link-local, so the https rule's except would drop it;
+            # the VPC CNI's policy agent enforces link-local destinations.
+            assert pod_identity == {
+                "to": [{"ipBlock": {"cidr": "169.254.170.23/32"}}],
+                "ports": [{"port": 80, "protocol": "TCP"}],
+            }
             assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
             assert {p["port"] for p in dns["ports"]} == {53}
             block = https["to"][0]["ipBlock"]
             assert block["cidr"] == "0.0.0.0/0"
             assert "169.254.0.0/16" in block["except"] and "10.0.0.0/8" in block["except"]
             assert https["ports"] == [{"port": 443, "protocol": "TCP"}]
+
+
+def test_every_alert_links_to_its_section_of_the_runbook(stack_plans) -> None:
+    """Default alerts.runbook_url: the repository's docs/runbook.md, one heading per alert."""
+    headings = {
+        line[3:].strip().lower()
+        for line in (Path(__file__).resolve().parents[2] / "docs" / "runbook.md")
+        .read_text().splitlines()
+        if line.startswith("## ")
+    }
+    fp = build_fleet_plan(make_plan())
+    links = [r.runbook_url for r in fp.regions[0].alerts.rules]
+    for plan in stack_plans.values():
+        for rp in plan.regions:
+            links += [r.runbook_url for r in rp.alerts.rules]
+            links += [a.runbook_url for a in (rp.entry_point.alarms if rp.entry_point else [])]
+    for link in links:
+        assert link.split("#")[1] in headings, link

@@ -86,7 +86,7 @@ def test_ec2nodeclass_pins_the_ami_requires_imdsv2_and_encrypts_the_root_volume(
     spec = karpenter.ec2nodeclass(fp, rp)["spec"]
     assert spec["amiSelectorTerms"] == [{"alias": "al2023@v20260714"}]
     assert spec["metadataOptions"]["httpTokens"] == "required"
-    assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 2
+    assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 1
     assert spec["blockDeviceMappings"][0]["ebs"] == {
         "deleteOnTermination": True,
         "encrypted": True,

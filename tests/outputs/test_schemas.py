@@ -2,12 +2,11 @@
 
 - Core Kubernetes objects: kubernetes-validate's OpenAPI schemas for the plan's Kubernetes
   version, strict (an unknown field is an error, as `kubectl apply --validate=strict`).
-- KEDA ScaledObject and ServiceMonitor: the pydantic models that cloudcoil generates from
-  the upstream CRDs, at the versions ClusterAddons installs: cloudcoil-models-keda 2.16.1.0
-  (KEDA v2.16.1 CRDs) and cloudcoil-models-prometheus-operator 0.80.1.0 (prometheus-operator
-  v0.80.1 CRDs, shipped by kube-prometheus-stack 69.5.1). Those models ignore unknown fields,
-  so `undeclared_keys` walks each object beside its model and reports any key that the model
-  does not declare (by alias) at that level, like the API server's structural pruning would.
+- KEDA ScaledObject, ServiceMonitor and PrometheusRule: the CRDs of the versions the cluster
+  installs (catalog/charts.csv: KEDA 2.20.2; prometheus-operator v0.93.1 as
+  kube-prometheus-stack 88.5.3 ships it), kept in tests/crds/ with their source, through
+  `crd_schema.problems`: the structural schema with jsonschema, plus any key the schema
+  does not declare at its level (the API server's structural pruning would drop it).
 """
 
 from __future__ import annotations
@@ -17,51 +16,17 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from cloudcoil.models.keda.v1alpha1 import ScaledObject
-from cloudcoil.models.prometheus_operator.v1 import PrometheusRule, ServiceMonitor
-from pydantic import BaseModel, RootModel
+from crd_schema import CRD_FILES, problems
 
-from components.cluster_addons import KEDA, KUBE_PROMETHEUS_STACK
+from llmfleet.catalog.kubernetes import chart
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.outputs import render
 
-CRD_MODELS: dict[str, type[BaseModel]] = {
-    "ScaledObject": ScaledObject,
-    "ServiceMonitor": ServiceMonitor,
-    "PrometheusRule": PrometheusRule,
-}
-CRD_VERSIONS = {"keda": "2.16.1", "prometheus-operator": "0.80.1"}
-
-
-def undeclared_keys(model: Any, data: Any, path: str = "") -> list[str]:
-    """Dotted paths of keys in `data` that the validated `model` does not declare."""
-    if isinstance(model, RootModel):
-        return undeclared_keys(model.root, data, path)
-    if isinstance(model, BaseModel) and isinstance(data, dict):
-        fields = {(f.alias or name): name for name, f in type(model).model_fields.items()}
-        bad = []
-        for key, value in data.items():
-            if key not in fields:
-                bad.append(f"{path}.{key}")
-            else:
-                bad += undeclared_keys(getattr(model, fields[key]), value, f"{path}.{key}")
-        return bad
-    if isinstance(model, list) and isinstance(data, list):
-        return [
-            p
-            for i, (m, d) in enumerate(zip(model, data, strict=True))
-            for p in undeclared_keys(m, d, f"{path}[{i}]")
-        ]
-    if isinstance(model, dict) and isinstance(data, dict):
-        return [
-            p for k in data if k in model for p in undeclared_keys(model[k], data[k], f"{path}.{k}")
-        ]
-    return []
+CRD_KINDS = ("ScaledObject", "ServiceMonitor", "PrometheusRule")
 
 
 def validate_crd(obj: dict[str, Any]) -> list[str]:
-    model = CRD_MODELS[obj["kind"]].model_validate(obj)
-    return undeclared_keys(model, obj)
+    return problems(obj)
 
 
 def _objects(plans: dict[str, FleetPlan]) -> list[tuple[str, dict[str, Any]]]:
@@ -79,7 +44,7 @@ def objects(stack_plans: dict[str, FleetPlan]) -> list[tuple[str, dict[str, Any]
 
 
 def test_every_core_object_validates_strictly_for_the_plans_kubernetes(objects) -> None:
-    core = [(v, o) for v, o in objects if o["kind"] not in CRD_MODELS]
+    core = [(v, o) for v, o in objects if o["kind"] not in CRD_KINDS]
     assert {o["kind"] for _, o in core} == {
         "Namespace",
         "ServiceAccount",
@@ -89,27 +54,24 @@ def test_every_core_object_validates_strictly_for_the_plans_kubernetes(objects) 
         "PodDisruptionBudget",
         "NetworkPolicy",
         "Ingress",
+        "Job",
     }
     for version, obj in core:
         kubernetes_validate.validate(obj, version, strict=True)
 
 
 def test_every_scaled_object_and_service_monitor_validates_against_its_crd(objects) -> None:
-    crds = [o for _, o in objects if o["kind"] in CRD_MODELS]
-    assert {o["kind"] for o in crds} == set(CRD_MODELS)
+    crds = [o for _, o in objects if o["kind"] in CRD_KINDS]
+    assert {o["kind"] for o in crds} == set(CRD_KINDS)
     for obj in crds:
         assert validate_crd(obj) == [], obj["kind"]
 
 
-def test_the_crd_models_are_the_versions_the_cluster_installs() -> None:
-    from importlib.metadata import version
-
-    assert version("cloudcoil.models.keda").startswith(CRD_VERSIONS["keda"])
-    assert version("cloudcoil.models.prometheus_operator").startswith(
-        CRD_VERSIONS["prometheus-operator"]
-    )
-    assert KEDA.version == CRD_VERSIONS["keda"]
-    assert KUBE_PROMETHEUS_STACK.version == "69.5.1"  # ships prometheus-operator v0.80.1
+def test_the_crd_fixtures_are_the_versions_the_cluster_installs() -> None:
+    assert CRD_FILES["ScaledObject"].startswith(f"keda-{chart('keda').version}/")
+    kps = chart("kube-prometheus-stack")
+    assert CRD_FILES["ServiceMonitor"].startswith(f"kube-prometheus-stack-{kps.version}/")
+    assert kps.app_version == "v0.93.1", "the fixtures are prometheus-operator v0.93.1's"
 
 
 # --- the validators themselves catch mistakes ---------------------------------------------------
@@ -159,11 +121,10 @@ def test_strict_kubernetes_validation_rejects_an_unknown_field(objects) -> None:
 def test_the_strict_crd_check_names_an_undeclared_key(objects, kind, mutate, path) -> None:
     obj = copy.deepcopy(next(o for _, o in objects if o["kind"] == kind))
     mutate(obj)
-    assert validate_crd(obj) == [path]
+    assert validate_crd(obj) == [f"undeclared {path}"]
 
 
-def test_the_crd_models_reject_a_wrong_type(objects) -> None:
+def test_the_crd_check_rejects_a_wrong_type(objects) -> None:
     obj = copy.deepcopy(next(o for _, o in objects if o["kind"] == "ScaledObject"))
     obj["spec"]["minReplicaCount"] = "two"
-    with pytest.raises(ValueError, match="minReplicaCount|min_replica_count"):
-        validate_crd(obj)
+    assert any("'two' is not of type 'integer'" in p for p in validate_crd(obj))

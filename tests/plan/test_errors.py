@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plans import make_plan, plan_dict
+from plans import EDGE, PRODUCTION, make_plan, plan_dict, production_plan
 
 from llmfleet import cli
 from llmfleet.errors import LlmfleetError, PlanError, RenderError, StackError
@@ -77,6 +77,55 @@ PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
         "plan.model.revision = 'main': String should match pattern '^[0-9a-f]{40}$'",
     ),
     (
+        "a Kubernetes version past EKS standard support",
+        {"kubernetes_version": "1.33"},
+        "kubernetes_version = '1.33': EKS standard support ended on 2026-07-29, 125 days before "
+        "the calendar's 2026-12-01 (a new fleet needs 90 days left): use 1.35 (the default), "
+        "or set kubernetes_support: extended",
+    ),
+    (
+        "a Kubernetes version a pinned chart does not support",
+        {"kubernetes_version": "1.36"},
+        "kubernetes_version = '1.36': outside the supported Kubernetes versions of keda 2.20.2 "
+        "(1.33-1.35)",
+    ),
+    (
+        "a production entry point without authentication",
+        {**PRODUCTION, **EDGE, "edge": {"rate_limit": {"requests": 600}}},
+        "edge.auth = None: production's entry point is public (dns): authenticate at the load "
+        "balancer with edge.auth.jwt {issuer, jwks_url}",
+    ),
+    (
+        "a production entry point without a rate limit",
+        {**PRODUCTION, **EDGE, "edge": {"auth": EDGE["edge"]["auth"]}},
+        "edge.rate_limit = None: production's entry point is public (dns): limit each client",
+    ),
+    (
+        "an unpinned model revision in production",
+        {**PRODUCTION, "model.revision": None},
+        "model.revision = None: production serves a pinned checkpoint: give the 40-hex commit",
+    ),
+    (
+        "production without the account id",
+        {**PRODUCTION, "account_id": None},
+        "account_id = None: production needs the AWS account id",
+    ),
+    (
+        "production without a receiver for critical alerts",
+        {**PRODUCTION, "alerts": {"receivers": []}},
+        "alerts.receivers = []: production pages someone on a critical alert",
+    ),
+    (
+        "an alert receiver without a target",
+        {"alerts": {"receivers": [{"name": "oncall", "severities": ["critical"]}]}},
+        "plan.alerts.receivers.0: receiver 'oncall' has none: give exactly one target",
+    ),
+    (
+        "a rate limit per token without authentication",
+        {**EDGE, "edge": {"rate_limit": {"requests": 600, "per": "token"}}},
+        "edge.rate_limit.per: token counts per Authorization header",
+    ),
+    (
         "traffic beyond what AWS sells in a region",
         {"traffic.peak_requests_per_s": 1e9},
         "traffic.peak_requests_per_s = 1000000000.0: sizes",
@@ -139,7 +188,7 @@ def test_an_alias_with_its_own_checkpoint_is_served_as_named() -> None:
     fp = build_fleet_plan(make_plan(**{"model.id": "Llama-3.1-8B",
                                        "model.hf_repo": "meta-llama/Llama-3.1-8B"}))
     # served from the region's S3 copy of that checkpoint
-    assert fp.regions[0].serving.vllm.model.endswith("/meta-llama/Llama-3.1-8B")
+    assert fp.regions[0].serving.vllm.model.endswith("/meta-llama/Llama-3.1-8B/main")
     assert fp.regions[0].levers is not None
     assert fp.regions[0].levers.checkpoint == "meta-llama/Llama-3.1-8B"
 
@@ -160,8 +209,31 @@ def test_precision_is_case_insensitive_in_a_plan_as_gpus_are() -> None:
 
 
 def test_a_production_plan_with_narrowed_cidrs_sizes() -> None:
-    plan = make_plan(environment="production", cluster={"public_access_cidrs": ["203.0.113.0/24"]})
-    assert build_fleet_plan(plan).environment == "production"
+    assert build_fleet_plan(production_plan()).environment == "production"
+
+
+def test_a_production_entry_point_with_auth_and_a_rate_limit_sizes() -> None:
+    entry = build_fleet_plan(production_plan(**EDGE)).regions[0].entry_point
+    assert entry is not None and entry.auth == "jwt" and entry.rate_rule is not None
+
+
+def test_an_older_kubernetes_in_extended_support_is_billed_at_extended_support() -> None:
+    """$0.60 per cluster-hour x 730 h = $438 a month, not $73."""
+    fp = build_fleet_plan(make_plan(kubernetes_version="1.33", kubernetes_support="extended"))
+    assert fp.control_plane_support == "extended"
+    assert fp.regions[0].costs.eks_control_plane == 438.0
+    assert build_fleet_plan(make_plan()).regions[0].costs.eks_control_plane == 73.0
+
+
+def test_a_version_past_extended_support_is_refused_even_when_paid_for() -> None:
+    with pytest.raises(PlanError, match="extended support for it ended on 2026-11-26"):
+        build_fleet_plan(make_plan(kubernetes_version="1.31", kubernetes_support="extended"))
+
+
+def test_the_default_kubernetes_is_the_newest_every_chart_supports_in_standard_support() -> None:
+    """1.36 is newer but KEDA 2.20 is tested to 1.35; 1.34 leaves standard support on
+    2026-12-02, one day after the calendar's date."""
+    assert make_plan().kubernetes_version == "1.35"
 
 
 def test_every_region_names_the_vcpu_quota_it_needs() -> None:
