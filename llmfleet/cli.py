@@ -87,6 +87,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
             acceptance_rate=args.acceptance_rate,
             draft_model=args.draft_model,
             enforce_eager=args.enforce_eager,
+            pipeline_parallel_size=args.pipeline_parallel_size,
+            data_parallel_size=args.data_parallel_size,
+            enable_expert_parallel=args.enable_expert_parallel,
+            instance_type=args.instance_type,
         )
     except ValidationError as e:
         raise ArgumentError(
@@ -186,6 +190,29 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--gpu", required=True, help=" ".join(GPUS))
     s.add_argument("--tensor-parallel-size", type=int, default=1)
+    s.add_argument(
+        "--pipeline-parallel-size",
+        type=int,
+        default=1,
+        help="pipeline stages (across nodes over EFA where TP x PP exceeds a node)",
+    )
+    s.add_argument(
+        "--data-parallel-size",
+        type=int,
+        default=1,
+        help="data-parallel ranks (attention per rank; with --enable-expert-parallel the "
+        "experts spread over TP x DP GPUs)",
+    )
+    s.add_argument(
+        "--enable-expert-parallel",
+        action="store_true",
+        help="MoE only: spread the routed experts over TP x DP GPUs (vLLM's flag)",
+    )
+    s.add_argument(
+        "--instance-type",
+        help="the node the GPUs sit in (default: the catalog's largest node of --gpu); its "
+        "EFA links a replica that spans nodes",
+    )
     # case-insensitive, as --gpu is: BF16 = bf16
     s.add_argument("--precision", default="bf16", type=str.lower, help=" ".join(PRECISIONS))
     s.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto", type=str.lower)

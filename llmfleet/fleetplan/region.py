@@ -27,6 +27,7 @@ from llmfleet.fleetplan.cold_start import ColdStart, build_cold_start
 from llmfleet.fleetplan.costs import Costs, build_costs
 from llmfleet.fleetplan.entry_point import EntryPoint
 from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, download_gib
+from llmfleet.fleetplan.multi_node import MultiNode, build_multi_node
 from llmfleet.fleetplan.network import SubnetPlan, subnet_layout
 from llmfleet.fleetplan.predicted import (
     BatchPoint,
@@ -105,12 +106,33 @@ class RegionPlan(Data):
     capacity: NodeCapacity
     cold_start: ColdStart
     costs: Costs
+    nodes_per_replica: int = Field(
+        default=1, description="Nodes one replica spans (1: a node hosts replicas_per_node)."
+    )
+    multi_node: MultiNode | None = Field(
+        default=None,
+        description="A replica spanning nodes: its LeaderWorkerSet, EFA, placement group, NCCL.",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def tensor_parallel_size(self) -> int:
-        """GPUs per replica = vLLM's --tensor-parallel-size (its home: serving.vllm)."""
+        """vLLM's --tensor-parallel-size (its home: serving.vllm); a replica's GPUs when it
+        has no pipeline stages or data-parallel ranks."""
         return self.serving.vllm.tensor_parallel_size
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def layout(self) -> str:
+        """The replica's layout, e.g. `TP 8`, `TP 8 x PP 2`, `TP 1 x DP 8 (EP 8)` (from
+        serving.vllm)."""
+        v = self.serving.vllm
+        pp, dp = v.pipeline_parallel_size or 1, v.data_parallel_size or 1
+        parts = [f"TP {v.tensor_parallel_size}"]
+        parts += [f"PP {pp}"] if pp > 1 else []
+        parts += [f"DP {dp}"] if dp > 1 else []
+        ep = f" (EP {v.tensor_parallel_size * dp})" if v.enable_expert_parallel else ""
+        return " x ".join(parts) + ep
 
 
 IMAGE_AND_OS_GIB = 100
@@ -134,8 +156,9 @@ def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
     prompt_from = "as given" if given else "lognormal through the plan's mean and percentiles"
     own = stage4.replicas_without_resilience["desired"] if stage4 else choice.replicas.desired
     return [
-        f"{inst.instance_type} at TP {choice.tp}: weights {mem.weights_gib_per_gpu:.1f} GiB per "
-        f"GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = {mem.kv_cache_tokens:,} tokens",
+        f"{inst.instance_type} at {choice.layout.label}: weights {mem.weights_gib_per_gpu:.1f} "
+        f"GiB per GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = "
+        f"{mem.kv_cache_tokens:,} tokens",
         f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token prefill "
         f"chunks in {min(1.0, s.steps.mixed_share):.0%} of steps: decode step "
         f"{s.steps.decode_only_s * 1000:.1f} ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, "
@@ -152,10 +175,35 @@ def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
             if choice.replicas.desired > own
             else f" ({choice.peak_requests_per_s_per_replica:.2f} each)"
         ),
-        f"{choice.replicas_per_node} replica(s) per {inst.gpu_count}-GPU node -> "
-        f"{choice.nodes.desired} nodes at ${choice.price_usd_per_hour:.3f}/h "
+        (
+            f"{choice.replicas_per_node} replica(s) per {inst.gpu_count}-GPU node -> "
+            if choice.nodes_per_replica == 1
+            else f"each replica spans {choice.nodes_per_replica} {inst.gpu_count}-GPU nodes -> "
+        )
+        + f"{choice.nodes.desired} nodes at ${choice.price_usd_per_hour:.3f}/h "
         f"({choice.price_source})",
+        *_shape_reasons(choice),
     ]
+
+
+def _shape_reasons(choice: Choice) -> list[str]:
+    """Why a replica is laid out beyond one TP group (nothing for a plain one)."""
+    shape, mem = choice.layout, choice.sizing.memory
+    out = []
+    if shape.ep:
+        out.append(
+            f"{shape.dp} data-parallel ranks of TP {shape.tp}, the experts spread over EP "
+            f"{shape.ep_size}: each rank keeps its own sequences' KV "
+            f"({mem.kv_cache_tokens // shape.dp:,} tokens a rank, {mem.kv_cache_tokens:,} in all), "
+            "and every MoE layer gathers the ranks' tokens to the experts and back"
+        )
+    if shape.pp > 1:
+        out.append(
+            f"{shape.pp} pipeline stages of TP {shape.tp}: the running batch splits into "
+            f"{shape.pp} microbatches in flight; a token waits for all stages and "
+            f"{shape.pp} hops, so the KV pool grows with the stages but a step does not shrink"
+        )
+    return out
 
 
 def build_region_plan(
@@ -171,10 +219,13 @@ def build_region_plan(
     field = f"regions[{plan.regions.index(region)}]"
     weights_gib = download_gib(choice)
     gpu_zone_ids = node_zone_ids(region, field, inst.instance_type)
+    if choice.nodes_per_replica > 1:  # one cluster placement group: one zone
+        gpu_zone_ids = gpu_zone_ids[:1]
     zone_ids = cluster_zone_ids(region.name, gpu_zone_ids)
     floor = build_always_on(choice, stage4)
     cold = build_cold_start(choice, weights_gib)
-    work = build_workload(plan, inst)
+    multi = build_multi_node(choice, gpu_zone_ids[0])
+    work = build_workload(plan, inst, "LeaderWorkerSet" if multi else "Deployment")
     capacity = build_node_capacity(
         choice, floor, gpu_zone_ids, field, cold, work.pdb_max_unavailable
     )
@@ -242,4 +293,6 @@ def build_region_plan(
         capacity=capacity,
         cold_start=cold,
         costs=cost,
+        nodes_per_replica=choice.nodes_per_replica,
+        multi_node=multi,
     )

@@ -43,15 +43,21 @@ def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> R
     holds = ttft_p90 <= plan.slo.ttft_ms and itl_p90 <= plan.slo.itl_ms
     inst = choice.instance
     sized = size_replica(
-        choice.model.arch, hardware.gpu(inst.gpu), inst, choice.tp, plan, pessimistic, choice.lever
+        choice.model.arch,
+        hardware.gpu(inst.gpu),
+        inst,
+        choice.layout,
+        plan,
+        pessimistic,
+        choice.lever,
     )
     if isinstance(sized, Rejection):
         replicas, cost = None, None
-        outcome = f"at the p90 step time {inst.instance_type} TP {choice.tp} cannot hold the "
-        outcome += f"SLO ({sized.reason}); confidence: pessimistic searches the others"
+        outcome = f"at the p90 step time {inst.instance_type} {choice.layout.label} cannot "
+        outcome += f"hold the SLO ({sized.reason}); confidence: pessimistic searches the others"
     else:
         rep = deployed_replicas(plan, choice.region, sized.capacity_requests_per_s)
-        nodes = nodes_for(rep, choice.replicas_per_node)
+        nodes = nodes_for(rep, choice.replicas_per_node, choice.nodes_per_replica)
         replicas = rep.desired
         cost = round(nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH, 2)
         outcome = (

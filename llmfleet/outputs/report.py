@@ -126,15 +126,37 @@ def _kv_pool(gib_per_gpu: float) -> str:
     )
 
 
+def _layout(r: PredictResult) -> str:
+    """`8 x H100`, or `TP 8 x PP 2 = 16 x H100 on 2 p5.48xlarge nodes (EFA)`."""
+    plain = r.pipeline_parallel_size == 1 and r.data_parallel_size == 1
+    if plain and not r.expert_parallel and r.nodes == 1:
+        return f"{r.tensor_parallel_size} x {r.gpu}"
+    parts = [f"TP {r.tensor_parallel_size}"]
+    if r.pipeline_parallel_size > 1:
+        parts.append(f"PP {r.pipeline_parallel_size}")
+    if r.data_parallel_size > 1:
+        parts.append(f"DP {r.data_parallel_size}")
+    text = " x ".join(parts) + f" = {r.gpus} x {r.gpu}"
+    if r.expert_parallel:
+        text += f", experts over EP {r.tensor_parallel_size * r.data_parallel_size}"
+    if r.nodes > 1:
+        text += f" on {r.nodes} {r.instance_type} nodes (EFA)"
+    return text
+
+
 def predict_text(r: PredictResult) -> str:
     lines = [
-        f"{r.model} on {r.tensor_parallel_size} x {r.gpu} ({r.precision}, KV {r.kv_cache_dtype}), "
-        f"{r.mode} load",
+        f"{r.model} on {_layout(r)} ({r.precision}, KV {r.kv_cache_dtype}), {r.mode} load",
         f"  weights {r.weights_gib_per_gpu:.2f} GiB/GPU, "
         f"activation peak {r.activation_gib:.2f} GiB, " + _kv_pool(r.kv_cache_gib_per_gpu),
         f"  KV cache {r.kv_cache_tokens:,} tokens ({r.kv_bytes_per_token:,.0f} bytes/token); "
         f"max concurrency {r.max_concurrency:.2f}x at {r.max_model_len:,} tokens",
     ]
+    if r.kv_cache_tokens_per_rank is not None:
+        lines.append(
+            f"  {r.data_parallel_size} data-parallel ranks, each with its own pool of "
+            f"{r.kv_cache_tokens_per_rank:,} tokens"
+        )
     if r.overloaded:
         lines.append(f"  OVERLOADED: {r.ttft_reason}")
     if r.fits and r.ttft_ms is None and r.itl_ms is not None:

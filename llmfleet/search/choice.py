@@ -13,6 +13,7 @@ from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, pinned
 from llmfleet.search.operating_point import ReplicaSizing
+from llmfleet.search.shapes import Shape
 from llmfleet.units import HOURS_PER_MONTH
 
 
@@ -32,6 +33,12 @@ class Choice:
     replicas: MinDesiredMax
     nodes: MinDesiredMax
     levers: Levers | None = None  # None: the plan's pinned precision and KV dtype
+    shape: Shape | None = None  # None: one TP group of step_model.tp GPUs
+
+    @property
+    def layout(self) -> Shape:
+        """TP, PP, DP and EP of one replica."""
+        return self.shape or Shape(self.step_model.tp)
 
     @property
     def lever(self) -> Levers:
@@ -53,7 +60,13 @@ class Choice:
 
     @property
     def replicas_per_node(self) -> int:
-        return self.instance.gpu_count // self.tp
+        """Replicas one node hosts (1 when a replica spans nodes)."""
+        return self.layout.replicas_per_node(self.instance.gpu_count)
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Nodes one replica spans (1 when it fits a node)."""
+        return self.layout.nodes_per_replica(self.instance.gpu_count)
 
     @property
     def peak_requests_per_s(self) -> float:
@@ -76,14 +89,23 @@ class Choice:
         return self.nodes.min * self.price_usd_per_hour * HOURS_PER_MONTH
 
     @property
-    def rank(self) -> tuple[float, int, float, str, int]:
-        """Cheapest; then fewest GPUs; then most spare capacity on the nodes paid for."""
+    def rank(self) -> tuple[float, int, int, bool, float, str, int, int, int, bool]:
+        """Cheapest; then fewest GPUs; then replicas inside one node, and one TP group (a
+        replica across nodes needs EFA, a placement group in one zone and a whole group to
+        restart; at the same cost it buys nothing); then most spare capacity on the nodes
+        paid for."""
         gpus = self.nodes.desired * self.instance.gpu_count
-        spare = self.nodes.desired * self.replicas_per_node * self.sizing.capacity_requests_per_s
+        slots = self.nodes.desired * self.replicas_per_node // self.nodes_per_replica
+        spare = slots * self.sizing.capacity_requests_per_s
         return (
             round(self.monthly_cost_usd, 6),
             gpus,
+            self.nodes_per_replica,
+            not self.layout.plain,
             -round(spare, 6),
             self.instance.instance_type,
             self.tp,
+            self.layout.pp,
+            self.layout.dp,
+            self.layout.ep,
         )

@@ -16,6 +16,7 @@ from llmfleet.catalog.hardware import Gpu
 from llmfleet.catalog.model_facts import published
 from llmfleet.errors import PlanError
 from llmfleet.perf.architecture import PRECISIONS, Arch
+from llmfleet.perf.parallel import SINGLE, Parallel
 from llmfleet.perf.speculation import Speculation, resolve
 from llmfleet.perf.step import StepModel
 from llmfleet.plan.model import ResolvedModel
@@ -43,7 +44,9 @@ class Levers:
         spec = f", {self.spec.method} k={self.spec.k}" if self.spec else ""
         return f"{self.precision}, KV {self.kv_cache_dtype}{spec}"
 
-    def step_model(self, arch: Arch, gpu: Gpu, tp: int, consts: Constants) -> StepModel:
+    def step_model(
+        self, arch: Arch, gpu: Gpu, tp: int, consts: Constants, parallel: Parallel = SINGLE
+    ) -> StepModel:
         return StepModel(
             arch,
             gpu,
@@ -54,6 +57,7 @@ class Levers:
             "vllm",
             self.spec,
             self.enforce_eager,
+            parallel,
         )
 
 

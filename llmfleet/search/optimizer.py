@@ -33,6 +33,7 @@ from llmfleet.search.operating_point import (
 )
 from llmfleet.search.region_losses import loss_demands
 from llmfleet.search.replicas import deployed_replicas, nodes_for
+from llmfleet.search.shapes import Shape, shapes
 from llmfleet.units import HOURS_PER_MONTH, round_or_none
 
 
@@ -63,11 +64,16 @@ class Alternative(Data):
         description="Not sized only because no price is known in the region (add a "
         "plan.prices override): unpriced, not infeasible.",
     )
+    pipeline_parallel_size: int = Field(default=1, description="Pipeline stages tried.")
+    data_parallel_size: int = Field(default=1, description="Data-parallel ranks tried.")
+    expert_parallel: bool = Field(default=False, description="Experts spread over TP x DP.")
+    nodes_per_replica: int = Field(default=1, description="Nodes one replica spans.")
+    shape: str | None = Field(
+        default=None, description="The replica's layout, e.g. TP 8 x PP 2 (None: TP only)."
+    )
 
 
-Candidate = tuple[Instance, int, Levers]
-
-TP_DEGREES = (1, 2, 4, 8)
+Candidate = tuple[Instance, Shape, Levers]
 
 
 def allowed_instances(plan: CapacityPlan) -> list[Instance]:
@@ -106,38 +112,55 @@ class Sizer:
         self.plan, self.model, self.consts = plan, model, consts
         self.levers = lever_space(plan, model)
         self.loads = loss_demands(plan)
-        self._memo: dict[tuple[str, int, Levers], ReplicaSizing | Rejection] = {}
-        self._bound: dict[tuple[str, int, Levers, bool], float] = {}
+        self._memo: dict[tuple[str, Shape, Levers], ReplicaSizing | Rejection] = {}
+        self._bound: dict[tuple[str, Shape, Levers, bool], float] = {}
 
-    def bound(self, inst: Instance, tp: int, levers: Levers, slo: bool) -> float:
+    def shapes(self, inst: Instance) -> list[Shape]:
+        """The replica shapes tried on this instance type (`search.shapes`); within one node
+        only unless the plan allows replicas across nodes (allowed.multi_node)."""
+        found = shapes(self.model.arch, inst)
+        if self.plan.allowed.multi_node:
+            return found
+        return [s for s in found if s.nodes_per_replica(inst.gpu_count) == 1]
+
+    def bound(self, inst: Instance, shape: Shape, levers: Levers, slo: bool) -> float:
         """`sizing.capacity_upper_bound` (KV only, or KV and SLOs), memoised like the sizing."""
-        key = (inst.instance_type, tp, levers, slo)
+        key = (inst.instance_type, shape, levers, slo)
         if key not in self._bound:
             gpu = hardware.gpu(inst.gpu)
             self._bound[key] = capacity_upper_bound(
-                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers, slo
+                self.model.arch, gpu, inst, shape, self.plan, self.consts, levers, slo
             )
         return self._bound[key]
 
     def floor_usd(
-        self, region: Region, inst: Instance, tp: int, levers: Levers, price: float, slo: bool
+        self, region: Region, inst: Instance, shape: Shape, levers: Levers, price: float, slo: bool
     ) -> float:
         """The least this candidate can cost a month in `region` (0: unknown; size it)."""
-        cap = self.bound(inst, tp, levers, slo)
+        cap = self.bound(inst, shape, levers, slo)
         if cap <= 0:
             return 0.0
-        nodes = nodes_for(self.replicas(region, cap), inst.gpu_count // tp)
+        nodes = self.nodes(inst, shape, self.replicas(region, cap))
         return nodes.desired * price * HOURS_PER_MONTH
+
+    @staticmethod
+    def nodes(inst: Instance, shape: Shape, replicas: MinDesiredMax) -> MinDesiredMax:
+        gpn = inst.gpu_count
+        return nodes_for(replicas, shape.replicas_per_node(gpn), shape.nodes_per_replica(gpn))
 
     def replicas(self, region: Region, capacity_requests_per_s: float) -> MinDesiredMax:
         return deployed_replicas(self.plan, region, capacity_requests_per_s, self.loads)
 
-    def __call__(self, inst: Instance, tp: int, levers: Levers) -> ReplicaSizing | Rejection:
-        key = (inst.instance_type, tp, levers)
+    def __call__(
+        self, inst: Instance, shape: Shape | int, levers: Levers
+    ) -> ReplicaSizing | Rejection:
+        """The candidate's sizing; an int is a plain TP group of that size."""
+        shape = Shape(shape) if isinstance(shape, int) else shape
+        key = (inst.instance_type, shape, levers)
         if key not in self._memo:
             gpu = hardware.gpu(inst.gpu)
             self._memo[key] = size_replica(
-                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers
+                self.model.arch, gpu, inst, shape, self.plan, self.consts, levers
             )
         return self._memo[key]
 
@@ -159,44 +182,49 @@ def choose_region(
     ]
     pruned: list[tuple[Candidate, float]] = []
     cheapest = math.inf  # the cheapest feasible cost so far
-    for (inst, tp, levers), price, floor in _by_cost_bound(plan, region, size, offered):
+    for (inst, shape, levers), price, floor in _by_cost_bound(plan, region, size, offered):
         if price is None:
             why = f"no on-demand price in {region.name}; add a plan.prices override"
-            rejected.append(((inst, tp, levers), Rejection(why, "price")))
+            rejected.append(((inst, shape, levers), Rejection(why, "price")))
             continue
         best = cheapest + 1e-6
         if floor <= best < math.inf:  # the KV-only floor does not prune it: the SLO one may
-            floor = size.floor_usd(region, inst, tp, levers, price[0], slo=True)
+            floor = size.floor_usd(region, inst, shape, levers, price[0], slo=True)
         if floor > best:
-            pruned.append(((inst, tp, levers), floor))
+            pruned.append(((inst, shape, levers), floor))
             continue
-        result = size(inst, tp, levers)
+        result = size(inst, shape, levers)
         if isinstance(result, Rejection):
-            rejected.append(((inst, tp, levers), result))
+            rejected.append(((inst, shape, levers), result))
             continue
         replicas = size.replicas(region, result.capacity_requests_per_s)
-        cost = nodes_for(replicas, inst.gpu_count // tp).desired * price[0] * HOURS_PER_MONTH
+        nodes = size.nodes(inst, shape, replicas)
+        cost = nodes.desired * price[0] * HOURS_PER_MONTH
         cheapest = min(cheapest, cost)
+        gpu = hardware.gpu(inst.gpu)
         options.append(
             Choice(
                 plan=plan,
                 model=model,
                 region=region,
                 instance=inst,
-                step_model=levers.step_model(model.arch, hardware.gpu(inst.gpu), tp, consts),
+                step_model=levers.step_model(
+                    model.arch, gpu, shape.tp, consts, shape.parallel(inst)
+                ),
                 sizing=result,
                 price_usd_per_hour=price[0],
                 price_source=price[1],
                 replicas=replicas,
-                nodes=nodes_for(replicas, inst.gpu_count // tp),
+                nodes=nodes,
                 levers=levers,
+                shape=None if shape.plain else shape,
             )
         )
     if not options:
-        # Advice reads one rejection per (instance, TP): the plainest levers' (listed first).
-        first: dict[tuple[str, int], tuple[Instance, int, Rejection]] = {}
-        for (i, tp, _), r in rejected:
-            first.setdefault((i.instance_type, tp), (i, tp, r))
+        # Advice reads one rejection per (instance, shape): the plainest levers' (listed first).
+        first: dict[tuple[str, Shape], tuple[Instance, int, Rejection]] = {}
+        for (i, shape, _), r in rejected:
+            first.setdefault((i.instance_type, shape), (i, shape.tp, r))
         raise infeasible(plan, model, region, offered, list(first.values()))
     order = {lv: k for k, lv in enumerate(size.levers)}
     options.sort(key=lambda o: (o.rank, order[o.lever]))
@@ -211,11 +239,26 @@ def _by_cost_bound(
     out = []
     for inst in offered:
         price = price_for(plan, inst.instance_type, region.name)
-        for tp in (t for t in TP_DEGREES if t <= inst.gpu_count):
+        for shape in size.shapes(inst):
             for levers in size.levers:
-                floor = size.floor_usd(region, inst, tp, levers, price[0], False) if price else 0
-                out.append(((inst, tp, levers), price, floor))
+                if levers.spec is not None and not shape.plain:
+                    continue  # a drafter runs beside one TP group (search.shapes)
+                floor = size.floor_usd(region, inst, shape, levers, price[0], False) if price else 0
+                out.append(((inst, shape, levers), price, floor))
     return sorted(out, key=lambda c: c[2])
+
+
+def _shape_fields(shape: Shape, inst: Instance) -> dict[str, object]:
+    """An Alternative's layout keys (defaults for a plain TP group)."""
+    if shape.plain:
+        return {}
+    return {
+        "pipeline_parallel_size": shape.pp,
+        "data_parallel_size": shape.dp,
+        "expert_parallel": shape.ep,
+        "nodes_per_replica": shape.nodes_per_replica(inst.gpu_count),
+        "shape": shape.label,
+    }
 
 
 def _alternatives(
@@ -239,13 +282,14 @@ def _alternatives(
                 kv_cache_dtype=o.lever.kv_cache_dtype,
                 speculative=o.lever.speculative,
                 usd_per_million_output_tokens=round_or_none(o.usd_per_million_output_tokens, 4),
+                **_shape_fields(o.layout, o.instance),
             )
             for k, o in enumerate(options)
         ]
         + [
             Alternative(
                 instance_type=i.instance_type,
-                tensor_parallel_size=tp,
+                tensor_parallel_size=shape.tp,
                 feasible=False,
                 monthly_cost_usd=None,
                 reason=r.reason,
@@ -253,13 +297,14 @@ def _alternatives(
                 precision=lv.precision,
                 kv_cache_dtype=lv.kv_cache_dtype,
                 speculative=lv.speculative,
+                **_shape_fields(shape, i),
             )
-            for (i, tp, lv), r in rejected
+            for (i, shape, lv), r in rejected
         ]
         + [
             Alternative(
                 instance_type=i.instance_type,
-                tensor_parallel_size=tp,
+                tensor_parallel_size=shape.tp,
                 feasible=False,
                 monthly_cost_usd=None,
                 reason=f"not sized: at its capacity upper bound it costs at least "
@@ -268,7 +313,8 @@ def _alternatives(
                 kv_cache_dtype=lv.kv_cache_dtype,
                 speculative=lv.speculative,
                 pruned=True,
+                **_shape_fields(shape, i),
             )
-            for (i, tp, lv), floor in pruned
+            for (i, shape, lv), floor in pruned
         ]
     )

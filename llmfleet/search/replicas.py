@@ -48,9 +48,14 @@ def deployed_replicas(
     )
 
 
-def nodes_for(replicas: MinDesiredMax, per_node: int) -> MinDesiredMax:
+def nodes_for(
+    replicas: MinDesiredMax, per_node: int, nodes_per_replica: int = 1
+) -> MinDesiredMax:
+    """Nodes that host these replicas: `per_node` to a node, or `nodes_per_replica` whole
+    nodes each when a replica spans nodes."""
+
     def n(r: int) -> int:
-        return math.ceil(r / per_node)
+        return math.ceil(r / per_node) * nodes_per_replica
 
     return MinDesiredMax(min=n(replicas.min), desired=n(replicas.desired), max=n(replicas.max))
 
@@ -76,7 +81,7 @@ def loss_sizing(plan: CapacityPlan, choices: Sequence[Choice]) -> list[LossSizin
     for c in choices:
         load, cap = loads[c.region.name], c.sizing.capacity_requests_per_s
         own = replicas_for(plan, c.region, cap)
-        own_nodes = nodes_for(own, c.replicas_per_node)
+        own_nodes = nodes_for(own, c.replicas_per_node, c.nodes_per_replica)
         floors.append(
             LossSizing(
                 region=c.region.name,
