@@ -37,6 +37,7 @@ TYPED: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
 }
 """Core objects get their typed class; the CRDs below are `apiextensions.CustomResource`."""
 CUSTOM = {
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
     ("keda.sh/v1alpha1", "ScaledObject"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("monitoring.coreos.com/v1", "PrometheusRule"),

@@ -50,6 +50,28 @@ them. Left at their defaults (aws/aws-ofi-nccl doc/efa-env-var.md): FI_EFA_USE_D
 NCCL_BUFFSIZE and NCCL_MIN_CHANNELS."""
 
 
+class NetworkInterface(Data):
+    """One network interface of a GPU node (EC2's launch shape, Karpenter's networkInterfaces)."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: str = Field(description="interface (ENA) or efa-only.")
+
+
+def efa_interfaces(cards: int) -> list[NetworkInterface]:
+    """EC2's recommended layout for EFA on a node with several network cards (EC2 User
+    Guide, efa-acc-inst-types): the primary interface (card 0, device 0) is ENA, card 0
+    adds an EFA-only interface at device 1, every other card an EFA-only one at device 0."""
+    return [
+        NetworkInterface(network_card_index=0, device_index=0, interface_type="interface"),
+        NetworkInterface(network_card_index=0, device_index=1, interface_type="efa-only"),
+        *(
+            NetworkInterface(network_card_index=k, device_index=0, interface_type="efa-only")
+            for k in range(1, cards)
+        ),
+    ]
+
+
 class MultiNode(Data):
     """A replica of `nodes_per_replica` nodes: a LeaderWorkerSet group on EFA nodes in one
     cluster placement group."""
@@ -67,6 +89,9 @@ class MultiNode(Data):
         description="vpc.amazonaws.com/efa each pod requests: every EFA interface of its node."
     )
     efa_gbps_per_node: float
+    network_interfaces: list[NetworkInterface] = Field(
+        description="The node's interfaces: one ENA primary and an EFA-only one per card."
+    )
     collective_latency_us: float = Field(
         description="Two-node all-reduce latency the step model charges (catalog efa.csv)."
     )
@@ -111,6 +136,7 @@ def build_multi_node(choice: Choice, zone_id: str) -> MultiNode | None:
         worker_labels={ROLE_LABEL: "worker"},
         efa_interfaces_per_node=row.efa_interfaces,
         efa_gbps_per_node=row.efa_gbps,
+        network_interfaces=efa_interfaces(row.efa_interfaces),
         collective_latency_us=row.collective_latency_us,
         collective_busbw_gb_s=row.collective_busbw_gb_s,
         collective_measured_on=row.measured_on,

@@ -241,7 +241,7 @@ def build_region_plan(
     replicas = replicas_filling_slots(choice, floor)
     serve = build_serving(choice, weights_gib, cold)
     expected = build_predicted(choice, consts)
-    volume = node_volume_gib(weights_gib, choice.replicas_per_node)
+    volume = node_volume_gib(weights_gib / choice.nodes_per_replica, choice.replicas_per_node)
     cost = build_costs(
         choice, capacity, floor, build_system_pool(), volume, weights_gib, len(zone_ids)
     )

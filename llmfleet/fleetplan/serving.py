@@ -276,7 +276,7 @@ def build_serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Servin
         memory_gib_per_pod=mem,
         shm_gib=2 * gpus,
         gpus_per_pod=gpus,
-        model_cache_gib=math.ceil(weights_gib * 1.2) + 10,
+        model_cache_gib=math.ceil(weights_gib / choice.nodes_per_replica * 1.2) + 10,
         startup_period_s=STARTUP_PERIOD_S,
         startup_failure_threshold=startup_probes,
         probe_period_s=PROBE_PERIOD_S,

@@ -67,8 +67,20 @@ ENTRY_MANIFESTS = ("ingress",)
 """Rendered after MANIFESTS in regions with an entry point (plan.dns)."""
 
 
+MULTI_NODE_MANIFESTS = {"deployment": "leaderworkerset"}
+"""Where a replica spans nodes, a LeaderWorkerSet runs the replicas instead of a Deployment."""
+PEER_MANIFESTS = ("networkpolicy-peers",)
+"""Rendered after the NetworkPolicy where a replica's pods talk to each other (NCCL's
+bootstrap and torch.distributed across nodes)."""
+
+
 def manifest_kinds(region: RegionPlan) -> tuple[str, ...]:
-    return MANIFESTS + (ENTRY_MANIFESTS if region.entry_point is not None else ())
+    kinds: tuple[str, ...] = MANIFESTS
+    if region.multi_node is not None:
+        kinds = tuple(MULTI_NODE_MANIFESTS.get(k, k) for k in kinds)
+        at = kinds.index("networkpolicy") + 1
+        kinds = kinds[:at] + PEER_MANIFESTS + kinds[at:]
+    return kinds + (ENTRY_MANIFESTS if region.entry_point is not None else ())
 
 
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
