@@ -34,6 +34,8 @@ TYPED: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
     ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
     ("networking.k8s.io/v1", "Ingress"): k8s.networking.v1.Ingress,
+    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
 }
 """Core objects get their typed class; the CRDs below are `apiextensions.CustomResource`."""
 CUSTOM = {
@@ -47,6 +49,7 @@ TOP_LEVEL = {
     "kind": "kind",
     "metadata": "metadata",
     "automountServiceAccountToken": "automount_service_account_token",
+    "roleRef": "role_ref",
 }
 
 

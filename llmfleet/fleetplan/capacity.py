@@ -160,6 +160,8 @@ def build_always_on(choice: Choice, stage4: LossSizing | None = None) -> AlwaysO
     warm floor, and the reason says so."""
     replicas = choice.replicas.min
     nodes = math.ceil(replicas / choice.replicas_per_node) * choice.nodes_per_replica
+    if choice.prefill is not None:  # the prefill pool's floor runs beside the decode pool's
+        nodes += choice.prefill.nodes.min
     trough = stage4.replicas_without_resilience["min"] if stage4 is not None else replicas
     if stage4 is not None and replicas > trough:
         reason = (
@@ -239,7 +241,7 @@ def check_purchase(choice: Choice, field: str) -> None:
 def replicas_filling_slots(choice: Choice, floor: AlwaysOn) -> MinDesiredMax:
     """KEDA's bounds: the floor, the peak, and up to every slot of the ceiling's nodes (a
     slot TP leaves free on a node paid for is used rather than idle)."""
-    slots = choice.nodes.max * choice.replicas_per_node // choice.nodes_per_replica
+    slots = choice.serving_nodes.max * choice.replicas_per_node // choice.nodes_per_replica
     return MinDesiredMax(min=floor.replicas, desired=choice.replicas.desired, max=slots)
 
 
@@ -302,7 +304,8 @@ def build_node_capacity(
     reserved = cap.type in ("reservation", "capacity_block")
     floor_nodes = 0 if reserved else floor.nodes
     ceiling = choice.nodes.max
-    slots = ceiling * choice.replicas_per_node // choice.nodes_per_replica
+    serving = choice.serving_nodes.max
+    slots = serving * choice.replicas_per_node // choice.nodes_per_replica
     free_slots = slots - choice.replicas.desired
     usd, source = price(choice)
     quota_list, notes = quotas(choice, floor_nodes)

@@ -25,6 +25,12 @@ from llmfleet.fleetplan.capacity import (
 )
 from llmfleet.fleetplan.cold_start import ColdStart, build_cold_start
 from llmfleet.fleetplan.costs import Costs, build_costs
+from llmfleet.fleetplan.disaggregation import (
+    Disaggregation,
+    build_decode_autoscaling,
+    build_disaggregation,
+    with_kv_transfer,
+)
 from llmfleet.fleetplan.entry_point import EntryPoint
 from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, download_gib
 from llmfleet.fleetplan.multi_node import MultiNode, build_multi_node
@@ -113,6 +119,12 @@ class RegionPlan(Data):
         default=None,
         description="A replica spanning nodes: its LeaderWorkerSet, EFA, placement group, NCCL.",
     )
+    disaggregation: Disaggregation | None = Field(
+        default=None,
+        description="Disaggregated serving: the prefill pool, the router, the KV transfer; "
+        "the region's replicas, serving and autoscaling are then the decode pool's, its "
+        "nodes both pools'.",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -155,14 +167,21 @@ def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
     given = {95: plan.traffic.input_tokens.p95, 99: plan.traffic.input_tokens.p99}.get(int(p))
     prompt_from = "as given" if given else "lognormal through the plan's mean and percentiles"
     own = stage4.replicas_without_resilience["desired"] if stage4 else choice.replicas.desired
+    steps_line = (
+        f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token "
+        f"prefill chunks in {min(1.0, s.steps.mixed_share):.0%} of steps: decode step "
+        f"{s.steps.decode_only_s * 1000:.1f} ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, "
+        f"{itl_name} {limit_itl_ms:.1f} ms <= {plan.slo.itl_ms:g} ms"
+        if choice.prefill is None
+        else f"at the SLO limit a decode replica runs {s.batch} sequences and no prompt "
+        f"chunk: its step, {s.steps.decode_only_s * 1000:.1f} ms, is the {itl_name} "
+        f"(<= {plan.slo.itl_ms:g} ms)"
+    )
     return [
         f"{inst.instance_type} at {choice.layout.label}: weights {mem.weights_gib_per_gpu:.1f} "
         f"GiB per GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = "
         f"{mem.kv_cache_tokens:,} tokens",
-        f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token prefill "
-        f"chunks in {min(1.0, s.steps.mixed_share):.0%} of steps: decode step "
-        f"{s.steps.decode_only_s * 1000:.1f} ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, "
-        f"{itl_name} {limit_itl_ms:.1f} ms <= {plan.slo.itl_ms:g} ms",
+        steps_line,
         f"TTFT p{p:g} is for the p{p:g} prompt ({ttft_prompt_tokens(plan):,} tokens, "
         f"{prompt_from}) plus the prefill-queue wait at that percentile",
         f"one replica sustains {s.capacity_requests_per_s:.2f} req/s inside TTFT "
@@ -179,6 +198,12 @@ def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
             f"{choice.replicas_per_node} replica(s) per {inst.gpu_count}-GPU node -> "
             if choice.nodes_per_replica == 1
             else f"each replica spans {choice.nodes_per_replica} {inst.gpu_count}-GPU nodes -> "
+        )
+        + (
+            f"{choice.serving_nodes.desired} decode and {choice.prefill.nodes.desired} prefill "
+            "nodes: "
+            if choice.prefill is not None
+            else ""
         )
         + f"{choice.nodes.desired} nodes at ${choice.price_usd_per_hour:.3f}/h "
         f"({choice.price_source})",
@@ -240,6 +265,11 @@ def build_region_plan(
         )
     replicas = replicas_filling_slots(choice, floor)
     serve = build_serving(choice, weights_gib, cold)
+    if choice.prefill is not None:
+        serve = with_kv_transfer(serve)
+    disagg = build_disaggregation(
+        choice, weights_gib, cold, work.labels, work.namespace, serve.vllm.served_model_name
+    )
     expected = build_predicted(choice, consts)
     volume = node_volume_gib(weights_gib / choice.nodes_per_replica, choice.replicas_per_node)
     cost = build_costs(
@@ -272,7 +302,9 @@ def build_region_plan(
         ),
         memory=build_memory(choice),
         serving=serve,
-        autoscaling=build_autoscaling(choice, work.namespace, serve.vllm.served_model_name),
+        autoscaling=build_decode_autoscaling(choice, work.namespace, serve.vllm.served_model_name)
+        if disagg
+        else build_autoscaling(choice, work.namespace, serve.vllm.served_model_name),
         workload=work,
         system_pool=build_system_pool(),
         node_zones=hardware.zone_names(region.name, gpu_zone_ids),
@@ -284,7 +316,7 @@ def build_region_plan(
         subnets=[]
         if region.network
         else subnet_layout(region.vpc_cidr, region.name, zone_ids, f"{field}.cluster_zone_ids"),
-        reasons=reasons(choice, stage4),
+        reasons=reasons(choice, stage4) + (disagg.reasons if disagg else []),
         alternatives=alternatives,
         levers=build_chosen_levers(choice),
         alerts=build_alerts(plan, replicas, serve, work),
@@ -295,4 +327,5 @@ def build_region_plan(
         costs=cost,
         nodes_per_replica=choice.nodes_per_replica,
         multi_node=multi,
+        disaggregation=disagg,
     )

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.perf.replica import PredictResult
 
 
@@ -17,6 +18,15 @@ def _console(buf: io.StringIO) -> Console:
     return Console(
         file=buf, width=160, color_system=None, force_terminal=False, markup=False, highlight=False
     )
+
+
+def _region_layout(r: RegionPlan) -> str:
+    """The TP column: the TP, or the layout beyond it (nodes a replica spans, the pools)."""
+    if r.disaggregation is not None:
+        d = r.disaggregation
+        return f"P {d.prefill.tensor_parallel_size} x {d.prefill.replicas.desired} + D {r.layout}"
+    text = str(r.tensor_parallel_size) if r.layout == f"TP {r.tensor_parallel_size}" else r.layout
+    return text + (f", {r.nodes_per_replica} nodes" if r.nodes_per_replica > 1 else "")
 
 
 def fleet_text(fp: FleetPlan) -> str:
@@ -55,7 +65,7 @@ def fleet_text(fp: FleetPlan) -> str:
             r.region,
             r.instance_type,
             r.gpu,
-            str(r.tensor_parallel_size),
+            _region_layout(r),
             f"{r.replicas.min}/{r.replicas.desired}/{r.replicas.max}",
             f"{r.nodes.min}/{r.nodes.desired}/{r.nodes.max}",
             f"{p.ttft_ms:.0f} / {fp.slo.ttft_ms:g}",

@@ -103,10 +103,14 @@ def stage_imbalance(layers: int, pp: int) -> float:
 
 
 def pipeline_cycle_s(plain_s: float, with_chunk_s: float, pp: int) -> float:
-    """Token period of a pipeline whose microbatch time is `plain_s`, when one microbatch
-    also carries a prefill chunk (its time `with_chunk_s`): every stage spends (PP - 1)
-    microbatches at the plain time and one at the longer, each 1/PP of the model."""
-    return plain_s + (with_chunk_s - plain_s) / pp
+    """Token period of a pipeline whose microbatch time is `plain_s` (the whole model, one
+    microbatch) when one microbatch also carries a prefill chunk (`with_chunk_s`). Two bounds:
+    every stage is busy (PP - 1) plain microbatches and the longer one, each 1/PP of the model
+    (plain + (with_chunk - plain) / PP); and the chunk's microbatch must pass all PP stages
+    before its next token (with_chunk), while the others queue behind it at each stage. The
+    second binds: a pipeline does not hide a chunk's stall, it only makes the microbatch that
+    stalls smaller."""
+    return max(plain_s + (with_chunk_s - plain_s) / pp, with_chunk_s)
 
 
 def hop_s(tokens: float, hidden: int, tp: int, link: Link) -> float:

@@ -314,7 +314,7 @@ def _parallel_step_time(
     the replica's running sequences, `prefill` one chunk (in one microbatch, on one rank).
 
     PP: the token period is a microbatch's whole-model time on one TP group, stretched by the
-    slowest stage, plus PP hops; a chunk adds 1/PP of what it adds to its microbatch. The host
+    slowest stage, plus PP hops; a chunk adds what it adds to its microbatch. The host
     time of one microbatch's schedule is on the critical path, the others' overlap the GPUs."""
     par = step_model.parallel
     if par.pp <= 1:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from llmfleet.catalog.hardware import Instance
 from llmfleet.data import MinDesiredMax
+from llmfleet.perf.disagg import PrefillLoad
+from llmfleet.perf.memory import MemoryBudget
 from llmfleet.perf.step import StepModel
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
@@ -15,6 +17,26 @@ from llmfleet.search.levers import Levers, pinned
 from llmfleet.search.operating_point import ReplicaSizing
 from llmfleet.search.shapes import Shape
 from llmfleet.units import HOURS_PER_MONTH
+
+
+@dataclass(frozen=True)
+class PrefillPool:
+    """The prefill pool of a disaggregated region (search.disagg): its TP, operating point,
+    replicas and nodes; the Choice that holds it is the decode pool."""
+
+    tp: int
+    step_model: StepModel
+    memory: MemoryBudget
+    chunk_tokens: int  # prompt tokens a prefill step carries (its token budget)
+    max_num_seqs: int  # prompts a step may carry
+    capacity_requests_per_s: float  # prompts/s one replica takes inside the TTFT target
+    replicas: MinDesiredMax
+    nodes: MinDesiredMax
+    kv_transfer_s: float  # the p-th prompt's KV to the decode pool
+    prompt_s: float  # the p-th prompt's prefill
+    ttft_s: float  # TTFT at the percentile at the sized load
+    load: PrefillLoad  # TTFT at any load (perf.disagg)
+
 
 
 @dataclass(frozen=True)
@@ -34,6 +56,17 @@ class Choice:
     nodes: MinDesiredMax
     levers: Levers | None = None  # None: the plan's pinned precision and KV dtype
     shape: Shape | None = None  # None: one TP group of step_model.tp GPUs
+    prefill: PrefillPool | None = None  # disaggregated: this Choice is the decode pool
+
+    @property
+    def serving_nodes(self) -> MinDesiredMax:
+        """Nodes of the replicas this Choice sizes (without a prefill pool's): `nodes` counts
+        every GPU node of the region."""
+        if self.prefill is None:
+            return self.nodes
+        p = self.prefill.nodes
+        n = self.nodes
+        return MinDesiredMax(min=n.min - p.min, desired=n.desired - p.desired, max=n.max - p.max)
 
     @property
     def layout(self) -> Shape:
@@ -89,11 +122,11 @@ class Choice:
         return self.nodes.min * self.price_usd_per_hour * HOURS_PER_MONTH
 
     @property
-    def rank(self) -> tuple[float, int, int, bool, float, str, int, int, int, bool]:
+    def rank(self) -> tuple[float, int, int, bool, bool, float, str, int, int, int, bool]:
         """Cheapest; then fewest GPUs; then replicas inside one node, and one TP group (a
         replica across nodes needs EFA, a placement group in one zone and a whole group to
         restart; at the same cost it buys nothing); then most spare capacity on the nodes
-        paid for."""
+        paid for. Disaggregated serving likewise only wins by cost."""
         gpus = self.nodes.desired * self.instance.gpu_count
         slots = self.nodes.desired * self.replicas_per_node // self.nodes_per_replica
         spare = slots * self.sizing.capacity_requests_per_s
@@ -102,6 +135,7 @@ class Choice:
             gpus,
             self.nodes_per_replica,
             not self.layout.plain,
+            self.prefill is not None,
             -round(spare, 6),
             self.instance.instance_type,
             self.tp,

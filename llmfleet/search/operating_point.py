@@ -166,10 +166,10 @@ def size_replica(
         gap_best_ms = min(
             gap_best_ms, 1000 * itl_percentile_s(plan, mixed_steps(step_model, 1, i, o, chunk))
         )
-        kv_batch = _kv_batch(arch, gpu, tp, plan, chunk, consts, lv, par)
-        if kv_batch < 1 or _meets(step_model, plan, 1, chunk) is None:
+        kv_most = kv_batch(arch, gpu, tp, plan, chunk, consts, lv, par)
+        if kv_most < 1 or _meets(step_model, plan, 1, chunk) is None:
             continue
-        lo, hi = 1.0, float(kv_batch)
+        lo, hi = 1.0, float(kv_most)
         if _meets(step_model, plan, hi, chunk) is not None:
             lo = hi
         else:
@@ -263,7 +263,7 @@ def capacity_upper_bound(
     return hi * per_step / (o * step_time(step_model, hi, ctx).total_s)
 
 
-def _kv_batch(
+def kv_batch(
     arch: Arch,
     gpu: Gpu,
     tp: int,
@@ -294,6 +294,6 @@ def _kv_batch(
 
 
 def _shape_problem(arch: Arch, instance: Instance, shape: Shape) -> str | None:
-    if shape.plain and instance.gpu_count % shape.tp:
+    if shape.plain and shape.tp <= instance.gpu_count and instance.gpu_count % shape.tp:
         return f"TP {shape.tp} does not divide the {instance.gpu_count} GPUs of a node"
     return shape.problem(arch, instance)

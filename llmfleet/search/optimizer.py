@@ -15,7 +15,7 @@ import math
 
 from pydantic import Field
 
-from llmfleet.catalog import hardware
+from llmfleet.catalog import hardware, network
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Instance
 from llmfleet.data import Data, MinDesiredMax
@@ -23,6 +23,7 @@ from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
+from llmfleet.search.disagg import PairSizer, Pricing, cheapest_pair
 from llmfleet.search.infeasible import infeasible
 from llmfleet.search.levers import Levers, lever_space
 from llmfleet.search.operating_point import (
@@ -71,6 +72,14 @@ class Alternative(Data):
     shape: str | None = Field(
         default=None, description="The replica's layout, e.g. TP 8 x PP 2 (None: TP only)."
     )
+    disaggregated: bool = Field(
+        default=False,
+        description="A prefill pool and a decode pool (tensor_parallel_size is the decode "
+        "pool's); priced when allowed.disaggregated.",
+    )
+    prefill_tensor_parallel_size: int | None = Field(
+        default=None, description="The prefill pool's TP (disaggregated only)."
+    )
 
 
 Candidate = tuple[Instance, Shape, Levers]
@@ -114,6 +123,16 @@ class Sizer:
         self.loads = loss_demands(plan)
         self._memo: dict[tuple[str, Shape, Levers], ReplicaSizing | Rejection] = {}
         self._bound: dict[tuple[str, Shape, Levers, bool], float] = {}
+        self._pairs: dict[str, PairSizer] = {}
+
+    def pairs(self, inst: Instance) -> PairSizer:
+        """Disaggregated prefill/decode pools of this instance type (`search.disagg`),
+        memoised: they do not depend on the region."""
+        if inst.instance_type not in self._pairs:
+            self._pairs[inst.instance_type] = PairSizer(
+                self.model, inst, self.plan, self.levers, self.consts
+            )
+        return self._pairs[inst.instance_type]
 
     def shapes(self, inst: Instance) -> list[Shape]:
         """The replica shapes tried on this instance type (`search.shapes`); within one node
@@ -220,6 +239,9 @@ def choose_region(
                 shape=None if shape.plain else shape,
             )
         )
+    if plan.allowed.disaggregated:
+        best = min((o.monthly_cost_usd for o in options), default=math.inf)
+        options += _disaggregated(plan, model, region, size, offered, best)
     if not options:
         # Advice reads one rejection per (instance, shape): the plainest levers' (listed first).
         first: dict[tuple[str, Shape], tuple[Instance, int, Rejection]] = {}
@@ -229,6 +251,34 @@ def choose_region(
     order = {lv: k for k, lv in enumerate(size.levers)}
     options.sort(key=lambda o: (o.rank, order[o.lever]))
     return options[0], _alternatives(options, rejected, pruned)
+
+
+LISTED_WITHIN = 2.0
+"""Disaggregated pairs are sized (and listed) up to this multiple of the best aggregated cost."""
+
+
+def _disaggregated(
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    region: Region,
+    size: Sizer,
+    offered: list[Instance],
+    best_usd: float,
+) -> list[Choice]:
+    """The cheapest prefill/decode pair of each priced instance type whose nodes share EFA
+    with GPUDirect RDMA (the KV crosses it), as Choices of their decode pools; pairs whose
+    decode pool alone costs more than twice the best aggregated candidate are not sized
+    (nearer ones are listed as alternatives with their cost)."""
+    out = []
+    for inst in offered:
+        price = price_for(plan, inst.instance_type, region.name)
+        if price is None or network.multi_node_row(inst) is None:
+            continue
+        pricing = Pricing(plan, model, region, inst, price[0], price[1])
+        best = cheapest_pair(pricing, size.pairs(inst), LISTED_WITHIN * best_usd)
+        if best is not None:
+            out.append(best.choice)
+    return out
 
 
 def _by_cost_bound(
@@ -246,6 +296,19 @@ def _by_cost_bound(
                 floor = size.floor_usd(region, inst, shape, levers, price[0], False) if price else 0
                 out.append(((inst, shape, levers), price, floor))
     return sorted(out, key=lambda c: c[2])
+
+
+def _choice_fields(o: Choice) -> dict[str, object]:
+    """A feasible Alternative's layout keys: its shape, or its two pools."""
+    if o.prefill is not None:
+        p = o.prefill
+        return {
+            "disaggregated": True,
+            "prefill_tensor_parallel_size": p.tp,
+            "shape": f"disaggregated: prefill TP {p.tp} x {p.replicas.desired}, decode TP "
+            f"{o.tp} x {o.replicas.desired}",
+        }
+    return _shape_fields(o.layout, o.instance)
 
 
 def _shape_fields(shape: Shape, inst: Instance) -> dict[str, object]:
@@ -282,7 +345,7 @@ def _alternatives(
                 kv_cache_dtype=o.lever.kv_cache_dtype,
                 speculative=o.lever.speculative,
                 usd_per_million_output_tokens=round_or_none(o.usd_per_million_output_tokens, 4),
-                **_shape_fields(o.layout, o.instance),
+                **_choice_fields(o),
             )
             for k, o in enumerate(options)
         ]
