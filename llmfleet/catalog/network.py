@@ -46,6 +46,17 @@ def efa_table() -> dict[str, Efa]:
     return {e.instance_type: e for e in (Efa.model_validate(r) for r in rows)}
 
 
+@cache
+def allreduce_curve(measured_on: str) -> tuple[tuple[float, float], ...]:
+    """(message bytes, seconds) of the two-node all-reduce measured on this instance type
+    (efa_allreduce.csv), by message size."""
+    with open(DATA_DIR / "efa_allreduce.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["measured_on"] == measured_on]
+    return tuple(
+        sorted((float(r["message_bytes"]), float(r["time_us"]) * 1e-6) for r in rows)
+    )
+
+
 def efa(instance_type: str) -> Efa | None:
     """The instance type's EFA row, or None without EFA in the catalog."""
     return efa_table().get(instance_type)

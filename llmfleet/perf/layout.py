@@ -106,5 +106,8 @@ def parallel_for(
         row = network.multi_node_row(instance)
         assert row is not None and row.collective_latency_us is not None
         assert row.collective_busbw_gb_s is not None
-        link = efa_link(row.collective_latency_us, row.collective_busbw_gb_s, row.gb_s_per_gpu)
+        curve = network.allreduce_curve(row.measured_on or row.instance_type)
+        link = efa_link(
+            row.collective_latency_us, row.collective_busbw_gb_s, row.gb_s_per_gpu, curve
+        )
     return Parallel(pp=pp, dp=dp, ep=ep, gpus_per_node=instance.gpu_count, inter_node=link)

@@ -38,6 +38,7 @@ class Link:
     latency_s: float
     bus_b_s: float  # all-reduce bus bandwidth (nccl-tests busbw)
     p2p_b_s: float  # one GPU's share for point-to-point and all-gather traffic
+    allreduce: tuple[tuple[float, float], ...] = ()  # measured (bytes, seconds), if any
 
 
 @dataclass(frozen=True)
@@ -80,11 +81,18 @@ SINGLE = Parallel()
 """One TP group: no pipeline stages, no data-parallel ranks."""
 
 
-def efa_link(latency_us: float, busbw_gb_s: float, gb_s_per_gpu: float) -> Link:
+def efa_link(
+    latency_us: float,
+    busbw_gb_s: float,
+    gb_s_per_gpu: float,
+    allreduce: tuple[tuple[float, float], ...] = (),
+) -> Link:
     """EFA between nodes from a two-node nccl-tests all_reduce: its small-message time (the
-    latency of one collective, an upper bound for a point-to-point send) and its large-message
-    bus bandwidth; point-to-point traffic gets one GPU's share of the node's EFA line rate."""
-    return Link("efa", latency_us * 1e-6, busbw_gb_s * 1e9, gb_s_per_gpu * 1e9)
+    latency of one collective, an upper bound for a point-to-point send), its large-message
+    bus bandwidth and, where given, the whole measured curve (an all-reduce's time between
+    the measured sizes: `all_reduce_s`); point-to-point traffic gets one GPU's share of the
+    node's EFA line rate."""
+    return Link("efa", latency_us * 1e-6, busbw_gb_s * 1e9, gb_s_per_gpu * 1e9, allreduce)
 
 
 def microbatch(decode: float, pp: int) -> float:
@@ -121,11 +129,33 @@ def hop_s(tokens: float, hidden: int, tp: int, link: Link) -> float:
 
 
 def all_reduce_s(msg_bytes: float, ranks: int, link: Link) -> float:
-    """A ring all-reduce of `msg_bytes` across `ranks` GPUs (nccl-tests' bus bandwidth
-    definition: time = latency + 2 (n - 1) / n x bytes / busbw)."""
+    """An all-reduce of `msg_bytes` across `ranks` GPUs: on a link with a measured curve, the
+    measured time at that size (log-log between the measured sizes; past the largest, its
+    bus bandwidth); else a ring (nccl-tests' bus bandwidth definition: latency +
+    2 (n - 1) / n x bytes / busbw). Mid-size messages (64 KiB - 1 MiB, a decode step's)
+    take about twice the small-message latency over EFA, which a latency-bandwidth line
+    through the ends misses."""
     if ranks <= 1:
         return 0.0
+    if link.allreduce:
+        return measured_s(link.allreduce, msg_bytes, link.bus_b_s, ranks)
     return link.latency_s + 2 * (ranks - 1) / ranks * msg_bytes / link.bus_b_s
+
+
+def measured_s(
+    curve: tuple[tuple[float, float], ...], msg_bytes: float, bus_b_s: float, ranks: int
+) -> float:
+    """Time at `msg_bytes` on a measured (bytes, seconds) curve: its first point below it,
+    log-log between points, the bus bandwidth beyond the last."""
+    first_b, first_s = curve[0]
+    if msg_bytes <= first_b:
+        return first_s
+    for (b0, s0), (b1, s1) in zip(curve, curve[1:], strict=False):
+        if msg_bytes <= b1:
+            w = (math.log(msg_bytes) - math.log(b0)) / (math.log(b1) - math.log(b0))
+            return math.exp(math.log(s0) + w * (math.log(s1) - math.log(s0)))
+    last_b, last_s = curve[-1]
+    return last_s + 2 * (ranks - 1) / ranks * (msg_bytes - last_b) / bus_b_s
 
 
 def all_to_all_s(global_tokens: float, hidden: int, ep: int, link: Link) -> float:

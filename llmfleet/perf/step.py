@@ -161,7 +161,10 @@ class StepModel:
         if par.tp_crosses_nodes(self.tp) and par.inter_node is not None:
             inter = par.inter_node
             sync_s = self.consts.tp_sync_overhead_us * 1e-6
-            return Link(inter.name, inter.latency_s + sync_s, inter.bus_b_s, inter.p2p_b_s)
+            return Link(
+                inter.name, inter.latency_s + sync_s, inter.bus_b_s, inter.p2p_b_s,
+                inter.allreduce,
+            )
         return self.node_link
 
     @cached_property
@@ -285,7 +288,13 @@ def step_time(
     comm_s = 0.0
     if step_model.tp > 1:
         msg = tokens * a.hidden * 2
-        comm_s = 2 * a.layers * (t.latency_s + t.ring * msg / t.link_bw)
+        if step_model.tp_link.allreduce:  # TP across nodes: the measured EFA curve
+            comm_s = 2 * a.layers * (
+                all_reduce_s(msg, step_model.tp, step_model.tp_link)
+                + step_model.consts.tp_sync_overhead_us * 1e-6
+            )
+        else:
+            comm_s = 2 * a.layers * (t.latency_s + t.ring * msg / t.link_bw)
     # MoE layers add a fixed cost per step (routing, permutation, grouped-GEMM launches).
     comm_s += t.moe_fixed_s
     overhead_s = t.step_overhead_s + decode * t.sequence_overhead_us * 1e-6

@@ -17,51 +17,11 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from cloudcoil.models.keda.v1alpha1 import ScaledObject
-from cloudcoil.models.prometheus_operator.v1 import PrometheusRule, ServiceMonitor
-from pydantic import BaseModel, RootModel
+from crd_schema import CRD_MODELS, CRD_VERSIONS, validate_crd
 
 from components.cluster_addons import KEDA, KUBE_PROMETHEUS_STACK
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.outputs import render
-
-CRD_MODELS: dict[str, type[BaseModel]] = {
-    "ScaledObject": ScaledObject,
-    "ServiceMonitor": ServiceMonitor,
-    "PrometheusRule": PrometheusRule,
-}
-CRD_VERSIONS = {"keda": "2.16.1", "prometheus-operator": "0.80.1"}
-
-
-def undeclared_keys(model: Any, data: Any, path: str = "") -> list[str]:
-    """Dotted paths of keys in `data` that the validated `model` does not declare."""
-    if isinstance(model, RootModel):
-        return undeclared_keys(model.root, data, path)
-    if isinstance(model, BaseModel) and isinstance(data, dict):
-        fields = {(f.alias or name): name for name, f in type(model).model_fields.items()}
-        bad = []
-        for key, value in data.items():
-            if key not in fields:
-                bad.append(f"{path}.{key}")
-            else:
-                bad += undeclared_keys(getattr(model, fields[key]), value, f"{path}.{key}")
-        return bad
-    if isinstance(model, list) and isinstance(data, list):
-        return [
-            p
-            for i, (m, d) in enumerate(zip(model, data, strict=True))
-            for p in undeclared_keys(m, d, f"{path}[{i}]")
-        ]
-    if isinstance(model, dict) and isinstance(data, dict):
-        return [
-            p for k in data if k in model for p in undeclared_keys(model[k], data[k], f"{path}.{k}")
-        ]
-    return []
-
-
-def validate_crd(obj: dict[str, Any]) -> list[str]:
-    model = CRD_MODELS[obj["kind"]].model_validate(obj)
-    return undeclared_keys(model, obj)
 
 
 def _objects(plans: dict[str, FleetPlan]) -> list[tuple[str, dict[str, Any]]]:
