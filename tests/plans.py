@@ -31,7 +31,7 @@ def plan_dict(**changes: Any) -> dict[str, Any]:
         *parents, last = path.split(".")
         for p in parents:
             node = node.setdefault(p, {})
-        node[last] = value
+        node[last] = copy.deepcopy(value)  # a later dotted path must not edit the caller's dict
     return d
 
 
