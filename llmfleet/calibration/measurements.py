@@ -9,7 +9,7 @@ import csv
 import io
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from llmfleet.catalog import model_facts, network, vllm_release
@@ -98,6 +98,18 @@ class Measurement:
     request: PredictRequest
     measured: dict[str, float]
     legacy: bool = False  # a vLLM release of the V0 engine era (before 0.8): not fitted on
+    beyond_one_group: bool = False  # pipeline stages, DP ranks or EP
+    shape_source: bool = False  # its source measures layouts beyond one TP group
+
+    @property
+    def fitted_on(self) -> bool:
+        """Rows the constants are fitted on. Left out, predicted and counted: V0-era vLLM
+        (another scheduler and kernels), and every row of a source that measures layouts
+        beyond one TP group, its plain rows being those layouts' baselines: the constants
+        describe one group's kernels, and these sources' setups are ones the catalog stands
+        in for (PCIe A100s as SXM ones, stages on two VMs predicted on one node, eager L4s),
+        so fitting on them would move every prediction for hardware they do not describe."""
+        return not self.legacy and not self.shape_source
 
 
 
@@ -158,6 +170,8 @@ def load_measurements(path: Path = MEASUREMENTS) -> Loaded:
             out.skipped.append((raw["row_id"], result))
         else:
             out.rows.append(result)
+    shapes = {m.source_id for m in out.rows if m.beyond_one_group}
+    out.rows = [replace(m, shape_source=m.source_id in shapes) for m in out.rows]
     return out
 
 
@@ -271,4 +285,9 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
         return f"layout: {layout[1]}"
     release = vllm_release.release(r.get("engine_version", ""))
     legacy = engine == "vllm" and release is not None and release < vllm_release.V1_ENGINE
-    return Measurement(r["row_id"], r["source_id"], engine, req, measured, legacy)
+    beyond = (
+        req.pipeline_parallel_size > 1
+        or req.data_parallel_size > 1
+        or req.enable_expert_parallel
+    )
+    return Measurement(r["row_id"], r["source_id"], engine, req, measured, legacy, beyond)

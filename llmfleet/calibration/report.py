@@ -61,6 +61,8 @@ def validation_report(
 
     points = predict_rows(loaded.rows, consts)
     held_out = leave_one_source_out(loaded.rows, prior) if loso else []
+    shapes = {r.source_id for r in loaded.rows if r.shape_source}
+    beyond = {r.row_id for r in loaded.rows if r.beyond_one_group}
     return {
         "rows": len(loaded.rows),
         "skipped": [{"row_id": r, "reason": why} for r, why in loaded.skipped],
@@ -68,6 +70,23 @@ def validation_report(
         "leave_one_source_out": {
             e: summarize([p for p in held_out if p.engine == e]) for e in ENGINES
         },
+        # The same over the sources of one TP group only, the ones the constants are fitted
+        # on (Measurement.fitted_on): comparable with the figures before layouts beyond one
+        # group were measured; and those layouts' own rows (pipeline stages, DP, EP).
+        "one_group": {
+            "in_sample": _by_engine([p for p in points if p.source_id not in shapes]),
+            "leave_one_source_out": _by_engine(
+                [p for p in held_out if p.source_id not in shapes]
+            ),
+        },
+        "beyond_one_group": {
+            "in_sample": _by_engine([p for p in points if p.row_id in beyond]),
+            "leave_one_source_out": _by_engine([p for p in held_out if p.row_id in beyond]),
+        },
         "by_source": summarize_by(points, "source_id"),
         "by_source_held_out": summarize_by(held_out, "source_id"),
     }
+
+
+def _by_engine(points: list[Point]) -> dict[str, dict[str, dict[str, float | None]]]:
+    return {e: summarize([p for p in points if p.engine == e]) for e in ENGINES}

@@ -199,6 +199,15 @@ def validation_text(report: dict[str, Any]) -> str:
             report["leave_one_source_out"],
         )
     )
+    for key, title in (
+        ("one_group", "Sources of one TP group (fitted on)"),
+        ("beyond_one_group", "Rows beyond one TP group (pipeline stages, DP, EP; not fitted on)"),
+    ):
+        if key in report:
+            part = report[key]
+            con.print(
+                _error_table(title, "engine", part["in_sample"], part["leave_one_source_out"])
+            )
     con.print(
         _error_table("By source", "source", report["by_source"], report["by_source_held_out"])
     )

@@ -82,6 +82,17 @@ def loss_sizing(plan: CapacityPlan, choices: Sequence[Choice]) -> list[LossSizin
         load, cap = loads[c.region.name], c.sizing.capacity_requests_per_s
         own = replicas_for(plan, c.region, cap)
         own_nodes = nodes_for(own, c.replicas_per_node, c.nodes_per_replica)
+        if c.prefill is not None:  # disaggregated: the prefill pool's nodes too
+            pre = c.prefill
+            gpn = c.instance.gpu_count
+            pre_nodes = nodes_for(
+                replicas_for(plan, c.region, pre.capacity_requests_per_s), gpn // pre.tp
+            )
+            own_nodes = MinDesiredMax(
+                min=own_nodes.min + pre_nodes.min,
+                desired=own_nodes.desired + pre_nodes.desired,
+                max=own_nodes.max + pre_nodes.max,
+            )
         floors.append(
             LossSizing(
                 region=c.region.name,
