@@ -16,7 +16,8 @@ def test_a_prompts_kv_crosses_efa_split_over_the_decode_replicas_gpus():
 
 
 def test_long_prompts_under_a_tight_token_gap_choose_disaggregated_pools_when_cheaper():
-    region = build_fleet_plan(long_prompt_plan()).regions[0]
+    fleet = build_fleet_plan(long_prompt_plan())
+    region = fleet.regions[0]
     d = region.disaggregation
     assert d is not None
     chosen, *others = [a for a in region.alternatives if a.feasible]
@@ -30,6 +31,9 @@ def test_long_prompts_under_a_tight_token_gap_choose_disaggregated_pools_when_ch
     assert region.predicted.itl_ms <= 20 and region.predicted.ttft_ms <= 3000
     assert region.serving.vllm.kv_transfer_config == d.prefill.serving.vllm.kv_transfer_config
     assert any(r.startswith("disaggregated:") for r in region.reasons)
+    # the cost without resilience counts both pools' nodes
+    own = fleet.resilience.regions[0].nodes_without_resilience
+    assert own["min"] >= d.prefill.nodes.min + 1
 
 
 def test_a_shorter_gap_budget_keeps_aggregated_serving_and_lists_the_pools_with_their_cost():
