@@ -49,6 +49,7 @@ from components.global_endpoint import (
 from components.karpenter import Karpenter, KarpenterArgs
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.logs import LogBucket, LogBucketArgs
+from components.multi_node import EfaNodePool, MultiNodeArgs, MultiNodeSupport
 from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, system_pool
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights import ModelStore, ModelStoreArgs
@@ -81,7 +82,7 @@ class RegionResources:
     provider: aws.Provider
     cluster: InferenceCluster
     system_pool: NodePool
-    gpu_pool: NodePool | None
+    gpu_pool: NodePool | EfaNodePool | None
     karpenter: Karpenter
     model_store: ModelStore
     addons: ClusterAddons
@@ -92,6 +93,7 @@ class RegionResources:
     alert_topic: AlertTopic | None = None
     edge: EdgeGuard | None = None
     logs: LogBucket | None = None
+    multi_node: MultiNodeSupport | None = None
 
     def entry(self) -> RegionEntry | None:
         """What the global name needs of this region (None without an entry point)."""
@@ -220,13 +222,26 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pool_opts,
             )
-            gpu = None
-            if rp.capacity.floor_nodes > 0:
-                gpu = NodePool(
-                    f"{base}-gpu",
-                    node_pool_args(gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name),
+            # A replica across nodes: placement group, EFA device plugin, LWS controller.
+            multi = None
+            if rp.multi_node is not None:
+                multi = MultiNodeSupport(
+                    f"{base}-multi-node",
+                    MultiNodeArgs(rp, cluster.k8s_provider, [system.node_group]),
                     opts=pool_opts,
                 )
+            gpu: NodePool | EfaNodePool | None = None
+            if rp.capacity.floor_nodes > 0:
+                floor_args = node_pool_args(
+                    gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name
+                )
+                if multi is not None and rp.multi_node is not None:
+                    gpu = EfaNodePool(
+                        f"{base}-gpu", floor_args, rp.multi_node, multi.placement_group.name,
+                        opts=pool_opts,
+                    )
+                else:
+                    gpu = NodePool(f"{base}-gpu", floor_args, opts=pool_opts)
             karpenter = Karpenter(
                 f"{base}-karpenter",
                 KarpenterArgs(
@@ -316,7 +331,8 @@ class Fleet(pulumi.ComponentResource):
                     region_plan=rp,
                     k8s_provider=cluster.k8s_provider,
                     depends_on=[*floor_group, karpenter.node_pool, store]
-                    + list(addons.releases.values()),
+                    + list(addons.releases.values())
+                    + (list(multi.releases.values()) if multi else []),
                     ingress_depends_on=[lbc.release, cert.issued, *ingress_after]
                     if lbc and cert
                     else (),
@@ -350,7 +366,7 @@ class Fleet(pulumi.ComponentResource):
                 )
             self.regions[rp.region] = RegionResources(
                 provider, cluster, system, gpu, karpenter, store, addons, service, lbc, cert, alarm,
-                topic, edge, logs,
+                topic, edge, logs, multi,
             )
 
         entries = args.global_entries

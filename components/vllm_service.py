@@ -14,7 +14,7 @@ Order, as the cluster needs it:
   system nodes), so `pulumi up` waits for the weights to be staged;
 - the Ingresses after `ingress_depends_on` (the load balancer controller, whose validating
   webhook admits them, the issued certificate, the WAF web ACL they name) and the Service;
-- the Deployment last: after the Job (the weights are there), its ServiceAccount, ConfigMaps,
+- the servers (Deployments, or a LeaderWorkerSet) last: after the Job (the weights are there), its ServiceAccount, ConfigMaps,
   NetworkPolicy and Service, and the Ingresses (a pod gets its ALB readiness gates only if
   its Ingress exists when it is created: the controller's pod_readiness_gate docs);
 - everything but the staging objects after `depends_on` (the GPU nodes, the device plugin,
@@ -46,9 +46,12 @@ TYPED: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
     ("networking.k8s.io/v1", "Ingress"): k8s.networking.v1.Ingress,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
+    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
 }
 """Core objects get their typed class; the CRDs below are `apiextensions.CustomResource`."""
 CUSTOM = {
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
     ("keda.sh/v1alpha1", "ScaledObject"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("monitoring.coreos.com/v1", "PrometheusRule"),
@@ -58,6 +61,7 @@ TOP_LEVEL = {
     "kind": "kind",
     "metadata": "metadata",
     "automountServiceAccountToken": "automount_service_account_token",
+    "roleRef": "role_ref",
 }
 
 
@@ -100,9 +104,11 @@ class VllmServiceArgs:
 STAGING = ("configmap-weights", "serviceaccount-stager", "networkpolicy-stager")
 """What the staging Job mounts, runs as and is confined by (suffixes of its siblings)."""
 JOB = "Job"
-DEPLOYMENT = "Deployment"
+SERVERS = ("Deployment", "LeaderWorkerSet")
+"""The kinds that run model-server pods: a Deployment per pool (the decode servers, and a
+disaggregated region's prefill servers and router), or a LeaderWorkerSet (multi-node)."""
 SERVER_NEEDS = ("ServiceAccount", "ConfigMap", "configmap-weights", "NetworkPolicy", "Service")
-"""What the Deployment's pods need before they are created."""
+"""What the server pods need before they are created (those the region renders)."""
 
 
 class VllmService(pulumi.ComponentResource):
@@ -123,8 +129,9 @@ class VllmService(pulumi.ComponentResource):
             suffix = resource_suffix(doc, args.region_plan.workload.name, first)
             keyed[str(doc["kind"]) if first else suffix] = doc
         ingresses = [k for k, d in keyed.items() if d["kind"] == "Ingress"]
-        # The Deployment last: it waits for what its pods need (see the module docstring).
-        order = [k for k in keyed if k != DEPLOYMENT] + [DEPLOYMENT]
+        # The servers last: they wait for what their pods need (see the module docstring).
+        servers = [k for k, d in keyed.items() if d["kind"] in SERVERS]
+        order = [k for k in keyed if k not in servers] + servers
         for key in order:
             doc = keyed[key]
             after: list[pulumi.Resource] = [self.resources[k] for k in ("Namespace",)
@@ -141,8 +148,9 @@ class VllmService(pulumi.ComponentResource):
                 after += list(args.depends_on)
             if doc["kind"] == "Ingress":
                 after += [self.resources["Service"], *args.ingress_depends_on]
-            if key == DEPLOYMENT:
-                after += [self.resources[k] for k in (*SERVER_NEEDS, JOB, *ingresses)]
+            if key in servers:
+                after += [self.resources[k] for k in (*SERVER_NEEDS, JOB, *ingresses)
+                          if k in self.resources]
             self.resources[key] = self._create(name, key, doc, args, after)
         workload = args.region_plan.workload
         self.register_outputs({"namespace": workload.namespace, "kinds": sorted(self.resources)})

@@ -157,6 +157,8 @@ ENGINE_DEFAULTS = {
     "precision": "bf16",
     "kv_cache_dtype": "auto",
     "gpu_memory_utilization": 0.9,
+    "pipeline_parallel_size": 1,
+    "data_parallel_size": 1,
 }
 """predict's defaults for the engine flags (None in the parser, so `--stack` can tell a flag
 given from one left out)."""
@@ -174,6 +176,8 @@ PLAN_SETS = (
     "enforce_eager",
     "engine_version",
     "hf_repo",
+    "enable_expert_parallel",
+    "instance_type",
 )
 """Flags `predict --stack` takes from the plan's replica; the load flags may still be given."""
 LOAD_FLAGS = ("input_tokens", "output_tokens", "concurrency", "request_rate", "num_requests")
@@ -243,6 +247,8 @@ def _request(args: argparse.Namespace, fields: dict[str, object]) -> PredictRequ
                 "draft_model": args.draft_model,
                 "enforce_eager": args.enforce_eager,
                 "engine_version": args.engine_version,
+                "enable_expert_parallel": args.enable_expert_parallel,
+                "instance_type": args.instance_type,
                 **fields,
                 **{k: v for k, v in load.items() if v is not None or k not in fields},
                 "num_requests": args.num_requests,
@@ -503,6 +509,27 @@ def parser() -> argparse.ArgumentParser:
     add_server_flags(s, required=False, defaults=False)
     s.add_argument("--input-tokens", type=int)
     s.add_argument("--output-tokens", type=int)
+    s.add_argument(
+        "--pipeline-parallel-size",
+        type=int,
+        help="pipeline stages (across nodes over EFA where TP x PP exceeds a node; default 1)",
+    )
+    s.add_argument(
+        "--data-parallel-size",
+        type=int,
+        help="data-parallel ranks (attention per rank; with --enable-expert-parallel the "
+        "experts spread over TP x DP GPUs; default 1)",
+    )
+    s.add_argument(
+        "--enable-expert-parallel",
+        action="store_true",
+        help="MoE only: spread the routed experts over TP x DP GPUs (vLLM's flag)",
+    )
+    s.add_argument(
+        "--instance-type",
+        help="the node the GPUs sit in (default: the catalog's largest node of --gpu); its "
+        "EFA links a replica that spans nodes",
+    )
     load = s.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=float, help="closed loop: requests in flight")
     load.add_argument("--request-rate", type=float, help="open loop: requests per second")

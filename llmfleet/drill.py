@@ -24,6 +24,7 @@ from llmfleet.fleetplan.resilience import warm_at_peak
 from llmfleet.plan.model import resolve_model
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.plan.stacks import global_stack, region_stack, splits
+from llmfleet.search.disagg import disaggregated_at
 from llmfleet.search.optimizer import choose_region
 from llmfleet.search.region_losses import Absorption, reroute
 from llmfleet.search.replica_slo import itl_percentile_s, predict_at
@@ -119,12 +120,19 @@ def drill(
         reach = min(must, rp.replicas.max)
         per_replica = rps / reach
         ttft_ms = itl_ms = None
-        if per_replica <= capacity * (1 + 1e-9):
+        pre = choice.prefill
+        per_prefill = rps / pre.replicas.max if pre else 0.0
+        prefill_fits = pre is None or per_prefill <= pre.capacity_requests_per_s * (1 + 1e-9)
+        if per_replica <= capacity * (1 + 1e-9) and prefill_fits:
             sizing = choice.sizing
-            steps, ttft_s = predict_at(
-                choice.step_model, plan, sizing.batch, sizing.chunk_tokens, per_replica
-            )
-            ttft_ms, itl_ms = ttft_s * 1000, itl_percentile_s(plan, steps) * 1000
+            if pre is not None:  # disaggregated: its prefill pool at its ceiling too
+                itl_s, ttft_s = disaggregated_at(choice, per_replica, per_prefill)
+                ttft_ms, itl_ms = ttft_s * 1000, itl_s * 1000
+            else:
+                steps, ttft_s = predict_at(
+                    choice.step_model, plan, sizing.batch, sizing.chunk_tokens, per_replica
+                )
+                ttft_ms, itl_ms = ttft_s * 1000, itl_percentile_s(plan, steps) * 1000
         holds = ttft_ms is not None and ttft_ms <= slo.ttft_ms and (itl_ms or 0) <= slo.itl_ms
         warm = warm_at_peak(plan, rp)
         survivors.append(

@@ -75,6 +75,9 @@ def pod_spec(r: Resource) -> Mapping[str, Any] | None:
         return spec
     if kind == "CronJob":
         spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    if kind == "LeaderWorkerSet":  # its workers' template (the leader's differs in probes)
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        return ((lwt.get("workerTemplate") or {}).get("spec")) or {}
     if kind in WORKLOAD_KINDS:
         return ((spec.get("template") or {}).get("spec")) or {}
     return None

@@ -126,7 +126,7 @@ def _changed(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
         *parents, last = path.split(".")
         for p in parents:
             node = node.setdefault(p, {})
-        node[last] = value
+        node[last] = copy.deepcopy(value)  # a later dotted path must not edit the caller's dict
     return d
 
 
@@ -179,3 +179,36 @@ def by_kind(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for doc in docs:
         out.setdefault(str(doc["kind"]), doc)
     return out
+
+
+FRONTIER: dict[str, Any] = {
+    "model.id": "Llama-3.1-405B-Instruct",
+    "model.precision": "bf16",
+    "max_model_len": 16384,
+    "allowed.gpus": ["H100"],
+    "slo": {"ttft_ms": 5000, "itl_ms": 150, "percentile": 99},
+}
+"""Llama-3.1-405B in bf16 (812 GB of weights) where only H100 nodes (640 GB) are allowed:
+a replica must span two nodes."""
+
+LONG_PROMPT: dict[str, Any] = {
+    "model.id": "Llama-3.3-70B-Instruct",
+    "model.precision": "fp8",
+    "model.kv_cache_dtype": "fp8",
+    "max_model_len": 32768,
+    "traffic.peak_requests_per_s": 20,
+    "traffic.input_tokens": {"mean": 8000, "p95": 16000},
+    "traffic.output_tokens": {"mean": 300, "p95": 600},
+    "slo": {"ttft_ms": 3000, "itl_ms": 20, "percentile": 99},
+    "allowed.gpus": ["H100", "H200"],
+}
+"""8,000-token prompts (p95 16,000) and a 20 ms gap between any two tokens at p99: every
+prompt chunk beside the decodes stalls them, so prefill and decode split cheaper."""
+
+
+def frontier_plan(**changes: Any) -> CapacityPlan:
+    return make_plan(**{**FRONTIER, **changes})
+
+
+def long_prompt_plan(**changes: Any) -> CapacityPlan:
+    return make_plan(**{**LONG_PROMPT, **changes})

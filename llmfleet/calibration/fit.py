@@ -177,8 +177,9 @@ def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200)
     """Memory, then vLLM timing, then one factor per other engine.
 
     Rows of V0-era vLLM releases are predicted and reported but not fitted on: that
-    engine's scheduler and kernels are not the ones llmfleet deploys."""
-    rows = [r for r in rows if not r.legacy]
+    engine's scheduler and kernels are not the ones llmfleet deploys; nor are layouts beyond
+    one TP group (`Measurement.fitted_on`)."""
+    rows = [r for r in rows if r.fitted_on]
     vllm = [r for r in rows if r.engine == "vllm"]
     c = fit_memory(rows, prior, max_evals)
     timing_params = [p for p in TIMING if _informed(p, vllm)]
@@ -203,7 +204,7 @@ def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200)
 
 def fit_memory(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200) -> Constants:
     """The memory constants, on vLLM's KV-capacity rows."""
-    vllm = [r for r in rows if r.engine == "vllm" and not r.legacy]
+    vllm = [r for r in rows if r.engine == "vllm" and r.fitted_on]
     return fit_group(vllm, prior, prior, MEMORY, KV_METRICS, max_evals).consts
 
 

@@ -9,13 +9,14 @@ import csv
 import io
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from llmfleet.catalog import model_facts, vllm_release
+from llmfleet.catalog import model_facts, network, vllm_release
 from llmfleet.errors import LlmfleetError, MeasurementsError
 from llmfleet.paths import MEASUREMENTS
-from llmfleet.perf.replica import PredictRequest
+from llmfleet.perf.layout import layout_problem
+from llmfleet.perf.replica import PredictRequest, catalog_arch
 
 
 def normalize_engine(text: str) -> str | None:
@@ -79,6 +80,11 @@ def _num(text: str) -> float | None:
     return None if math.isinf(value) else value
 
 
+def _flag(text: str | None) -> bool:
+    """A yes/no column: true, yes or 1."""
+    return (text or "").strip().lower() in ("true", "yes", "1")
+
+
 def _int(text: str) -> int | None:
     value = _num(text)
     return int(value) if value else None
@@ -92,6 +98,18 @@ class Measurement:
     request: PredictRequest
     measured: dict[str, float]
     legacy: bool = False  # a vLLM release of the V0 engine era (before 0.8): not fitted on
+    beyond_one_group: bool = False  # pipeline stages, DP ranks or EP
+    shape_source: bool = False  # its source measures layouts beyond one TP group
+
+    @property
+    def fitted_on(self) -> bool:
+        """Rows the constants are fitted on. Left out, predicted and counted: V0-era vLLM
+        (another scheduler and kernels), and every row of a source that measures layouts
+        beyond one TP group, its plain rows being those layouts' baselines: the constants
+        describe one group's kernels, and these sources' setups are ones the catalog stands
+        in for (PCIe A100s as SXM ones, stages on two VMs predicted on one node, eager L4s),
+        so fitting on them would move every prediction for hardware they do not describe."""
+        return not self.legacy and not self.shape_source
 
 
 
@@ -102,7 +120,9 @@ class Loaded:
 
 
 # Optional, read where present: engine_version, e2e_latency_mean_ms, max_num_seqs,
-# max_num_batched_tokens, num_prompts (files written before they existed still validate).
+# max_num_batched_tokens, num_prompts, and the layout beyond TP (pipeline_parallel,
+# data_parallel, expert_parallel, enforce_eager, disaggregated) (files written before they
+# existed still validate).
 REQUIRED_COLUMNS = (
     "row_id",
     "source_id",
@@ -150,6 +170,8 @@ def load_measurements(path: Path = MEASUREMENTS) -> Loaded:
             out.skipped.append((raw["row_id"], result))
         else:
             out.rows.append(result)
+    shapes = {m.source_id for m in out.rows if m.beyond_one_group}
+    out.rows = [replace(m, shape_source=m.source_id in shapes) for m in out.rows]
     return out
 
 
@@ -164,6 +186,11 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
     engine = normalize_engine(r["engine"])
     if engine is None:
         return f"engine {r['engine']!r} is not vllm, trtllm or sglang"
+    if _flag(r.get("disaggregated")):
+        return (
+            "disaggregated serving: a prefill and a decode pool are priced by the search, "
+            "not predicted row by row"
+        )
     tp = int(_num(r["tensor_parallel"]) or _num(r["gpu_count"]) or 1)
     measured = {}
     for metric, col in (
@@ -242,9 +269,25 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
             num_requests=num_requests,
             output_lengths="sharegpt" if "sharegpt" in r["workload"].lower() else "fixed",
             engine_version=r.get("engine_version", ""),  # "" (not stated): an old release
+            pipeline_parallel_size=_int(r.get("pipeline_parallel", "") or "") or 1,
+            data_parallel_size=_int(r.get("data_parallel", "") or "") or 1,
+            enable_expert_parallel=_flag(r.get("expert_parallel")),
+            enforce_eager=_flag(r.get("enforce_eager")),
         )
     except ValueError as e:
         return f"row does not parse: {e}"
+    node = network.node_for_gpu(gpu)
+    layout = layout_problem(
+        catalog_arch(model), node, tp, req.pipeline_parallel_size, req.data_parallel_size,
+        req.enable_expert_parallel,
+    )
+    if layout:
+        return f"layout: {layout[1]}"
     release = vllm_release.release(r.get("engine_version", ""))
     legacy = engine == "vllm" and release is not None and release < vllm_release.V1_ENGINE
-    return Measurement(r["row_id"], r["source_id"], engine, req, measured, legacy)
+    beyond = (
+        req.pipeline_parallel_size > 1
+        or req.data_parallel_size > 1
+        or req.enable_expert_parallel
+    )
+    return Measurement(r["row_id"], r["source_id"], engine, req, measured, legacy, beyond)

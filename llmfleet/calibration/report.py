@@ -63,6 +63,8 @@ def validation_report(
 
     points = predict_rows(loaded.rows, consts)
     held_out, fold_constants = held_out_fits(loaded.rows, prior) if loso else ([], {})
+    shapes = {r.source_id for r in loaded.rows if r.shape_source}
+    beyond = {r.row_id for r in loaded.rows if r.beyond_one_group}
     return {
         "ttft_by_prompt_tokens": {
             "in_sample": ttft_by_prompt(loaded.rows, points),
@@ -74,6 +76,19 @@ def validation_report(
         "in_sample": {e: summarize([p for p in points if p.engine == e]) for e in ENGINES},
         "leave_one_source_out": {
             e: summarize([p for p in held_out if p.engine == e]) for e in ENGINES
+        },
+        # The same over the sources of one TP group only, the ones the constants are fitted
+        # on (Measurement.fitted_on): comparable with the figures before layouts beyond one
+        # group were measured; and those layouts' own rows (pipeline stages, DP, EP).
+        "one_group": {
+            "in_sample": _by_engine([p for p in points if p.source_id not in shapes]),
+            "leave_one_source_out": _by_engine(
+                [p for p in held_out if p.source_id not in shapes]
+            ),
+        },
+        "beyond_one_group": {
+            "in_sample": _by_engine([p for p in points if p.row_id in beyond]),
+            "leave_one_source_out": _by_engine([p for p in held_out if p.row_id in beyond]),
         },
         "by_source": summarize_by(points, "source_id"),
         "by_source_held_out": summarize_by(held_out, "source_id"),
@@ -113,3 +128,7 @@ def ttft_by_prompt(
         for band in order
         if band in by
     }
+
+
+def _by_engine(points: list[Point]) -> dict[str, dict[str, dict[str, float | None]]]:
+    return {e: summarize([p for p in points if p.engine == e]) for e in ENGINES}

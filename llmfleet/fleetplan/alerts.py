@@ -136,6 +136,13 @@ def build_alerts(plan: CapacityPlan, replicas: MinDesiredMax, serving: Serving,
     sel = selector(workload.namespace, serving.vllm.served_model_name)
     custom = serving.vllm.custom_histogram_buckets
     deploy = f'{{namespace="{workload.namespace}",deployment="{workload.name}"}}'
+    spec_replicas = f"kube_deployment_spec_replicas{deploy}"
+    available = f"max(kube_deployment_status_replicas_available{deploy})"
+    if workload.kind != "Deployment":  # kube-state-metrics knows no LeaderWorkerSet: its HPA
+        ns, name = workload.namespace, workload.name
+        hpa = f'{{namespace="{ns}",horizontalpodautoscaler="keda-hpa-{name}"}}'
+        spec_replicas = f"kube_horizontalpodautoscaler_status_current_replicas{hpa}"
+        available = f'(sum(up{{namespace="{ns}",job="{name}"}}) or vector(0))'
     itl_what = "token gaps" if slo.itl == "token_gap" else "requests' mean time per token"
     rules = burn_rules("Ttft", "TTFT", TTFT_METRIC, sel, slo.ttft_ms / 1000, budget, custom)
     rules += burn_rules("Itl", f"ITL ({itl_what})", ITL_METRICS[slo.itl], sel,
@@ -147,7 +154,7 @@ def build_alerts(plan: CapacityPlan, replicas: MinDesiredMax, serving: Serving,
             AlertRule(
                 name="ReplicasAtCeiling",
                 severity="warning",
-                expr=f"max(kube_deployment_spec_replicas{deploy}) >= {replicas.max}",
+                expr=f"max({spec_replicas}) >= {replicas.max}",
                 for_duration=CEILING_FOR,
                 summary=f"the fleet runs at its maximum of {replicas.max} replicas",
                 reason=f"max replicas ({replicas.max}, KEDA's maxReplicaCount) carry the "
@@ -183,7 +190,7 @@ def build_alerts(plan: CapacityPlan, replicas: MinDesiredMax, serving: Serving,
         AlertRule(
             name="NoReadyReplica",
             severity="critical",
-            expr=f"max(kube_deployment_status_replicas_available{deploy}) < 1",
+            expr=f"{available} < 1",
             for_duration=NOT_READY_FOR,
             summary="no vLLM replica in this region is ready: the region serves nothing",
             reason="what a region's health check would see; with failover, the other regions "

@@ -159,7 +159,9 @@ def build_always_on(choice: Choice, stage4: LossSizing | None = None) -> AlwaysO
     minimum to keep a lost region's share warm (`stage4`, already in `choice.replicas`), the
     warm floor, and the reason says so."""
     replicas = choice.replicas.min
-    nodes = math.ceil(replicas / choice.replicas_per_node)
+    nodes = math.ceil(replicas / choice.replicas_per_node) * choice.nodes_per_replica
+    if choice.prefill is not None:  # the prefill pool's floor runs beside the decode pool's
+        nodes += choice.prefill.nodes.min
     trough = stage4.replicas_without_resilience["min"] if stage4 is not None else replicas
     if stage4 is not None and replicas > trough:
         reason = (
@@ -239,7 +241,7 @@ def check_purchase(choice: Choice, field: str) -> None:
 def replicas_filling_slots(choice: Choice, floor: AlwaysOn) -> MinDesiredMax:
     """KEDA's bounds: the floor, the peak, and up to every slot of the ceiling's nodes (a
     slot TP leaves free on a node paid for is used rather than idle)."""
-    slots = choice.nodes.max * choice.replicas_per_node
+    slots = choice.serving_nodes.max * choice.replicas_per_node // choice.nodes_per_replica
     return MinDesiredMax(min=floor.replicas, desired=choice.replicas.desired, max=slots)
 
 
@@ -276,10 +278,16 @@ def disruption_note(choice: Choice, cold: ColdStart, max_unavailable: int) -> st
         )
     share = left * choice.sizing.capacity_requests_per_s / choice.peak_requests_per_s
     fits = "fits" if share >= 1 else "does NOT fit at the peak (schedule disruptions off-peak)"
+    whole = (
+        f" (a replica spans {choice.nodes_per_replica} nodes: one pod disrupted restarts its "
+        "whole LeaderWorkerSet group, and the budget counts pods, so one group at a time)"
+        if choice.nodes_per_replica > 1
+        else ""
+    )
     return (
         f"PodDisruptionBudget (maxUnavailable {max_unavailable}) {fits}: during a node "
         f"replacement ({cold.total_s:.0f} s, one cold start) {left} replica(s) carry "
-        f"{share:.0%} of the peak inside the SLO"
+        f"{share:.0%} of the peak inside the SLO{whole}"
     )
 
 
@@ -296,7 +304,9 @@ def build_node_capacity(
     reserved = cap.type in ("reservation", "capacity_block")
     floor_nodes = 0 if reserved else floor.nodes
     ceiling = choice.nodes.max
-    free_slots = ceiling * choice.replicas_per_node - choice.replicas.desired
+    serving = choice.serving_nodes.max
+    slots = serving * choice.replicas_per_node // choice.nodes_per_replica
+    free_slots = slots - choice.replicas.desired
     usd, source = price(choice)
     quota_list, notes = quotas(choice, floor_nodes)
     notes.append(f"floor: {floor.reason}")

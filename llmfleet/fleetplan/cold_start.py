@@ -96,11 +96,18 @@ def stream_gib_per_s(choice: Choice) -> float:
 
 
 def build_cold_start(choice: Choice, weights_gib: float) -> ColdStart:
+    """A replica's cold start. One that spans N nodes needs N nodes at once: they launch
+    together (the term is the same), and each streams its share of the weights (its pipeline
+    stage, or its ranks' shards) at its own NIC's rate."""
     rate = stream_gib_per_s(choice)
     image_s = IMAGE_GB / IMAGE_PULL_GB_PER_S
-    weights_s = weights_gib / rate
+    nodes = choice.nodes_per_replica
+    per_node_gib = weights_gib / nodes
+    weights_s = per_node_gib / rate
+    launch = "node launch and join" if nodes == 1 else f"{nodes} nodes launch and join together"
+    share = "" if nodes == 1 else f" per node (1/{nodes} of {weights_gib:.1f} GiB)"
     terms = [
-        ColdStartTerm(name="node launch and join", seconds=NODE_LAUNCH_S, source=KAITO),
+        ColdStartTerm(name=launch, seconds=NODE_LAUNCH_S, source=KAITO),
         ColdStartTerm(
             name=f"image pull ({IMAGE_GB:g} GB at {IMAGE_PULL_GB_PER_S * 1000:.0f} MB/s)",
             seconds=round(image_s, 1),
@@ -108,7 +115,8 @@ def build_cold_start(choice: Choice, weights_gib: float) -> ColdStart:
         ),
         ColdStartTerm(name="vLLM bootstrap", seconds=BOOTSTRAP_S, source=KAITO),
         ColdStartTerm(
-            name=f"weights {weights_gib:.1f} GiB from S3 at {rate:.2f} GiB/s (runai_streamer)",
+            name=f"weights {per_node_gib:.1f} GiB{share} from S3 at {rate:.2f} GiB/s "
+            "(runai_streamer)",
             seconds=round(weights_s, 1),
             source="run-ai/runai-model-streamer docs/src/benchmarks.md (S3: 3.51 GiB/s, 40 Gbps)",
         ),

@@ -210,11 +210,11 @@ def cost_rows(choice: Choice, sizer: Sizer) -> list[LeverCost]:
 
 
 def _cost(choice: Choice, sizer: Sizer, levers: Levers) -> float | None:
-    sized = sizer(choice.instance, choice.tp, levers)
+    sized = sizer(choice.instance, choice.layout, levers)
     if isinstance(sized, Rejection):
         return None
     replicas = sizer.replicas(choice.region, sized.capacity_requests_per_s)
-    nodes = nodes_for(replicas, choice.replicas_per_node)
+    nodes = nodes_for(replicas, choice.replicas_per_node, choice.nodes_per_replica)
     return nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH
 
 

@@ -16,10 +16,11 @@ from pydantic import Field
 from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import Constants
 from llmfleet.data import Data
-from llmfleet.perf.chunked import mixed_steps
+from llmfleet.perf.chunked import MixedSteps, mixed_steps
 from llmfleet.perf.step import StepModel
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
+from llmfleet.search.disagg import disaggregated_at
 from llmfleet.search.operating_point import MAX_BATCH, batch_bound
 from llmfleet.search.replica_slo import (
     itl_percentile_s,
@@ -120,7 +121,7 @@ def build_binding(choice: Choice, consts: Constants) -> Binding:
     plan, inst = choice.plan, choice.instance
     b = batch_bound(
         choice.model.arch, hardware.gpu(inst.gpu), choice.tp, plan, consts, choice.lever,
-        choice.sizing, choice.step_model.correction,
+        choice.sizing, choice.step_model,
     )
     p, slo = f"p{plan.slo.percentile:g}", plan.slo
     on = f"on {inst.gpu} TP {choice.tp}"
@@ -173,9 +174,13 @@ def build_predicted(choice: Choice, consts: Constants) -> Predicted:
     """Per replica at the region's peak; ranges from the calibration's held-out errors."""
     plan, s = choice.plan, choice.sizing
     o = plan.traffic.output_tokens.mean
-    at_peak, ttft_s = predict_at(
-        choice.step_model, plan, s.batch, s.chunk_tokens, choice.peak_requests_per_s_per_replica
-    )
+    per_replica = choice.peak_requests_per_s_per_replica
+    if choice.prefill is not None:  # disaggregated: decode steps only; TTFT from the prefill pool
+        per_prefill = choice.peak_requests_per_s / choice.prefill.replicas.desired
+        itl_s, ttft_s = disaggregated_at(choice, per_replica, per_prefill)
+        at_peak = MixedSteps(itl_s, itl_s, 0.0)
+    else:
+        at_peak, ttft_s = predict_at(choice.step_model, plan, s.batch, s.chunk_tokens, per_replica)
     itl_ms = itl_percentile_s(plan, at_peak) * 1000
     values = {
         "ttft_ms": ttft_s * 1000,

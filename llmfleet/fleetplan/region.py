@@ -25,8 +25,15 @@ from llmfleet.fleetplan.capacity import (
 )
 from llmfleet.fleetplan.cold_start import ColdStart, build_cold_start
 from llmfleet.fleetplan.costs import Costs, build_costs
+from llmfleet.fleetplan.disaggregation import (
+    Disaggregation,
+    build_decode_autoscaling,
+    build_disaggregation,
+    with_kv_transfer,
+)
 from llmfleet.fleetplan.entry_point import EntryPoint, logs_bucket
 from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, download_gib
+from llmfleet.fleetplan.multi_node import MultiNode, build_multi_node
 from llmfleet.fleetplan.network import SubnetPlan, subnet_layout
 from llmfleet.fleetplan.predicted import (
     BatchPoint,
@@ -116,6 +123,19 @@ class RegionPlan(Data):
         "without an account id, whose name it must carry.",
     )
     costs: Costs
+    nodes_per_replica: int = Field(
+        default=1, description="Nodes one replica spans (1: a node hosts replicas_per_node)."
+    )
+    multi_node: MultiNode | None = Field(
+        default=None,
+        description="A replica spanning nodes: its LeaderWorkerSet, EFA, placement group, NCCL.",
+    )
+    disaggregation: Disaggregation | None = Field(
+        default=None,
+        description="Disaggregated serving: the prefill pool, the router, the KV transfer; "
+        "the region's replicas, serving and autoscaling are then the decode pool's, its "
+        "nodes both pools'.",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -139,8 +159,22 @@ class RegionPlan(Data):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def tensor_parallel_size(self) -> int:
-        """GPUs per replica = vLLM's --tensor-parallel-size (its home: serving.vllm)."""
+        """vLLM's --tensor-parallel-size (its home: serving.vllm); a replica's GPUs when it
+        has no pipeline stages or data-parallel ranks."""
         return self.serving.vllm.tensor_parallel_size
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def layout(self) -> str:
+        """The replica's layout, e.g. `TP 8`, `TP 8 x PP 2`, `TP 1 x DP 8 (EP 8)` (from
+        serving.vllm)."""
+        v = self.serving.vllm
+        pp, dp = v.pipeline_parallel_size or 1, v.data_parallel_size or 1
+        parts = [f"TP {v.tensor_parallel_size}"]
+        parts += [f"PP {pp}"] if pp > 1 else []
+        parts += [f"DP {dp}"] if dp > 1 else []
+        ep = f" (EP {v.tensor_parallel_size * dp})" if v.enable_expert_parallel else ""
+        return " x ".join(parts) + ep
 
 
 IMAGE_AND_OS_GIB = 100
@@ -163,13 +197,21 @@ def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
     given = {95: plan.traffic.input_tokens.p95, 99: plan.traffic.input_tokens.p99}.get(int(p))
     prompt_from = "as given" if given else "lognormal through the plan's mean and percentiles"
     own = stage4.replicas_without_resilience["desired"] if stage4 else choice.replicas.desired
-    return [
-        f"{inst.instance_type} at TP {choice.tp}: weights {mem.weights_gib_per_gpu:.1f} GiB per "
-        f"GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = {mem.kv_cache_tokens:,} tokens",
-        f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token prefill "
-        f"chunks in {min(1.0, s.steps.mixed_share):.0%} of steps: decode step "
+    steps_line = (
+        f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token "
+        f"prefill chunks in {min(1.0, s.steps.mixed_share):.0%} of steps: decode step "
         f"{s.steps.decode_only_s * 1000:.1f} ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, "
-        f"{itl_name} {limit_itl_ms:.1f} ms <= {plan.slo.itl_ms:g} ms",
+        f"{itl_name} {limit_itl_ms:.1f} ms <= {plan.slo.itl_ms:g} ms"
+        if choice.prefill is None
+        else f"at the SLO limit a decode replica runs {s.batch} sequences and no prompt "
+        f"chunk: its step, {s.steps.decode_only_s * 1000:.1f} ms, is the {itl_name} "
+        f"(<= {plan.slo.itl_ms:g} ms)"
+    )
+    return [
+        f"{inst.instance_type} at {choice.layout.label}: weights {mem.weights_gib_per_gpu:.1f} "
+        f"GiB per GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = "
+        f"{mem.kv_cache_tokens:,} tokens",
+        steps_line,
         f"TTFT p{p:g} is for the p{p:g} prompt ({ttft_prompt_tokens(plan):,} tokens, "
         f"{prompt_from}) plus the prefill-queue wait at that percentile",
         f"one replica sustains {s.capacity_requests_per_s:.2f} req/s inside TTFT "
@@ -182,9 +224,20 @@ def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
             if choice.replicas.desired > own
             else f" ({choice.peak_requests_per_s_per_replica:.2f} each)"
         ),
-        f"{choice.replicas_per_node} replica(s) per {inst.gpu_count}-GPU node -> "
-        f"{choice.nodes.desired} nodes at ${choice.price_usd_per_hour:.3f}/h "
+        (
+            f"{choice.replicas_per_node} replica(s) per {inst.gpu_count}-GPU node -> "
+            if choice.nodes_per_replica == 1
+            else f"each replica spans {choice.nodes_per_replica} {inst.gpu_count}-GPU nodes -> "
+        )
+        + (
+            f"{choice.serving_nodes.desired} decode and {choice.prefill.nodes.desired} prefill "
+            "nodes: "
+            if choice.prefill is not None
+            else ""
+        )
+        + f"{choice.nodes.desired} nodes at ${choice.price_usd_per_hour:.3f}/h "
         f"({choice.price_source})",
+        *_shape_reasons(choice),
     ]
 
 
@@ -218,6 +271,26 @@ def faster_gpus(choice: Choice) -> tuple[list[str], str | None]:
     return names, None
 
 
+def _shape_reasons(choice: Choice) -> list[str]:
+    """Why a replica is laid out beyond one TP group (nothing for a plain one)."""
+    shape, mem = choice.layout, choice.sizing.memory
+    out = []
+    if shape.ep:
+        out.append(
+            f"{shape.dp} data-parallel ranks of TP {shape.tp}, the experts spread over EP "
+            f"{shape.ep_size}: each rank keeps its own sequences' KV "
+            f"({mem.kv_cache_tokens // shape.dp:,} tokens a rank, {mem.kv_cache_tokens:,} in all), "
+            "and every MoE layer gathers the ranks' tokens to the experts and back"
+        )
+    if shape.pp > 1:
+        out.append(
+            f"{shape.pp} pipeline stages of TP {shape.tp}: the running batch splits into "
+            f"{shape.pp} microbatches in flight; a token waits for all stages and "
+            f"{shape.pp} hops, so the KV pool grows with the stages but a step does not shrink"
+        )
+    return out
+
+
 def build_region_plan(
     choice: Choice,
     alternatives: list[Alternative],
@@ -232,10 +305,13 @@ def build_region_plan(
     weights_gib = download_gib(choice)
     account = account_of(plan)
     gpu_zone_ids = node_zone_ids(region, field, inst.instance_type)
+    if choice.nodes_per_replica > 1:  # one cluster placement group: one zone
+        gpu_zone_ids = gpu_zone_ids[:1]
     zone_ids = cluster_zone_ids(region.name, gpu_zone_ids)
     floor = build_always_on(choice, stage4)
     cold = build_cold_start(choice, weights_gib)
-    work = build_workload(plan, inst)
+    multi = build_multi_node(choice, gpu_zone_ids[0])
+    work = build_workload(plan, inst, "LeaderWorkerSet" if multi else "Deployment")
     capacity = build_node_capacity(
         choice, floor, gpu_zone_ids, field, cold, work.pdb_max_unavailable
     )
@@ -250,10 +326,15 @@ def build_region_plan(
         )
     replicas = replicas_filling_slots(choice, floor)
     serve = build_serving(choice, weights_gib, cold)
+    if choice.prefill is not None:
+        serve = with_kv_transfer(serve)
+    disagg = build_disaggregation(
+        choice, weights_gib, cold, work.labels, work.namespace, serve.vllm.served_model_name
+    )
     expected = build_predicted(choice, consts)
     bound = build_binding(choice, consts)
     faster, faster_note = faster_gpus(choice)
-    volume = node_volume_gib(weights_gib, choice.replicas_per_node)
+    volume = node_volume_gib(weights_gib / choice.nodes_per_replica, choice.replicas_per_node)
     cost = build_costs(
         choice, capacity, floor, build_system_pool(), volume, weights_gib, len(zone_ids)
     )
@@ -285,7 +366,9 @@ def build_region_plan(
         ),
         memory=build_memory(choice),
         serving=serve,
-        autoscaling=build_autoscaling(choice, work.namespace, serve.vllm.served_model_name),
+        autoscaling=build_decode_autoscaling(choice, work.namespace, serve.vllm.served_model_name)
+        if disagg
+        else build_autoscaling(choice, work.namespace, serve.vllm.served_model_name),
         workload=work,
         system_pool=build_system_pool(),
         node_volume_gib=volume,
@@ -295,7 +378,12 @@ def build_region_plan(
         subnets=[]
         if region.network
         else subnet_layout(region.vpc_cidr, region.name, zone_ids, f"{field}.cluster_zone_ids"),
-        reasons=[*reasons(choice, stage4), bound.text, *([faster_note] if faster_note else [])],
+        reasons=[
+            *reasons(choice, stage4),
+            bound.text,
+            *([faster_note] if faster_note else []),
+            *(disagg.reasons if disagg else []),
+        ],
         faster_gpus=faster,
         alternatives=alternatives,
         levers=build_chosen_levers(choice),
@@ -309,4 +397,7 @@ def build_region_plan(
         ),
         logs_bucket=logs_bucket(plan.name, region.name, account) if account else None,
         costs=cost,
+        nodes_per_replica=choice.nodes_per_replica,
+        multi_node=multi,
+        disaggregation=disagg,
     )

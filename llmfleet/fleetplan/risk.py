@@ -15,6 +15,7 @@ from llmfleet.data import Data
 from llmfleet.fleetplan.predicted import Predicted
 from llmfleet.perf.step import NO_CORRECTION
 from llmfleet.search.choice import Choice
+from llmfleet.search.disagg import resize_pair
 from llmfleet.search.operating_point import Rejection, size_replica
 from llmfleet.search.replicas import deployed_replicas, nodes_for
 from llmfleet.units import HOURS_PER_MONTH
@@ -62,17 +63,25 @@ def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> R
     itl_p90 = expected.ranges["itl_ms"][1]
     holds = ttft_p90 <= plan.slo.ttft_ms and itl_p90 <= plan.slo.itl_ms
     inst = choice.instance
+    if choice.prefill is not None:  # both pools re-sized at the p90 step time
+        return _disaggregated(choice, pessimistic, holds, ttft_p90, itl_p90)
     sized = size_replica(
-        choice.model.arch, hardware.gpu(inst.gpu), inst, choice.tp, plan, pessimistic,
-        choice.lever, correction or NO_CORRECTION,
+        choice.model.arch,
+        hardware.gpu(inst.gpu),
+        inst,
+        choice.layout,
+        plan,
+        pessimistic,
+        choice.lever,
+        correction or NO_CORRECTION,
     )
     if isinstance(sized, Rejection):
         replicas, cost = None, None
-        outcome = f"at the p90 step time {inst.instance_type} TP {choice.tp} cannot hold the "
-        outcome += f"SLO ({sized.reason}); confidence: pessimistic searches the others"
+        outcome = f"at the p90 step time {inst.instance_type} {choice.layout.label} cannot "
+        outcome += f"hold the SLO ({sized.reason}); confidence: pessimistic searches the others"
     else:
         rep = deployed_replicas(plan, choice.region, sized.capacity_requests_per_s)
-        nodes = nodes_for(rep, choice.replicas_per_node)
+        nodes = nodes_for(rep, choice.replicas_per_node, choice.nodes_per_replica)
         replicas = rep.desired
         cost = round(nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH, 2)
         outcome = (
@@ -88,6 +97,37 @@ def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> R
         pessimistic_replicas=replicas,
         pessimistic_monthly_cost_usd=cost,
         summary=f"the SLO {verdict} at the p90 end {band} (TTFT "
+        f"{ttft_p90:g} ms vs {plan.slo.ttft_ms:g}, ITL {itl_p90:g} ms vs {plan.slo.itl_ms:g}); "
+        + outcome,
+    )
+
+
+def _disaggregated(
+    choice: Choice, pessimistic: Constants, holds: bool, ttft_p90: float, itl_p90: float
+) -> Risk:
+    plan = choice.plan
+    resized = resize_pair(choice, pessimistic)
+    if isinstance(resized, Rejection):
+        replicas, cost = None, None
+        outcome = f"at the p90 step time these pools cannot hold the SLO ({resized.reason})"
+    else:
+        replicas = resized.replicas.desired
+        cost = round(resized.monthly_cost_usd, 2)
+        pre = resized.prefill
+        assert pre is not None
+        outcome = (
+            f"sized at the p90 step time it needs {pre.replicas.desired} prefill and "
+            f"{resized.replicas.desired} decode replicas on {resized.nodes.desired} nodes "
+            f"(${cost:,.0f}/month against ${choice.monthly_cost_usd:,.0f})"
+        )
+    verdict = "holds" if holds else "does NOT hold"
+    return Risk(
+        slo_holds_at_p90=holds,
+        ttft_ms_p90=ttft_p90,
+        itl_ms_p90=itl_p90,
+        pessimistic_replicas=replicas,
+        pessimistic_monthly_cost_usd=cost,
+        summary=f"the SLO {verdict} at the p90 end of the calibration ranges (TTFT "
         f"{ttft_p90:g} ms vs {plan.slo.ttft_ms:g}, ITL {itl_p90:g} ms vs {plan.slo.itl_ms:g}); "
         + outcome,
     )

@@ -18,6 +18,7 @@ from llmfleet.catalog.vllm_release import VLLM_VERSION, vllm_release
 from llmfleet.data import Data
 from llmfleet.fleetplan.autoscaling import custom_buckets
 from llmfleet.fleetplan.cold_start import STARTUP_PERIOD_S, ColdStart
+from llmfleet.fleetplan.multi_node import MASTER_PORT
 from llmfleet.fleetplan.workload import PORT, VLLM_UID
 from llmfleet.plan.cluster import Startup
 from llmfleet.search.choice import Choice
@@ -71,6 +72,32 @@ class VllmArgs(Data):
     model_loader_extra_config: dict[str, object] | None = Field(
         default=None, description="The Run:ai streamer's options (distributed with TP > 1)."
     )
+    pipeline_parallel_size: int | None = Field(
+        default=None, description="Pipeline stages (absent: 1); one per node across nodes."
+    )
+    data_parallel_size: int | None = Field(
+        default=None, description="Data-parallel ranks, each its own engine (absent: 1)."
+    )
+    enable_expert_parallel: bool | None = Field(
+        default=None, description="True: the routed experts spread over TP x DP GPUs."
+    )
+    all2all_backend: str | None = Field(
+        default=None,
+        description="The experts' all-to-all the step model prices (allgather_reducescatter: "
+        "NCCL collectives, which run over NVLink and EFA alike).",
+    )
+    nnodes: int | None = Field(
+        default=None, description="Nodes of one replica (vLLM's mp multi-node launch)."
+    )
+    master_port: int | None = Field(
+        default=None, description="The leader's torch.distributed port (multi-node)."
+    )
+    distributed_executor_backend: str | None = Field(
+        default=None, description="mp across nodes (--nnodes/--node-rank, no Ray)."
+    )
+    kv_transfer_config: dict[str, object] | None = Field(
+        default=None, description="Disaggregated serving: the KV connector (NixlConnector)."
+    )
 
     def config(self) -> dict[str, object]:
         """The config file's keys (flag names), sorted; unset options are left out."""
@@ -106,6 +133,9 @@ class Serving(Data):
     termination_grace_s: int
     paging: Paging
     reasons: list[str]
+    gpus_per_pod: int = Field(
+        default=1, description="nvidia.com/gpu of one pod: a replica's GPUs, or a node's."
+    )
     probe_period_s: int = Field(description="Readiness and liveness probe period.")
     probe_timeout_s: int
     readiness_failure_threshold: int
@@ -194,16 +224,17 @@ def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
     the streamer's `distributed` mode lets each rank read a share and exchange the rest."""
     plan, s, lv = choice.plan, choice.sizing, choice.lever
     checkpoint = served(plan, choice.model, lv)
+    shape, nodes = choice.layout, choice.nodes_per_replica
     return VllmArgs(
         model=cold.weights_uri,
         load_format=cold.load_format,
-        model_loader_extra_config={"distributed": True} if choice.tp > 1 else None,
+        model_loader_extra_config={"distributed": True} if shape.ranks > 1 else None,
         served_model_name=plan.name,
         host="0.0.0.0",
         port=PORT,
         tensor_parallel_size=choice.tp,
         max_model_len=plan.max_model_len,
-        max_num_seqs=s.batch,
+        max_num_seqs=s.batch_per_rank,
         max_num_batched_tokens=s.max_num_batched_tokens,
         gpu_memory_utilization=plan.gpu_memory_utilization,
         kv_cache_dtype=lv.kv_cache_dtype,
@@ -217,7 +248,20 @@ def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
         custom_histogram_buckets=custom_buckets(choice),
         shutdown_timeout=math.ceil(longest_request_s(choice)) + 5,
         enforce_eager=True if plan.model.enforce_eager else None,
+        pipeline_parallel_size=shape.pp if shape.pp > 1 else None,
+        data_parallel_size=shape.dp if shape.dp > 1 else None,
+        enable_expert_parallel=True if shape.ep else None,
+        all2all_backend=ALL2ALL_BACKEND if shape.ep else None,
+        nnodes=nodes if nodes > 1 else None,
+        master_port=MASTER_PORT if nodes > 1 else None,
+        distributed_executor_backend="mp" if nodes > 1 else None,
     )
+
+
+ALL2ALL_BACKEND = "allgather_reducescatter"
+"""vLLM's default MoE all-to-all since 0.11, NCCL-based: it runs over EFA, where DeepEP's
+internode kernels need InfiniBand's IBGDA (deepseek-ai/DeepEP#9, vllm-project/vllm#27898);
+it is the backend perf.parallel.all_to_all_s prices."""
 
 
 def build_paging(choice: Choice, block_size: int) -> Paging:
@@ -247,7 +291,8 @@ def build_paging(choice: Choice, block_size: int) -> Paging:
 def build_serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Serving:
     """The serving section: engine arguments, pod resources, probes (the startup budget is
     the cold start's, `cold_start.cold_start`) and drain."""
-    inst, tp = choice.instance, choice.tp
+    inst = choice.instance
+    gpus = min(choice.layout.ranks, inst.gpu_count)
     per_node = choice.replicas_per_node
     cpu = max(1, (inst.vcpus - SYSTEM_RESERVED_VCPU) // per_node)
     mem = int(inst.host_memory_gib * (1 - SYSTEM_RESERVED_MEMORY_SHARE) // per_node)
@@ -263,8 +308,9 @@ def build_serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Servin
         vllm=args,
         cpu_per_pod=cpu,
         memory_gib_per_pod=mem,
-        shm_gib=2 * tp,
-        model_cache_gib=math.ceil(weights_gib * 1.2) + 10,
+        shm_gib=2 * gpus,
+        gpus_per_pod=gpus,
+        model_cache_gib=math.ceil(weights_gib / choice.nodes_per_replica * 1.2) + 10,
         startup_period_s=STARTUP_PERIOD_S,
         startup_failure_threshold=startup_probes,
         probe_period_s=PROBE_PERIOD_S,
@@ -282,6 +328,6 @@ def build_serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Servin
             f"tokens at the ITL target); --shutdown-timeout {shutdown} s after a "
             f"{PRESTOP_SLEEP_S} s preStop (the ALB's two failed 15 s health checks) that lets "
             "the load balancer and endpoints drop the pod first",
-            f"/dev/shm {2 * tp} GiB: NCCL and the TP workers' shared-memory queues",
+            f"/dev/shm {2 * gpus} GiB: NCCL and the TP workers' shared-memory queues",
         ],
     )

@@ -58,6 +58,11 @@ class Workload(Data):
     monitoring_namespace: str = Field(description="Namespace of Prometheus (admitted, scrapes).")
     prometheus_url: str = Field(description="Prometheus that KEDA's triggers query.")
     pdb_max_unavailable: int = Field(description="Replicas a voluntary disruption may take.")
+    kind: str = Field(
+        default="Deployment",
+        description="What runs the replicas: a Deployment, or a LeaderWorkerSet (a group of "
+        "pods per replica) when a replica spans nodes; KEDA scales it, the alerts watch it.",
+    )
 
 
 PORT = 8000
@@ -122,7 +127,7 @@ def node_labels(
     return dict(sorted(labels.items()))
 
 
-def build_workload(plan: CapacityPlan, instance: Instance) -> Workload:
+def build_workload(plan: CapacityPlan, instance: Instance, kind: str = "Deployment") -> Workload:
     """The workload section of a region's plan."""
     labels = {
         "app.kubernetes.io/component": "inference",
@@ -131,6 +136,7 @@ def build_workload(plan: CapacityPlan, instance: Instance) -> Workload:
         "app.kubernetes.io/managed-by": "llmfleet",
     }
     return Workload(
+        kind=kind,
         namespace=plan.name,
         name=plan.name,
         labels=labels,

@@ -50,6 +50,14 @@ def panel_queries(fleet: FleetPlan, region: RegionPlan) -> list[Panel]:
     q = slo.percentile / 100
     itl = ITL_METRICS[slo.itl]
     gpu_sel = '{Hostname=~".+",modelName=~".+"}'
+    work = region.workload
+    replicas = (
+        "max(kube_deployment_spec_replicas"
+        f'{{namespace="{work.namespace}",deployment="{work.name}"}})'
+        if work.kind == "Deployment"  # a LeaderWorkerSet is seen through KEDA's HPA
+        else "max(kube_horizontalpodautoscaler_status_current_replicas"
+        f'{{namespace="{work.namespace}",horizontalpodautoscaler="keda-hpa-{work.name}"}})'
+    )
     return [
         (f"TTFT p{slo.percentile:g} vs SLO", "s", [
             (f"p{slo.percentile:g}", f"histogram_quantile({q:g}, sum by (le) "
@@ -77,8 +85,7 @@ def panel_queries(fleet: FleetPlan, region: RegionPlan) -> list[Panel]:
             ("preemptions", f"sum(rate(vllm:num_preemptions_total{sel}[{w}]))"),
         ]),
         ("Replicas", "short", [
-            ("replicas", "max(kube_deployment_spec_replicas"
-             f'{{namespace="{region.workload.namespace}",deployment="{region.workload.name}"}})'),
+            ("replicas", replicas),
             ("max", f"vector({region.replicas.max})"),
             ("min", f"vector({region.replicas.min})"),
         ]),

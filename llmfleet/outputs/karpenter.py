@@ -15,7 +15,11 @@ and deployed unchanged by `components.karpenter.Karpenter`.
 - EC2NodeClass: the AL2023 alias pinned to an EKS AMI release (Karpenter picks its NVIDIA
   variant for GPU instances), IMDSv2 with hop limit 1, an encrypted gp3 root volume of
   `node_volume_gib`, no public IP, subnets and security groups by the cluster's discovery
-  tag, the reservations' ids when the region buys reserved capacity."""
+  tag, the reservations' ids when the region buys reserved capacity.
+- Where a replica spans nodes (`RegionPlan.multi_node`, Karpenter >= 1.11): the cluster
+  placement group by name (`placementGroupSelector`) and the node's EFA interfaces
+  (`networkInterfaces`: ENA primary, an EFA-only interface per network card); the NodePool's
+  one zone is the placement group's."""
 
 from __future__ import annotations
 
@@ -133,6 +137,17 @@ def ec2nodeclass(fleet: FleetPlan, region: RegionPlan) -> dict[str, Any]:
     if region.capacity.reservation_ids:
         spec["capacityReservationSelectorTerms"] = [
             {"id": rid} for rid in region.capacity.reservation_ids
+        ]
+    if region.multi_node is not None:
+        mn = region.multi_node
+        spec["placementGroupSelector"] = {"name": mn.placement_group}
+        spec["networkInterfaces"] = [
+            {
+                "networkCardIndex": n.network_card_index,
+                "deviceIndex": n.device_index,
+                "interfaceType": n.interface_type,
+            }
+            for n in mn.network_interfaces
         ]
     return {
         "apiVersion": "karpenter.k8s.aws/v1",

@@ -46,6 +46,7 @@ from llmfleet.plan.schema import CapacityPlan
 from llmfleet.simulate.run import report_days
 
 VLLM_CONFIG = "vllm-config.yaml"
+VLLM_CONFIG_PREFILL = "vllm-config-prefill.yaml"
 
 
 REPORT = "REPORT.md"
@@ -84,11 +85,41 @@ SCRIPTS_PATH = "/opt/llmfleet"
 """Where the pods mount them."""
 
 
+MULTI_NODE_MANIFESTS = {"deployment": "leaderworkerset"}
+"""Where a replica spans nodes, a LeaderWorkerSet runs the replicas instead of a Deployment."""
+PEER_MANIFESTS = ("networkpolicy-peers",)
+"""Rendered after the NetworkPolicy where a replica's pods talk to each other (NCCL's
+bootstrap and torch.distributed across nodes)."""
+
+
+DISAGGREGATED_MANIFESTS = {
+    "configmap": ("configmap-prefill",),
+    "deployment": (
+        "deployment-prefill",
+        "router-serviceaccount",
+        "router-role",
+        "router-rolebinding",
+        "router-deployment",
+    ),
+    "service": ("service-engines",),
+    "networkpolicy": ("networkpolicy-peers", "networkpolicy-router"),
+    "scaledobject": ("scaledobject-prefill",),
+}
+"""Disaggregated: each rendered after the kind it follows (the prefill pool, the router)."""
+
+
 def manifest_kinds(region: RegionPlan) -> tuple[str, ...]:
+    kinds: tuple[str, ...] = MANIFESTS
+    if region.multi_node is not None:
+        kinds = tuple(MULTI_NODE_MANIFESTS.get(k, k) for k in kinds)
+        at = kinds.index("networkpolicy") + 1
+        kinds = kinds[:at] + PEER_MANIFESTS + kinds[at:]
+    if region.disaggregation is not None:
+        kinds = tuple(k for kind in kinds for k in (kind, *DISAGGREGATED_MANIFESTS.get(kind, ())))
     entry = region.entry_point
     if entry is None:
-        return MANIFESTS
-    return MANIFESTS + ENTRY_MANIFESTS + ((HEALTH_INGRESS,) if entry.health_paths else ())
+        return kinds
+    return kinds + ENTRY_MANIFESTS + ((HEALTH_INGRESS,) if entry.health_paths else ())
 
 
 @cache
@@ -198,12 +229,18 @@ def _template(name: str, **context: Any) -> str:
     return environment().get_template(name).render(**context)
 
 
-def vllm_config(region: RegionPlan) -> str:
-    """The region's `vllm serve --config` file."""
-    args = load_yaml(_template("vllm-config.yaml.j2", vllm=region.serving.vllm))
+def vllm_config(region: RegionPlan, prefill: bool = False) -> str:
+    """The region's `vllm serve --config` file (disaggregated: the decode pool's, or with
+    `prefill` the prefill pool's)."""
+    vllm = region.serving.vllm
+    name = VLLM_CONFIG
+    if prefill:
+        assert region.disaggregation is not None
+        vllm, name = region.disaggregation.prefill.serving.vllm, VLLM_CONFIG_PREFILL
+    args = load_yaml(_template("vllm-config.yaml.j2", vllm=vllm))
     problems = config_key_problems(args)
     if problems:
-        raise RenderError(f"{region.region}/{VLLM_CONFIG}:\n  " + "\n  ".join(problems))
+        raise RenderError(f"{region.region}/{name}:\n  " + "\n  ".join(problems))
     return dump_yaml(args)
 
 
@@ -216,6 +253,7 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
         "workload": region.workload,
         "autoscaling": region.autoscaling,
         "vllm_config": vllm_config(region),
+        "prefill_config": vllm_config(region, prefill=True) if region.disaggregation else "",
         "dashboard": dashboard(fleet, region),
         "staging_scripts": staging_scripts(),
         "staging_scripts_path": SCRIPTS_PATH,
@@ -234,6 +272,8 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
 def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
     """`<region>/<file>` -> text for one region."""
     files = {f"{region.region}/{VLLM_CONFIG}": vllm_config(region)}
+    if region.disaggregation is not None:
+        files[f"{region.region}/{VLLM_CONFIG_PREFILL}"] = vllm_config(region, prefill=True)
     for kind, doc in zip(manifest_kinds(region), region_manifests(fleet, region), strict=True):
         files[f"{region.region}/{kind}.yaml"] = dump_yaml(doc)
     for stem, doc in karpenter_manifests(fleet, region).items():

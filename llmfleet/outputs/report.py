@@ -12,6 +12,7 @@ from rich.table import Table
 
 from llmfleet.calibration.server_calibration import ServerCalibration
 from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.perf.replica import PredictResult
 
 
@@ -19,6 +20,15 @@ def _console(buf: io.StringIO) -> Console:
     return Console(
         file=buf, width=160, color_system=None, force_terminal=False, markup=False, highlight=False
     )
+
+
+def _region_layout(r: RegionPlan) -> str:
+    """The TP column: the TP, or the layout beyond it (nodes a replica spans, the pools)."""
+    if r.disaggregation is not None:
+        d = r.disaggregation
+        return f"P {d.prefill.tensor_parallel_size} x {d.prefill.replicas.desired} + D {r.layout}"
+    text = str(r.tensor_parallel_size) if r.layout == f"TP {r.tensor_parallel_size}" else r.layout
+    return text + (f", {r.nodes_per_replica} nodes" if r.nodes_per_replica > 1 else "")
 
 
 def fleet_text(fp: FleetPlan) -> str:
@@ -57,7 +67,7 @@ def fleet_text(fp: FleetPlan) -> str:
             r.region,
             r.instance_type,
             r.gpu,
-            str(r.tensor_parallel_size),
+            _region_layout(r),
             f"{r.replicas.min}/{r.replicas.desired}/{r.replicas.max}",
             f"{r.nodes.min}/{r.nodes.desired}/{r.nodes.max}",
             f"{p.ttft_ms:.0f} / {fp.slo.ttft_ms:g}",
@@ -148,15 +158,37 @@ def _kv_pool(gib_per_gpu: float) -> str:
     )
 
 
+def _layout(r: PredictResult) -> str:
+    """`8 x H100`, or `TP 8 x PP 2 = 16 x H100 on 2 p5.48xlarge nodes (EFA)`."""
+    plain = r.pipeline_parallel_size == 1 and r.data_parallel_size == 1
+    if plain and not r.expert_parallel and r.nodes == 1:
+        return f"{r.tensor_parallel_size} x {r.gpu}"
+    parts = [f"TP {r.tensor_parallel_size}"]
+    if r.pipeline_parallel_size > 1:
+        parts.append(f"PP {r.pipeline_parallel_size}")
+    if r.data_parallel_size > 1:
+        parts.append(f"DP {r.data_parallel_size}")
+    text = " x ".join(parts) + f" = {r.gpus} x {r.gpu}"
+    if r.expert_parallel:
+        text += f", experts over EP {r.tensor_parallel_size * r.data_parallel_size}"
+    if r.nodes > 1:
+        text += f" on {r.nodes} {r.instance_type} nodes (EFA)"
+    return text
+
+
 def predict_text(r: PredictResult) -> str:
     lines = [
-        f"{r.model} on {r.tensor_parallel_size} x {r.gpu} ({r.precision}, KV {r.kv_cache_dtype}), "
-        f"{r.mode} load",
+        f"{r.model} on {_layout(r)} ({r.precision}, KV {r.kv_cache_dtype}), {r.mode} load",
         f"  weights {r.weights_gib_per_gpu:.2f} GiB/GPU, "
         f"activation peak {r.activation_gib:.2f} GiB, " + _kv_pool(r.kv_cache_gib_per_gpu),
         f"  KV cache {r.kv_cache_tokens:,} tokens ({r.kv_bytes_per_token:,.0f} bytes/token); "
         f"max concurrency {r.max_concurrency:.2f}x at {r.max_model_len:,} tokens",
     ]
+    if r.kv_cache_tokens_per_rank is not None:
+        lines.append(
+            f"  {r.data_parallel_size} data-parallel ranks, each with its own pool of "
+            f"{r.kv_cache_tokens_per_rank:,} tokens"
+        )
     if r.overloaded:
         lines.append(f"  OVERLOADED: {r.ttft_reason}")
     if r.fits and r.ttft_ms is None and r.itl_ms is not None:
@@ -219,6 +251,15 @@ def validation_text(report: dict[str, Any]) -> str:
             report["leave_one_source_out"],
         )
     )
+    for key, title in (
+        ("one_group", "Sources of one TP group (fitted on)"),
+        ("beyond_one_group", "Rows beyond one TP group (pipeline stages, DP, EP; not fitted on)"),
+    ):
+        if key in report:
+            part = report[key]
+            con.print(
+                _error_table(title, "engine", part["in_sample"], part["leave_one_source_out"])
+            )
     con.print(
         _error_table("By source", "source", report["by_source"], report["by_source_held_out"])
     )

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Gpu
 from llmfleet.perf.architecture import Arch, kv_dtype_bytes
+from llmfleet.perf.parallel import SINGLE, Parallel, stage_layers, weights_per_gpu
 from llmfleet.perf.speculation import Speculation
 from llmfleet.units import GIB
 
@@ -81,19 +82,32 @@ def budget(
     engine: str = "vllm",
     speculation: Speculation | None = None,
     graph_pool_gib: float = 0.0,
+    parallel: Parallel = SINGLE,
 ) -> MemoryBudget:
     """vLLM and SGLang take a fraction of total memory for weights + KV; TensorRT-LLM's
     kv_cache_free_gpu_mem_fraction is a fraction of what is free after the weights.
     A speculative drafter adds its weights and its KV per token (sharded like the target's).
     `graph_pool_gib`: the CUDA-graph pool a vLLM release reserves inside the fraction
-    (`releases.graph_pool_gib`)."""
+    (`releases.graph_pool_gib`). `parallel`: pipeline stages hold their layers' weights and
+    KV; data-parallel ranks each hold a KV pool of their own (the replica's tokens and
+    concurrency add up over them); expert parallelism spreads the routed experts
+    (`perf.parallel.weights_per_gpu`)."""
     kv_b = kv_dtype_bytes(kv_cache_dtype)
     draft_weight_bytes = speculation.draft_weight_bytes() if speculation else 0.0
     draft_kv_bytes_per_token = speculation.draft_kv_bytes_per_token(kv_b) if speculation else 0.0
     total = cuda_total_gib(gpu, consts)
     weights = (arch.weight_bytes(precision, tp) + draft_weight_bytes) / tp / GIB
+    stage_share = 1.0
+    if not parallel.plain:
+        shared_b, expert_b = arch.weight_bytes_split(precision, tp)
+        embed_b, lm_head_b = 2.0 * arch.embed_params, 2.0 * arch.lm_head_params
+        weights = weights_per_gpu(
+            shared_b + draft_weight_bytes, expert_b, embed_b, lm_head_b, arch.layers, tp, parallel
+        ) / GIB
+        stage_share = stage_layers(arch.layers, parallel.pp) / arch.layers
     act = activation_gib(arch, tp, max_num_seqs, max_num_batched_tokens, consts)
-    non_torch = consts.non_torch_gib if tp == 1 else consts.non_torch_gib_multi_gpu
+    ranks = parallel.ranks(tp)
+    non_torch = consts.non_torch_gib if ranks == 1 else consts.non_torch_gib_multi_gpu
     if engine == "trtllm":
         free = total - weights - act - non_torch
         kv_gib = gpu_memory_utilization * free if free > 0 else free
@@ -102,13 +116,13 @@ def budget(
         requested = gpu_memory_utilization * total
         kv_gib = requested - weights - act - non_torch - graph_pool_gib
     per_token = arch.kv_bytes_per_token(kv_b) + draft_kv_bytes_per_token
-    per_token_gpu = per_token / arch.kv_shards(tp)
+    per_token_gpu = per_token / arch.kv_shards(tp) * stage_share
     if kv_gib > 0:
         blocks = int(kv_gib * GIB // (BLOCK_SIZE_TOKENS * per_token_gpu))
-        tokens = blocks * BLOCK_SIZE_TOKENS
+        tokens = blocks * BLOCK_SIZE_TOKENS * parallel.dp
         per_seq = arch.kv_bytes_per_sequence(max_model_len, kv_b)
         per_seq_gpu = (per_seq + draft_kv_bytes_per_token * max_model_len) / arch.kv_shards(tp)
-        concurrency = kv_gib * GIB / per_seq_gpu
+        concurrency = kv_gib * GIB / (per_seq_gpu * stage_share) * parallel.dp
     else:
         tokens, concurrency = 0, 0.0
     return MemoryBudget(

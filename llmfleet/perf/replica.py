@@ -9,10 +9,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmfleet.catalog import hardware, model_facts, vllm_release
+from llmfleet.catalog import hardware, model_facts, network, vllm_release
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.errors import PlanError
-from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, kv_dtype_bytes, tp_problem
+from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, kv_dtype_bytes
+from llmfleet.perf.layout import layout_problem, parallel_for
 from llmfleet.perf.load import Load, OutputLengths, Prediction, predict
 from llmfleet.perf.memory import budget
 from llmfleet.perf.speculation import from_flags
@@ -50,6 +51,15 @@ class PredictRequest(BaseModel):
     draft_model: str | None = None
     enforce_eager: bool = False
     engine_version: str | None = None  # the release measured (validate); None: the pinned one
+    pipeline_parallel_size: int = Field(default=1, ge=1)
+    data_parallel_size: int = Field(default=1, ge=1)
+    enable_expert_parallel: bool = False
+    instance_type: str | None = Field(
+        default=None,
+        description="The node a replica's GPUs sit in (its GPU count, and its EFA when the "
+        "replica spans nodes); default: the catalog instance with most of the GPU, preferring "
+        "one a replica may span (catalog.network.node_for_gpu).",
+    )
 
 
 class PredictResult(Prediction):
@@ -76,6 +86,13 @@ class PredictResult(Prediction):
     enforce_eager: bool = False
     calibration: str | None = None  # the calibration file applied (predict --calibration)
     ranges: dict[str, tuple[float, float]] | None = None  # its band around each prediction
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    expert_parallel: bool = False
+    instance_type: str | None = None  # the node assumed
+    nodes: int = 1  # nodes one replica spans
+    gpus: int = 1  # GPUs of one replica: TP x PP x DP
+    kv_cache_tokens_per_rank: int | None = None  # with DP: each rank's own pool
 
 
 @cache
@@ -183,9 +200,16 @@ def run_predict_with(
         raise PlanError("precision", req.precision, f"use one of {', '.join(PRECISIONS)}")
     name, arch = _model(req, config)
     gpu = hardware.gpu(req.gpu, "gpu")
-    split = tp_problem(arch, req.tensor_parallel_size)
-    if split:
-        raise PlanError("tensor_parallel_size", req.tensor_parallel_size, split)
+    node = _node(req, gpu.gpu)
+    tp, pp, dp = req.tensor_parallel_size, req.pipeline_parallel_size, req.data_parallel_size
+    ep = req.enable_expert_parallel
+    problem = layout_problem(arch, node, tp, pp, dp, ep)
+    if problem:
+        field, why = problem
+        raise PlanError(field, getattr(req, field), why)
+    if dp > 1 and not arch.is_moe:
+        return _dense_data_parallel(req, consts, config)
+    parallel = parallel_for(node, tp, pp, dp, ep)
     flags = (req.speculative_method, req.num_speculative_tokens, req.acceptance_rate)
     spec = from_flags(*flags, req.draft_model, name, arch, req.precision)
     max_len = req.max_model_len or arch.max_context
@@ -207,6 +231,7 @@ def run_predict_with(
         graph_pool_gib=vllm_release.graph_pool_gib(
             req.engine, req.engine_version, req.enforce_eager
         ),
+        parallel=parallel,
     )
     step_model = StepModel(
         arch,
@@ -219,6 +244,7 @@ def run_predict_with(
         spec,
         req.enforce_eager,
         correction,
+        parallel,
     )
     load_ = Load(
         input_tokens=req.input_tokens,
@@ -266,4 +292,58 @@ def run_predict_with(
         speculative_method=req.speculative_method,
         tokens_per_step=spec.tokens_per_step if spec else 1.0,
         enforce_eager=req.enforce_eager,
+        pipeline_parallel_size=pp,
+        data_parallel_size=dp,
+        expert_parallel=ep,
+        instance_type=node.instance_type,
+        nodes=parallel.nodes(tp),
+        gpus=parallel.ranks(tp),
+        kv_cache_tokens_per_rank=mem.kv_cache_tokens // dp if dp > 1 else None,
     )
+
+
+def _node(req: PredictRequest, gpu: str) -> hardware.Instance:
+    """The node the replica's GPUs sit in: the request's instance type (it must carry the
+    GPU), or the catalog's default node for the GPU."""
+    if req.instance_type is None:
+        return network.node_for_gpu(gpu)
+    inst = hardware.instance(req.instance_type, "instance_type")
+    if inst.gpu != gpu:
+        why = f"{inst.instance_type} carries {inst.gpu}, not {gpu}"
+        raise PlanError("instance_type", req.instance_type, why)
+    return inst
+
+
+def _dense_data_parallel(
+    req: PredictRequest, consts: Constants, config: dict[str, object] | None
+) -> PredictResult:
+    """DP of a dense model: vLLM runs DP independent engines behind one API server, so the
+    replica is DP copies of one rank, each with a DP-th of the load (no step is shared)."""
+    dp = req.data_parallel_size
+    share = {
+        "concurrency": req.concurrency / dp if req.concurrency else None,
+        "request_rate": req.request_rate / dp if req.request_rate else None,
+        "num_requests": max(1, req.num_requests // dp) if req.num_requests else None,
+        "data_parallel_size": 1,
+    }
+    one = run_predict_with(req.model_copy(update=share), consts, config)
+    scaled = {k: getattr(one, k) * dp for k in _PER_REPLICA}
+    scaled["max_concurrency"] = one.max_concurrency * dp
+    return one.model_copy(
+        update={
+            **scaled,
+            "kv_cache_tokens": one.kv_cache_tokens * dp,
+            "kv_cache_tokens_per_rank": one.kv_cache_tokens,
+            "data_parallel_size": dp,
+            "gpus": one.gpus * dp,
+            "nodes": max(one.nodes, -(-one.gpus * dp // _node(req, one.gpu).gpu_count)),
+            "batch_size": one.batch_size * dp,
+            "capacity_requests_per_s": one.capacity_requests_per_s * dp
+            if one.capacity_requests_per_s
+            else None,
+        }
+    )
+
+
+_PER_REPLICA = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s")
+"""Throughputs a dense DP replica multiplies by DP (latencies are one rank's)."""

@@ -26,6 +26,18 @@ from functools import cached_property
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Gpu
 from llmfleet.perf.architecture import Arch, kv_dtype_bytes
+from llmfleet.perf.parallel import (
+    SINGLE,
+    Link,
+    Parallel,
+    all_reduce_s,
+    all_to_all_s,
+    ep_imbalance,
+    hop_s,
+    microbatch,
+    pipeline_cycle_s,
+    stage_imbalance,
+)
 from llmfleet.perf.speculation import Speculation
 
 # Qwen2.5-Omni-7B's thinker (28 layers) on A800 decodes at 22-23 ms TPOT eager against
@@ -72,6 +84,7 @@ class StepModel:
     speculation: Speculation | None = None
     enforce_eager: bool = False  # no CUDA graphs: a step waits on Python's kernel launches
     correction: Correction = NO_CORRECTION  # a measured server's own factors (calibrate --bench)
+    parallel: Parallel = SINGLE  # pipeline stages, DP ranks with EP, nodes (perf.parallel)
 
     @property
     def ttft_overhead_s(self) -> float:
@@ -137,9 +150,7 @@ class StepModel:
         # Grouped expert GEMMs run at a lower efficiency than dense ones.
         body = a.active_params - lm_head - routed + routed / c.moe_efficiency
         att_dim = a.heads * (a.mla_kv_dim if a.mla_kv_dim else a.head_dim)
-        link = "nvlink" if g.has_nvlink else "pcie"
-        per_dir_gb_s = g.nvlink_gb_s / 2 if g.has_nvlink else g.pcie_gb_s
-        latency_us = c.allreduce_latency_us[link] + c.tp_sync_overhead_us
+        tp_link = self.tp_link
         return StepTerms(
             shared_b=shared_b,
             expert_b=expert_b,
@@ -149,8 +160,8 @@ class StepModel:
             body=body,
             att4=4.0 * a.layers * att_dim,
             flops=self.tp * self.compute_flops * c.mfu[g.architecture] / k.compute,
-            link_bw=per_dir_gb_s * 1e9 * c.link_efficiency,
-            latency_s=latency_us * 1e-6,
+            link_bw=tp_link.bus_b_s,
+            latency_s=tp_link.latency_s,
             ring=2 * (self.tp - 1) / self.tp,
             moe_fixed_s=a.moe_layers * c.moe_layer_overhead_us * 1e-6,
             step_overhead_s=self.per_engine(c.step_overhead_ms) / 1000 * k.overhead,
@@ -158,7 +169,48 @@ class StepModel:
             factor=self.step_factor,
             overlap=c.roofline_overlap,
             launch_s=eager_launch_s(a, self.enforce_eager),
+            routed=routed / c.moe_efficiency,
         )
+
+    @cached_property
+    def node_link(self) -> Link:
+        """The link inside a node: NVLink, else PCIe (latency of an all-reduce plus the TP
+        sync, the fitted share of the per-direction bandwidth)."""
+        c, g = self.consts, self.gpu
+        name = "nvlink" if g.has_nvlink else "pcie"
+        per_dir_gb_s = g.nvlink_gb_s / 2 if g.has_nvlink else g.pcie_gb_s
+        bw = per_dir_gb_s * 1e9 * c.link_efficiency
+        latency_s = (c.allreduce_latency_us[name] + c.tp_sync_overhead_us) * 1e-6
+        return Link(name, latency_s, bw, bw)
+
+    @cached_property
+    def tp_link(self) -> Link:
+        """What the TP all-reduces cross: the node's link, or EFA when TP spans nodes."""
+        par = self.parallel
+        if par.tp_crosses_nodes(self.tp) and par.inter_node is not None:
+            inter = par.inter_node
+            sync_s = self.consts.tp_sync_overhead_us * 1e-6
+            return Link(
+                inter.name, inter.latency_s + sync_s, inter.bus_b_s, inter.p2p_b_s,
+                inter.allreduce,
+            )
+        return self.node_link
+
+    @cached_property
+    def ep_link(self) -> Link:
+        """What the experts' all-to-all crosses: the node's link, or EFA across nodes."""
+        par = self.parallel
+        if par.ep_crosses_nodes(self.tp) and par.inter_node is not None:
+            return par.inter_node
+        return self.node_link
+
+    @cached_property
+    def pp_link(self) -> Link:
+        """What a pipeline hop crosses: EFA when stages sit on different nodes."""
+        par = self.parallel
+        if par.pp_crosses_nodes(self.tp) and par.inter_node is not None:
+            return par.inter_node
+        return self.node_link
 
 
 @dataclass(frozen=True)
@@ -180,6 +232,7 @@ class StepTerms:
     factor: float
     overlap: float
     launch_s: float
+    routed: float = 0.0  # routed-expert parameters a token multiplies, over the MoE efficiency
 
 
 @dataclass(frozen=True)
@@ -236,6 +289,8 @@ def step_time(
     the same weights and KV but multiplies k + 1 tokens per sequence, so the gain fades once
     the batch makes the step compute-bound.
     """
+    if not step_model.parallel.plain:
+        return _parallel_step_time(step_model, decode, decode_context, prefill, prefill_context)
     a, t = step_model.arch, step_model.terms
     spec = step_model.speculation
     per_seq = 1 + spec.k if spec else 1
@@ -262,7 +317,13 @@ def step_time(
     comm_s = 0.0
     if step_model.tp > 1:
         msg = tokens * a.hidden * 2
-        comm_s = 2 * a.layers * (t.latency_s + t.ring * msg / t.link_bw)
+        if step_model.tp_link.allreduce:  # TP across nodes: the measured EFA curve
+            comm_s = 2 * a.layers * (
+                all_reduce_s(msg, step_model.tp, step_model.tp_link)
+                + step_model.consts.tp_sync_overhead_us * 1e-6
+            )
+        else:
+            comm_s = 2 * a.layers * (t.latency_s + t.ring * msg / t.link_bw)
     # MoE layers add a fixed cost per step (routing, permutation, grouped-GEMM launches).
     comm_s += t.moe_fixed_s
     overhead_s = t.step_overhead_s + decode * t.sequence_overhead_us * 1e-6
@@ -278,3 +339,96 @@ def step_time(
     return StepTime(
         memory_s, compute_s, comm_s, overhead_s, t.factor, t.overlap, draft_s, t.launch_s
     )
+
+
+def _parallel_step_time(
+    step_model: StepModel,
+    decode: float,
+    decode_context: float,
+    prefill: float,
+    prefill_context: float,
+) -> StepTime:
+    """A replica with pipeline stages or data-parallel ranks (`perf.parallel`): `decode` is
+    the replica's running sequences, `prefill` one chunk (in one microbatch, on one rank).
+
+    PP: the token period is a microbatch's whole-model time on one TP group, stretched by the
+    slowest stage, plus PP hops; a chunk adds what it adds to its microbatch. The host
+    time of one microbatch's schedule is on the critical path, the others' overlap the GPUs."""
+    par = step_model.parallel
+    if par.pp <= 1:
+        return _rank_step(step_model, decode, decode_context, prefill, prefill_context)
+    spec = step_model.speculation
+    per_seq = 1 + spec.k if spec else 1
+    b = microbatch(decode, par.pp)
+    plain = _rank_step(step_model, b, decode_context, 0.0, 0.0)
+    mixed = plain
+    if prefill:
+        mixed = _rank_step(step_model, b, decode_context, prefill, prefill_context)
+    stretch = stage_imbalance(step_model.arch.layers, par.pp)
+
+    def cycle(x: float, y: float) -> float:
+        return stretch * pipeline_cycle_s(x, y, par.pp)
+
+    tokens = b * per_seq + prefill / par.pp
+    hops = par.pp * hop_s(tokens, step_model.arch.hidden, step_model.tp, step_model.pp_link)
+    return StepTime(
+        cycle(plain.memory_s, mixed.memory_s),
+        cycle(plain.compute_s, mixed.compute_s),
+        cycle(plain.comm_s, mixed.comm_s) + hops,
+        mixed.overhead_s,
+        plain.factor,
+        plain.overlap,
+        0.0,
+        plain.launch_s,
+    )
+
+
+def _rank_step(
+    step_model: StepModel,
+    decode: float,
+    decode_context: float,
+    prefill: float,
+    prefill_context: float,
+) -> StepTime:
+    """One step of the whole model on one TP group, as the busiest data-parallel rank sees
+    it: its own `decode / DP` sequences (and the chunk) through attention and the dense
+    layers; with EP the experts on its GPUs serve every rank's tokens, the busiest GPU's share
+    (`ep_imbalance`), and each MoE layer gathers and scatters them (`all_to_all_s`) instead of
+    the TP all-reduce. DP without EP is not modeled here (vLLM then shards the experts by TP
+    across DP x TP ranks)."""
+    a, t, par = step_model.arch, step_model.terms, step_model.parallel
+    tp = step_model.tp
+    spec = step_model.speculation
+    per_seq = 1 + spec.k if spec else 1
+    own = decode / par.dp
+    own_tokens = own * per_seq + prefill
+    all_tokens = decode * per_seq + prefill
+    ep = par.ep_size(tp)
+    touched = experts_touched_fraction(a.experts, a.experts_per_token, all_tokens)
+    experts_b = t.expert_b * touched / (ep if par.ep else tp)
+    ctx = _attended_context(a, decode_context)
+    kv_read = own * ctx * t.kv_tok
+    if prefill:
+        kv_read += _attended_context(a, prefill_context) * t.kv_tok
+    memory_s = (t.shared_b / tp + experts_b + kv_read) / t.mem_bw
+
+    sampled = own * per_seq + (1 if prefill else 0)
+    imbalance = ep_imbalance(all_tokens * a.experts_per_token, ep) if par.ep else 1.0
+    routed_tokens = all_tokens * imbalance / par.dp if par.ep else own_tokens
+    linear = 2.0 * (t.body - t.routed) * own_tokens + 2.0 * t.routed * routed_tokens
+    linear += 2.0 * t.lm_head * sampled
+    attention = t.att4 * own * per_seq * ctx
+    if prefill:
+        attention += t.att4 * prefill * _attended_context(a, prefill_context + prefill / 2)
+    compute_s = (linear + attention) / t.flops
+
+    comm_s = t.moe_fixed_s
+    msg = own_tokens * a.hidden * 2
+    link = step_model.tp_link
+    if par.ep:
+        comm_s += (2 * a.layers - a.moe_layers) * all_reduce_s(msg, tp, link)
+        comm_s += a.moe_layers * all_to_all_s(all_tokens, a.hidden, ep, step_model.ep_link)
+    elif tp > 1:
+        comm_s += 2 * a.layers * (t.latency_s + t.ring * msg / t.link_bw)
+    overhead_s = t.step_overhead_s + own * t.sequence_overhead_us * 1e-6
+    return StepTime(memory_s, compute_s, comm_s, overhead_s, t.factor, t.overlap, 0.0, t.launch_s)

@@ -206,6 +206,17 @@ class Allowed(Data):
         description="Speculative decoding setups the search tries besides none (default: "
         "none, as acceptance depends on the workload).",
     )
+    multi_node: bool = Field(
+        default=True,
+        description="Replicas that span nodes (pipeline or tensor parallelism, or expert "
+        "parallelism, across nodes over EFA with GPUDirect RDMA) where the instance type "
+        "allows them; false keeps every replica inside one node.",
+    )
+    disaggregated: bool = Field(
+        default=True,
+        description="Price disaggregated serving (a prefill pool and a decode pool, the KV "
+        "moved between them over EFA) beside aggregated serving, and choose it when cheaper.",
+    )
 
 
 class PriceOverride(Data):

@@ -8,13 +8,36 @@ from dataclasses import dataclass
 from llmfleet.calibration.server_calibration import Covered
 from llmfleet.catalog.hardware import Instance
 from llmfleet.data import MinDesiredMax
+from llmfleet.perf.disagg import PrefillLoad
+from llmfleet.perf.memory import MemoryBudget
 from llmfleet.perf.step import StepModel
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, pinned
 from llmfleet.search.operating_point import ReplicaSizing
+from llmfleet.search.shapes import Shape
 from llmfleet.units import HOURS_PER_MONTH
+
+
+@dataclass(frozen=True)
+class PrefillPool:
+    """The prefill pool of a disaggregated region (search.disagg): its TP, operating point,
+    replicas and nodes; the Choice that holds it is the decode pool."""
+
+    tp: int
+    step_model: StepModel
+    memory: MemoryBudget
+    chunk_tokens: int  # prompt tokens a prefill step carries (its token budget)
+    max_num_seqs: int  # prompts a step may carry
+    capacity_requests_per_s: float  # prompts/s one replica takes inside the TTFT target
+    replicas: MinDesiredMax
+    nodes: MinDesiredMax
+    kv_transfer_s: float  # the p-th prompt's KV to the decode pool
+    prompt_s: float  # the p-th prompt's prefill
+    ttft_s: float  # TTFT at the percentile at the sized load
+    load: PrefillLoad  # TTFT at any load (perf.disagg)
+
 
 
 @dataclass(frozen=True)
@@ -34,6 +57,23 @@ class Choice:
     nodes: MinDesiredMax
     levers: Levers | None = None  # None: the plan's pinned precision and KV dtype
     calibration: Covered | None = None  # the plan's calibration file covering this server
+    shape: Shape | None = None  # None: one TP group of step_model.tp GPUs
+    prefill: PrefillPool | None = None  # disaggregated: this Choice is the decode pool
+
+    @property
+    def serving_nodes(self) -> MinDesiredMax:
+        """Nodes of the replicas this Choice sizes (without a prefill pool's): `nodes` counts
+        every GPU node of the region."""
+        if self.prefill is None:
+            return self.nodes
+        p = self.prefill.nodes
+        n = self.nodes
+        return MinDesiredMax(min=n.min - p.min, desired=n.desired - p.desired, max=n.max - p.max)
+
+    @property
+    def layout(self) -> Shape:
+        """TP, PP, DP and EP of one replica."""
+        return self.shape or Shape(self.step_model.tp)
 
     @property
     def lever(self) -> Levers:
@@ -55,7 +95,13 @@ class Choice:
 
     @property
     def replicas_per_node(self) -> int:
-        return self.instance.gpu_count // self.tp
+        """Replicas one node hosts (1 when a replica spans nodes)."""
+        return self.layout.replicas_per_node(self.instance.gpu_count)
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Nodes one replica spans (1 when it fits a node)."""
+        return self.layout.nodes_per_replica(self.instance.gpu_count)
 
     @property
     def peak_requests_per_s(self) -> float:
@@ -78,14 +124,24 @@ class Choice:
         return self.nodes.min * self.price_usd_per_hour * HOURS_PER_MONTH
 
     @property
-    def rank(self) -> tuple[float, int, float, str, int]:
-        """Cheapest; then fewest GPUs; then most spare capacity on the nodes paid for."""
+    def rank(self) -> tuple[float, int, int, bool, bool, float, str, int, int, int, bool]:
+        """Cheapest; then fewest GPUs; then replicas inside one node, and one TP group (a
+        replica across nodes needs EFA, a placement group in one zone and a whole group to
+        restart; at the same cost it buys nothing); then most spare capacity on the nodes
+        paid for. Disaggregated serving likewise only wins by cost."""
         gpus = self.nodes.desired * self.instance.gpu_count
-        spare = self.nodes.desired * self.replicas_per_node * self.sizing.capacity_requests_per_s
+        slots = self.nodes.desired * self.replicas_per_node // self.nodes_per_replica
+        spare = slots * self.sizing.capacity_requests_per_s
         return (
             round(self.monthly_cost_usd, 6),
             gpus,
+            self.nodes_per_replica,
+            not self.layout.plain,
+            self.prefill is not None,
             -round(spare, 6),
             self.instance.instance_type,
             self.tp,
+            self.layout.pp,
+            self.layout.dp,
+            self.layout.ep,
         )

@@ -16,6 +16,7 @@ from llmfleet.catalog.hardware import Gpu
 from llmfleet.catalog.model_facts import published
 from llmfleet.errors import PlanError
 from llmfleet.perf.architecture import PRECISIONS, Arch
+from llmfleet.perf.parallel import SINGLE, Parallel
 from llmfleet.perf.speculation import Speculation, resolve
 from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel
 from llmfleet.plan.model import ResolvedModel
@@ -50,6 +51,7 @@ class Levers:
         tp: int,
         consts: Constants,
         correction: Correction = NO_CORRECTION,
+        parallel: Parallel = SINGLE,
     ) -> StepModel:
         return StepModel(
             arch,
@@ -62,6 +64,7 @@ class Levers:
             self.spec,
             self.enforce_eager,
             correction,
+            parallel,
         )
 
 

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from llmfleet.catalog import vllm_release
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Gpu, Instance
-from llmfleet.perf.architecture import Arch, tp_problem
+from llmfleet.perf.architecture import Arch
 from llmfleet.perf.chunked import MixedSteps, mixed_steps, prefill_s
 from llmfleet.perf.memory import MemoryBudget, budget
+from llmfleet.perf.parallel import SINGLE, Parallel
 from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel, step_time
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, gpu_problem, pinned
@@ -32,6 +33,7 @@ from llmfleet.search.replica_slo import (
     ttft_percentile_s,
     ttft_prompt_tokens,
 )
+from llmfleet.search.shapes import Shape
 
 CHUNK_GRID = (128, 256, 512, 1024, 2048, 4096, 8192)
 
@@ -43,15 +45,21 @@ MAX_BATCH = 1024
 class ReplicaSizing:
     """A feasible operating point of one replica."""
 
-    batch: int  # running sequences at the SLO limit: max_num_seqs
+    batch: int  # running sequences at the SLO limit: max_num_seqs (of the whole replica)
     chunk_tokens: int  # prefill tokens a mixed step carries
     steps: MixedSteps
     capacity_requests_per_s: float  # requests/s one replica sustains inside both SLOs
     memory: MemoryBudget
+    data_parallel_size: int = 1  # vLLM's batch flags are per data-parallel rank
+
+    @property
+    def batch_per_rank(self) -> int:
+        """max_num_seqs of one engine: a data-parallel rank's share of the batch."""
+        return -(-self.batch // self.data_parallel_size)
 
     @property
     def max_num_batched_tokens(self) -> int:
-        return self.batch + self.chunk_tokens
+        return self.batch_per_rank + self.chunk_tokens
 
 
 @dataclass(frozen=True)
@@ -74,8 +82,12 @@ def memory_for(
     budget_tokens: int,
     consts: Constants,
     levers: Levers | None = None,
+    parallel: Parallel = SINGLE,
 ) -> MemoryBudget:
+    """vLLM's memory budget for this candidate; `max_num_seqs` and the token budget are the
+    whole replica's (a data-parallel rank's engine takes its share)."""
     lv = levers or pinned(plan)
+    per_rank = -(-max_num_seqs // parallel.dp)
     return budget(
         arch,
         gpu,
@@ -84,11 +96,12 @@ def memory_for(
         lv.kv_cache_dtype,
         plan.gpu_memory_utilization,
         plan.max_model_len,
-        max_num_seqs,
-        budget_tokens,
+        per_rank,
+        budget_tokens - max_num_seqs + per_rank,
         consts,
         speculation=lv.spec,
         graph_pool_gib=vllm_release.graph_pool_gib("vllm", None, lv.enforce_eager),  # pinned
+        parallel=parallel,
     )
 
 
@@ -110,31 +123,33 @@ def size_replica(
     arch: Arch,
     gpu: Gpu,
     instance: Instance,
-    tp: int,
+    shape: Shape,
     plan: CapacityPlan,
     consts: Constants,
     levers: Levers | None = None,
     correction: Correction = NO_CORRECTION,
 ) -> ReplicaSizing | Rejection:
-    """The best operating point of one replica with these levers (default: the plan's own
-    precision and KV dtype, no speculation), or why there is none; `correction`: a
-    calibrated server's own factors."""
+    """The best operating point of one replica of this shape with these levers (default:
+    the plan's own precision and KV dtype, no speculation), or why there is none;
+    `correction`: a calibrated server's own factors."""
     lv = levers or pinned(plan)
-    shape = _shape_problem(arch, instance, tp)
-    if shape:
-        return Rejection(shape, "shape")
+    tp = shape.tp
+    problem = _shape_problem(arch, instance, shape)
+    if problem:
+        return Rejection(problem, "shape")
     unsupported = gpu_problem(arch, gpu, lv)
     if unsupported:
         return Rejection(unsupported, "lever")
+    par = shape.parallel(instance)
     # Feasibility at the smallest engine (one sequence, the smallest chunk): the activation
     # peak grows with max_num_seqs and the token budget, which the search then picks.
-    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, lv)
+    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, lv, par)
     if mem.kv_cache_gib_per_gpu <= 0:
         need = mem.weights_gib_per_gpu + mem.activation_gib + mem.non_torch_gib
         return Rejection(
             f"weights {mem.weights_gib_per_gpu:.1f} GiB + runtime "
             f"{mem.activation_gib + mem.non_torch_gib:.1f} GiB per GPU exceed "
-            f"{mem.requested_gib:.1f} GiB usable at TP {tp}",
+            f"{mem.requested_gib:.1f} GiB usable at {shape.label}",
             "memory",
             over=need / mem.requested_gib,
         )
@@ -146,7 +161,7 @@ def size_replica(
             over=1 / max(mem.max_concurrency, 1e-9),
         )
 
-    step_model = lv.step_model(arch, gpu, tp, consts, correction)
+    step_model = lv.step_model(arch, gpu, tp, consts, correction, par)
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
     floor = step_time(step_model, 1, i + o / 2).total_s * 1000
     if plan.slo.itl == "tpot" and lv.spec:
@@ -172,10 +187,10 @@ def size_replica(
         gap_best_ms = min(
             gap_best_ms, 1000 * itl_percentile_s(plan, mixed_steps(step_model, 1, i, o, chunk))
         )
-        kv_batch = _kv_batch(arch, gpu, tp, plan, chunk, consts, lv)
-        if kv_batch < 1 or _meets(step_model, plan, 1, chunk) is None:
+        kv_most = kv_batch(arch, gpu, tp, plan, chunk, consts, lv, par)
+        if kv_most < 1 or _meets(step_model, plan, 1, chunk) is None:
             continue
-        lo, hi = 1.0, float(kv_batch)
+        lo, hi = 1.0, float(kv_most)
         if _meets(step_model, plan, hi, chunk) is not None:
             lo = hi
         else:
@@ -186,7 +201,7 @@ def size_replica(
         assert steps is not None
         rate = lo / (o * steps.mean_token_s)
         if best is None or rate > best.capacity_requests_per_s * (1 + 1e-9):
-            best = ReplicaSizing(max(1, math.floor(lo)), chunk, steps, rate, mem)
+            best = ReplicaSizing(max(1, math.floor(lo)), chunk, steps, rate, mem, par.dp)
     if best is None and gap_best_ms > plan.slo.itl_ms:
         return Rejection(
             f"no prefill chunk keeps the longest token gap within "
@@ -218,9 +233,11 @@ def size_replica(
             ttft_ms=closest[2],
             one_sequence=one,
         )
-    final_mem = memory_for(arch, gpu, tp, plan, best.batch, best.max_num_batched_tokens, consts, lv)
+    final_mem = memory_for(
+        arch, gpu, tp, plan, best.batch, best.batch + best.chunk_tokens, consts, lv, par
+    )
     return ReplicaSizing(
-        best.batch, best.chunk_tokens, best.steps, best.capacity_requests_per_s, final_mem
+        best.batch, best.chunk_tokens, best.steps, best.capacity_requests_per_s, final_mem, par.dp
     )
 
 
@@ -242,7 +259,7 @@ def capacity_upper_bound(
     arch: Arch,
     gpu: Gpu,
     instance: Instance,
-    tp: int,
+    shape: Shape,
     plan: CapacityPlan,
     consts: Constants,
     levers: Levers,
@@ -255,14 +272,16 @@ def capacity_upper_bound(
     for the batch where some chunk still meets them; D / decode step(D) only grows with D
     (each term of a step is affine or concave in the batch), so D * tokens per step /
     (output * decode step(D)) bounds the capacity."""
-    if _shape_problem(arch, instance, tp) or gpu_problem(arch, gpu, levers):
+    if _shape_problem(arch, instance, shape) or gpu_problem(arch, gpu, levers):
         return 0.0
-    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, levers)
+    tp, par = shape.tp, shape.parallel(instance)
+    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, levers, par)
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
-    batch = min(MAX_BATCH, mem.kv_cache_tokens // (i + o)) if mem.kv_cache_gib_per_gpu > 0 else 0
+    most = MAX_BATCH * par.dp
+    batch = min(most, mem.kv_cache_tokens // (i + o)) if mem.kv_cache_gib_per_gpu > 0 else 0
     if batch < 1:
         return 0.0
-    step_model = levers.step_model(arch, gpu, tp, consts, correction)
+    step_model = levers.step_model(arch, gpu, tp, consts, correction, par)
     per_step = levers.spec.tokens_per_step if levers.spec else 1.0
     ctx = i + o / 2
 
@@ -288,7 +307,7 @@ def capacity_upper_bound(
     return hi * per_step / (o * step_time(step_model, hi, ctx).total_s)
 
 
-def _kv_batch(
+def kv_batch(
     arch: Arch,
     gpu: Gpu,
     tp: int,
@@ -296,17 +315,20 @@ def _kv_batch(
     chunk: int,
     consts: Constants,
     levers: Levers,
+    parallel: Parallel = SINGLE,
 ) -> int:
-    """Most sequences of input + output tokens the KV pool holds with this chunk.
+    """Most sequences of input + output tokens the KV pool holds with this chunk (MAX_BATCH
+    per data-parallel rank at most).
 
     The pool shrinks as max_num_seqs grows (the sampler's profiling peak), so iterate from
     the largest batch down to a fixed point.
     """
     need = plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean
-    seqs = MAX_BATCH
+    most = MAX_BATCH * parallel.dp
+    seqs = most
     for _ in range(8):
-        m = memory_for(arch, gpu, tp, plan, seqs, chunk + seqs, consts, levers)
-        fits = min(MAX_BATCH, m.kv_cache_tokens // need)
+        m = memory_for(arch, gpu, tp, plan, seqs, chunk + seqs, consts, levers, parallel)
+        fits = min(most, m.kv_cache_tokens // need)
         if fits >= seqs:
             return seqs
         seqs = fits
@@ -315,10 +337,10 @@ def _kv_batch(
     return seqs
 
 
-def _shape_problem(arch: Arch, instance: Instance, tp: int) -> str | None:
-    if instance.gpu_count % tp:
-        return f"TP {tp} does not divide the {instance.gpu_count} GPUs of a node"
-    return tp_problem(arch, tp)
+def _shape_problem(arch: Arch, instance: Instance, shape: Shape) -> str | None:
+    if shape.plain and shape.tp <= instance.gpu_count and instance.gpu_count % shape.tp:
+        return f"TP {shape.tp} does not divide the {instance.gpu_count} GPUs of a node"
+    return shape.problem(arch, instance)
 
 
 @dataclass(frozen=True)
@@ -344,15 +366,15 @@ def batch_bound(
     consts: Constants,
     levers: Levers,
     sizing: ReplicaSizing,
-    correction: Correction = NO_CORRECTION,
+    step_model: StepModel,
 ) -> BatchBound:
     """Which constraint binds `sizing`'s batch: the one a batch one larger breaks (the KV
     pool when that batch no longer fits, llmfleet's MAX_BATCH when it is reached), on the
-    step model the sizing used (a calibrated server's `correction` included)."""
-    step_model = levers.step_model(arch, gpu, tp, consts, correction)
+    step model the sizing used (a calibrated server's correction and the replica's layout
+    included)."""
     i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
     chunk, b = sizing.chunk_tokens, sizing.batch
-    kv = _kv_batch(arch, gpu, tp, plan, chunk, consts, levers)
+    kv = kv_batch(arch, gpu, tp, plan, chunk, consts, levers, step_model.parallel)
     nxt = mixed_steps(step_model, b + 1, i, o, chunk)
     itl_next = itl_percentile_s(plan, nxt) * 1000
     ttft_next = (

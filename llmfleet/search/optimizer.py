@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pydantic import Field
 
 from llmfleet.calibration.server_calibration import Coverage, Covered
-from llmfleet.catalog import hardware
+from llmfleet.catalog import hardware, network
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Instance
 from llmfleet.data import Data, MinDesiredMax
@@ -26,6 +26,7 @@ from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
+from llmfleet.search.disagg import PairSizer, Pricing, cheapest_pair
 from llmfleet.search.infeasible import closest_per_candidate, infeasible
 from llmfleet.search.levers import Levers, lever_space
 from llmfleet.search.operating_point import (
@@ -36,6 +37,7 @@ from llmfleet.search.operating_point import (
 )
 from llmfleet.search.region_losses import loss_demands
 from llmfleet.search.replicas import deployed_replicas, nodes_for
+from llmfleet.search.shapes import Shape, shapes
 from llmfleet.units import HOURS_PER_MONTH, round_or_none
 
 
@@ -70,13 +72,26 @@ class Alternative(Data):
     differs: str = Field(
         default="",
         description="What differs from the chosen configuration: instance type, TP, "
-        "precision, KV dtype or speculation, each with the chosen value.",
+        "precision, KV dtype, speculation or layout, each with the chosen value.",
+    )
+    pipeline_parallel_size: int = Field(default=1, description="Pipeline stages tried.")
+    data_parallel_size: int = Field(default=1, description="Data-parallel ranks tried.")
+    expert_parallel: bool = Field(default=False, description="Experts spread over TP x DP.")
+    nodes_per_replica: int = Field(default=1, description="Nodes one replica spans.")
+    shape: str | None = Field(
+        default=None, description="The replica's layout, e.g. TP 8 x PP 2 (None: TP only)."
+    )
+    disaggregated: bool = Field(
+        default=False,
+        description="A prefill pool and a decode pool (tensor_parallel_size is the decode "
+        "pool's); priced when allowed.disaggregated.",
+    )
+    prefill_tensor_parallel_size: int | None = Field(
+        default=None, description="The prefill pool's TP (disaggregated only)."
     )
 
 
-Candidate = tuple[Instance, int, Levers]
-
-TP_DEGREES = (1, 2, 4, 8)
+Candidate = tuple[Instance, Shape, Levers]
 
 
 def allowed_instances(plan: CapacityPlan) -> list[Instance]:
@@ -108,10 +123,10 @@ def price_for(plan: CapacityPlan, instance_type: str, region: str) -> tuple[floa
 
 
 class Sizer:
-    """size_replica memoised per (instance type, TP, levers): the plan, model and constants
-    are fixed for a FleetPlan, and regions offer mostly the same instance types. A server a
-    calibration file covers is sized with its factors (`slowdown`: how much slower than
-    them `confidence: pessimistic` sizes it)."""
+    """size_replica memoised per (instance type, shape, levers): the plan, model and
+    constants are fixed for a FleetPlan, and regions offer mostly the same instance types. A
+    server a calibration file covers is sized with its factors (`slowdown`: how much slower
+    than them `confidence: pessimistic` sizes it)."""
 
     def __init__(
         self,
@@ -126,8 +141,9 @@ class Sizer:
         self.slowdown = slowdown
         self.levers = lever_space(plan, model)
         self.loads = loss_demands(plan)
-        self._memo: dict[tuple[str, int, Levers], ReplicaSizing | Rejection] = {}
-        self._bound: dict[tuple[str, int, Levers, bool], float] = {}
+        self._memo: dict[tuple[str, Shape, Levers], ReplicaSizing | Rejection] = {}
+        self._bound: dict[tuple[str, Shape, Levers, bool], float] = {}
+        self._pairs: dict[str, PairSizer] = {}
 
     def covered(self, gpu: str, tp: int, levers: Levers) -> Covered | None:
         """The calibration file covering this server, if the plan names one."""
@@ -139,37 +155,63 @@ class Sizer:
             return NO_CORRECTION
         return covered.correction(self.slowdown(covered) if self.slowdown else 1.0)
 
-    def bound(self, inst: Instance, tp: int, levers: Levers, slo: bool) -> float:
+    def pairs(self, inst: Instance) -> PairSizer:
+        """Disaggregated prefill/decode pools of this instance type (`search.disagg`),
+        memoised: they do not depend on the region."""
+        if inst.instance_type not in self._pairs:
+            self._pairs[inst.instance_type] = PairSizer(
+                self.model, inst, self.plan, self.levers, self.consts
+            )
+        return self._pairs[inst.instance_type]
+
+    def shapes(self, inst: Instance) -> list[Shape]:
+        """The replica shapes tried on this instance type (`search.shapes`); within one node
+        only unless the plan allows replicas across nodes (allowed.multi_node)."""
+        found = shapes(self.model.arch, inst)
+        if self.plan.allowed.multi_node:
+            return found
+        return [s for s in found if s.nodes_per_replica(inst.gpu_count) == 1]
+
+    def bound(self, inst: Instance, shape: Shape, levers: Levers, slo: bool) -> float:
         """`sizing.capacity_upper_bound` (KV only, or KV and SLOs), memoised like the sizing."""
-        key = (inst.instance_type, tp, levers, slo)
+        key = (inst.instance_type, shape, levers, slo)
         if key not in self._bound:
             gpu = hardware.gpu(inst.gpu)
             self._bound[key] = capacity_upper_bound(
-                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers, slo,
-                self.correction(inst.gpu, tp, levers),
+                self.model.arch, gpu, inst, shape, self.plan, self.consts, levers, slo,
+                self.correction(inst.gpu, shape.tp, levers),
             )
         return self._bound[key]
 
     def floor_usd(
-        self, region: Region, inst: Instance, tp: int, levers: Levers, price: float, slo: bool
+        self, region: Region, inst: Instance, shape: Shape, levers: Levers, price: float, slo: bool
     ) -> float:
         """The least this candidate can cost a month in `region` (0: unknown; size it)."""
-        cap = self.bound(inst, tp, levers, slo)
+        cap = self.bound(inst, shape, levers, slo)
         if cap <= 0:
             return 0.0
-        nodes = nodes_for(self.replicas(region, cap), inst.gpu_count // tp)
+        nodes = self.nodes(inst, shape, self.replicas(region, cap))
         return nodes.desired * price * HOURS_PER_MONTH
+
+    @staticmethod
+    def nodes(inst: Instance, shape: Shape, replicas: MinDesiredMax) -> MinDesiredMax:
+        gpn = inst.gpu_count
+        return nodes_for(replicas, shape.replicas_per_node(gpn), shape.nodes_per_replica(gpn))
 
     def replicas(self, region: Region, capacity_requests_per_s: float) -> MinDesiredMax:
         return deployed_replicas(self.plan, region, capacity_requests_per_s, self.loads)
 
-    def __call__(self, inst: Instance, tp: int, levers: Levers) -> ReplicaSizing | Rejection:
-        key = (inst.instance_type, tp, levers)
+    def __call__(
+        self, inst: Instance, shape: Shape | int, levers: Levers
+    ) -> ReplicaSizing | Rejection:
+        """The candidate's sizing; an int is a plain TP group of that size."""
+        shape = Shape(shape) if isinstance(shape, int) else shape
+        key = (inst.instance_type, shape, levers)
         if key not in self._memo:
             gpu = hardware.gpu(inst.gpu)
             self._memo[key] = size_replica(
-                self.model.arch, gpu, inst, tp, self.plan, self.consts, levers,
-                self.correction(inst.gpu, tp, levers),
+                self.model.arch, gpu, inst, shape, self.plan, self.consts, levers,
+                self.correction(inst.gpu, shape.tp, levers),
             )
         return self._memo[key]
 
@@ -191,24 +233,26 @@ def choose_region(
     ]
     pruned: list[tuple[Candidate, float]] = []
     cheapest = math.inf  # the cheapest feasible cost so far
-    for (inst, tp, levers), price, floor in _by_cost_bound(plan, region, size, offered):
+    for (inst, shape, levers), price, floor in _by_cost_bound(plan, region, size, offered):
         if price is None:
             why = f"no on-demand price in {region.name}; add a plan.prices override"
-            rejected.append(((inst, tp, levers), Rejection(why, "price")))
+            rejected.append(((inst, shape, levers), Rejection(why, "price")))
             continue
         best = cheapest + 1e-6
         if floor <= best < math.inf:  # the KV-only floor does not prune it: the SLO one may
-            floor = size.floor_usd(region, inst, tp, levers, price[0], slo=True)
+            floor = size.floor_usd(region, inst, shape, levers, price[0], slo=True)
         if floor > best:
-            pruned.append(((inst, tp, levers), floor))
+            pruned.append(((inst, shape, levers), floor))
             continue
-        result = size(inst, tp, levers)
+        result = size(inst, shape, levers)
         if isinstance(result, Rejection):
-            rejected.append(((inst, tp, levers), result))
+            rejected.append(((inst, shape, levers), result))
             continue
         replicas = size.replicas(region, result.capacity_requests_per_s)
-        cost = nodes_for(replicas, inst.gpu_count // tp).desired * price[0] * HOURS_PER_MONTH
+        nodes = size.nodes(inst, shape, replicas)
+        cost = nodes.desired * price[0] * HOURS_PER_MONTH
         cheapest = min(cheapest, cost)
+        gpu = hardware.gpu(inst.gpu)
         options.append(
             Choice(
                 plan=plan,
@@ -216,25 +260,58 @@ def choose_region(
                 region=region,
                 instance=inst,
                 step_model=levers.step_model(
-                    model.arch, hardware.gpu(inst.gpu), tp, consts,
-                    size.correction(inst.gpu, tp, levers),
+                    model.arch, gpu, shape.tp, consts,
+                    size.correction(inst.gpu, shape.tp, levers), shape.parallel(inst),
                 ),
-                calibration=size.covered(inst.gpu, tp, levers),
+                calibration=size.covered(inst.gpu, shape.tp, levers),
                 sizing=result,
                 price_usd_per_hour=price[0],
                 price_source=price[1],
                 replicas=replicas,
-                nodes=nodes_for(replicas, inst.gpu_count // tp),
+                nodes=nodes,
                 levers=levers,
+                shape=None if shape.plain else shape,
             )
         )
+    if plan.allowed.disaggregated:
+        best = min((o.monthly_cost_usd for o in options), default=math.inf)
+        options += _disaggregated(plan, model, region, size, offered, best)
     order = {lv: k for k, lv in enumerate(size.levers)}
     if not options:
         # Advice reads one rejection per (instance, TP): the lever setting that came closest.
-        closest = closest_per_candidate(rejected, order)
+        by_tp = [((i, shape.tp, lv), r) for (i, shape, lv), r in rejected]
+        closest = closest_per_candidate(by_tp, order)
         raise infeasible(plan, model, region, offered, closest, size.levers)
     options.sort(key=lambda o: (o.rank, order[o.lever]))
     return options[0], _alternatives(options, rejected, pruned)
+
+
+LISTED_WITHIN = 2.0
+"""Disaggregated pairs are sized (and listed) up to this multiple of the best aggregated cost."""
+
+
+def _disaggregated(
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    region: Region,
+    size: Sizer,
+    offered: list[Instance],
+    best_usd: float,
+) -> list[Choice]:
+    """The cheapest prefill/decode pair of each priced instance type whose nodes share EFA
+    with GPUDirect RDMA (the KV crosses it), as Choices of their decode pools; pairs whose
+    decode pool alone costs more than twice the best aggregated candidate are not sized
+    (nearer ones are listed as alternatives with their cost)."""
+    out = []
+    for inst in offered:
+        price = price_for(plan, inst.instance_type, region.name)
+        if price is None or network.multi_node_row(inst) is None:
+            continue
+        pricing = Pricing(plan, model, region, inst, price[0], price[1])
+        best = cheapest_pair(pricing, size.pairs(inst), LISTED_WITHIN * best_usd)
+        if best is not None:
+            out.append(best.choice)
+    return out
 
 
 def _by_cost_bound(
@@ -245,22 +322,26 @@ def _by_cost_bound(
     out = []
     for inst in offered:
         price = price_for(plan, inst.instance_type, region.name)
-        for tp in (t for t in TP_DEGREES if t <= inst.gpu_count):
+        for shape in size.shapes(inst):
             for levers in size.levers:
-                floor = size.floor_usd(region, inst, tp, levers, price[0], False) if price else 0
-                out.append(((inst, tp, levers), price, floor))
+                if levers.spec is not None and not shape.plain:
+                    continue  # a drafter runs beside one TP group (search.shapes)
+                floor = size.floor_usd(region, inst, shape, levers, price[0], False) if price else 0
+                out.append(((inst, shape, levers), price, floor))
     return sorted(out, key=lambda c: c[2])
 
 
 def differs(chosen: Candidate, other: Candidate) -> str:
     """What `other` changes against the chosen candidate, each with the chosen value:
     "TP 2 (chosen 4); KV auto (chosen fp8)"."""
-    (ci, ctp, clv), (i, tp, lv) = chosen, other
+    (ci, cs, clv), (i, s, lv) = chosen, other
     out = []
     if i.instance_type != ci.instance_type:
         out.append(f"{i.instance_type} (chosen {ci.instance_type})")
-    if tp != ctp:
-        out.append(f"TP {tp} (chosen {ctp})")
+    if s.tp != cs.tp:
+        out.append(f"TP {s.tp} (chosen {cs.tp})")
+    if (s.pp, s.dp, s.ep) != (cs.pp, cs.dp, cs.ep):
+        out.append(f"{s.label} (chosen {cs.label})")
     if lv.precision != clv.precision:
         out.append(f"{lv.precision} (chosen {clv.precision})")
     if lv.kv_cache_dtype != clv.kv_cache_dtype:
@@ -270,14 +351,43 @@ def differs(chosen: Candidate, other: Candidate) -> str:
     return "; ".join(out)
 
 
+def _candidate(o: Choice) -> Candidate:
+    return (o.instance, o.layout, o.lever)
+
+
+def _choice_fields(o: Choice) -> dict[str, object]:
+    """A feasible Alternative's layout keys: its shape, or its two pools."""
+    if o.prefill is not None:
+        p = o.prefill
+        return {
+            "disaggregated": True,
+            "prefill_tensor_parallel_size": p.tp,
+            "shape": f"disaggregated: prefill TP {p.tp} x {p.replicas.desired}, decode TP "
+            f"{o.tp} x {o.replicas.desired}",
+        }
+    return _shape_fields(o.layout, o.instance)
+
+
+def _shape_fields(shape: Shape, inst: Instance) -> dict[str, object]:
+    """An Alternative's layout keys (defaults for a plain TP group)."""
+    if shape.plain:
+        return {}
+    return {
+        "pipeline_parallel_size": shape.pp,
+        "data_parallel_size": shape.dp,
+        "expert_parallel": shape.ep,
+        "nodes_per_replica": shape.nodes_per_replica(inst.gpu_count),
+        "shape": shape.label,
+    }
+
+
 def _alternatives(
     options: list[Choice],
     rejected: list[tuple[Candidate, Rejection]],
     pruned: list[tuple[Candidate, float]],
 ) -> list[Alternative]:
     best = options[0].monthly_cost_usd
-    top = options[0]
-    chosen: Candidate = (top.instance, top.tp, top.lever)
+    chosen = _candidate(options[0])
     return (
         [
             Alternative(
@@ -294,14 +404,16 @@ def _alternatives(
                 speculative=o.lever.speculative,
                 usd_per_million_output_tokens=round_or_none(o.usd_per_million_output_tokens, 4),
                 chosen=k == 0,
-                differs=differs(chosen, (o.instance, o.tp, o.lever)),
+                differs=("disaggregated pools; " if o.prefill is not None else "")
+                + differs(chosen, _candidate(o)),
+                **_choice_fields(o),
             )
             for k, o in enumerate(options)
         ]
         + [
             Alternative(
                 instance_type=i.instance_type,
-                tensor_parallel_size=tp,
+                tensor_parallel_size=shape.tp,
                 feasible=False,
                 monthly_cost_usd=None,
                 reason=r.reason,
@@ -309,14 +421,15 @@ def _alternatives(
                 precision=lv.precision,
                 kv_cache_dtype=lv.kv_cache_dtype,
                 speculative=lv.speculative,
-                differs=differs(chosen, (i, tp, lv)),
+                differs=differs(chosen, (i, shape, lv)),
+                **_shape_fields(shape, i),
             )
-            for (i, tp, lv), r in rejected
+            for (i, shape, lv), r in rejected
         ]
         + [
             Alternative(
                 instance_type=i.instance_type,
-                tensor_parallel_size=tp,
+                tensor_parallel_size=shape.tp,
                 feasible=False,
                 monthly_cost_usd=None,
                 reason=f"not sized: at its capacity upper bound it costs at least "
@@ -325,8 +438,9 @@ def _alternatives(
                 kv_cache_dtype=lv.kv_cache_dtype,
                 speculative=lv.speculative,
                 pruned=True,
-                differs=differs(chosen, (i, tp, lv)),
+                differs=differs(chosen, (i, shape, lv)),
+                **_shape_fields(shape, i),
             )
-            for (i, tp, lv), floor in pruned
+            for (i, shape, lv), floor in pruned
         ]
     )

@@ -48,9 +48,14 @@ def deployed_replicas(
     )
 
 
-def nodes_for(replicas: MinDesiredMax, per_node: int) -> MinDesiredMax:
+def nodes_for(
+    replicas: MinDesiredMax, per_node: int, nodes_per_replica: int = 1
+) -> MinDesiredMax:
+    """Nodes that host these replicas: `per_node` to a node, or `nodes_per_replica` whole
+    nodes each when a replica spans nodes."""
+
     def n(r: int) -> int:
-        return math.ceil(r / per_node)
+        return math.ceil(r / per_node) * nodes_per_replica
 
     return MinDesiredMax(min=n(replicas.min), desired=n(replicas.desired), max=n(replicas.max))
 
@@ -76,7 +81,18 @@ def loss_sizing(plan: CapacityPlan, choices: Sequence[Choice]) -> list[LossSizin
     for c in choices:
         load, cap = loads[c.region.name], c.sizing.capacity_requests_per_s
         own = replicas_for(plan, c.region, cap)
-        own_nodes = nodes_for(own, c.replicas_per_node)
+        own_nodes = nodes_for(own, c.replicas_per_node, c.nodes_per_replica)
+        if c.prefill is not None:  # disaggregated: the prefill pool's nodes too
+            pre = c.prefill
+            gpn = c.instance.gpu_count
+            pre_nodes = nodes_for(
+                replicas_for(plan, c.region, pre.capacity_requests_per_s), gpn // pre.tp
+            )
+            own_nodes = MinDesiredMax(
+                min=own_nodes.min + pre_nodes.min,
+                desired=own_nodes.desired + pre_nodes.desired,
+                max=own_nodes.max + pre_nodes.max,
+            )
         floors.append(
             LossSizing(
                 region=c.region.name,

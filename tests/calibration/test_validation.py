@@ -76,10 +76,43 @@ def test_validate_predicts_at_least_200_rows_and_gives_every_skip_a_reason(in_sa
     assert all(s["reason"] for s in in_sample["skipped"])
 
 
+# The pins are over the sources of one TP group (the report's "one_group"), the ones the
+# constants are fitted on: the sources of pipeline stages, DP and EP (S60-S62) are predicted
+# and counted in "in_sample" but not fitted on (Measurement.fitted_on), and their rows are
+# pinned apart below; with them counted, in sample reads ITL 14.4 %, throughput 13.2 %,
+# TTFT 23.2 % (benchmarks/README.md).
 @pytest.mark.parametrize("metric", sorted(PINNED_IN_SAMPLE_MEDIAN))
 def test_in_sample_error_stays_at_or_under_the_level_reached(in_sample, metric):
-    stats = in_sample["in_sample"]["vllm"][metric]
+    stats = in_sample["one_group"]["in_sample"]["vllm"][metric]
     assert stats["median_ape"] <= PINNED_IN_SAMPLE_MEDIAN[metric]
+
+
+# The rows of layouts beyond one TP group (pipeline stages across VMs and in an L4 node,
+# EP), in sample: n and median absolute percentage error when pinned.
+PINNED_BEYOND_ONE_GROUP = {
+    "itl_ms": (8, 20.3),
+    # 48.0 and 46.9 before a request waited for the step under way (#23) and the constants
+    # were refitted: the rows beyond one TP group are not fitted on, so they move with it
+    "output_tokens_per_s": (10, 48.2),
+    "ttft_ms": (8, 48.0),
+}
+
+
+@pytest.mark.parametrize("metric", sorted(PINNED_BEYOND_ONE_GROUP))
+def test_rows_beyond_one_tp_group_are_predicted_and_stay_at_the_level_reached(
+    in_sample, metric
+):
+    stats = in_sample["beyond_one_group"]["in_sample"]["vllm"][metric]
+    n, level = PINNED_BEYOND_ONE_GROUP[metric]
+    assert stats["n"] == n
+    assert stats["median_ape"] <= level
+
+
+def test_the_sources_of_layouts_beyond_one_group_are_not_fitted_on(loaded):
+    shapes = {m.source_id for m in loaded.rows if m.shape_source}
+    assert shapes == {"S60", "S61", "S62"}
+    assert not any(m.fitted_on for m in loaded.rows if m.shape_source)
+    assert any(m.fitted_on for m in loaded.rows)
 
 
 def test_llm_d_start_up_logs_kv_cache_is_predicted_within_2_8_percent(in_sample):
@@ -91,7 +124,7 @@ def test_llm_d_start_up_logs_kv_cache_is_predicted_within_2_8_percent(in_sample)
 @pytest.mark.validation
 @pytest.mark.parametrize("metric", sorted(PINNED_LOSO_MEDIAN))
 def test_held_out_error_stays_at_or_under_the_level_reached(held_out, metric):
-    stats = held_out["leave_one_source_out"]["vllm"][metric]
+    stats = held_out["one_group"]["leave_one_source_out"]["vllm"][metric]
     assert stats["median_ape"] <= PINNED_LOSO_MEDIAN[metric]
 
 
@@ -253,12 +286,15 @@ def test_a_measurements_file_with_only_the_required_columns_still_validates(tmp_
 def test_validate_json_keeps_its_keys(tmp_path, capsys):
     args = ["validate", "--measurements", str(_one_row_file(tmp_path)), "--no-loso", "--json"]
     assert main(args) == 0
+    # keys are added, never renamed: "one_group" and "beyond_one_group" came with #24
     assert sorted(json.loads(capsys.readouterr().out)) == [
+        "beyond_one_group",
         "by_source",
         "by_source_held_out",
         "by_source_own_runs",  # added: per source, calibrated on the server's other runs
         "in_sample",
         "leave_one_source_out",
+        "one_group",
         "rows",
         "skipped",
         "ttft_by_prompt_tokens",  # added: TTFT error and bias by prompt length

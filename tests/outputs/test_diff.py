@@ -16,6 +16,10 @@ from llmfleet.plan import stacks
 from llmfleet.plan.stacks import parse_plan
 from llmfleet.units import HOURS_PER_MONTH
 
+SINGLE_NODE = "    allowed:\n      multi_node: false\n"
+"""Replicas inside one node on both sides: at twice the peak a replica across two nodes is
+a few per cent cheaper in eu-north-1, which would change more than the replica counts."""
+
 
 def same_configuration(before, after, region) -> bool:
     """The region serves the same instance type, TP and levers (its operating point)."""

@@ -37,7 +37,11 @@ def test_an_unknown_region_lists_close_matches():
 
 def test_a_model_that_fits_no_allowed_instance_says_what_it_needs_and_what_would_fit():
     plan = make_plan(
-        **{"model.id": "Llama-3.1-405B-Instruct", "allowed.instance_types": ["p5.48xlarge"]}
+        **{
+            "model.id": "Llama-3.1-405B-Instruct",
+            "allowed.instance_types": ["p5.48xlarge"],
+            "allowed.multi_node": False,  # a replica must fit one node
+        }
     )
     with pytest.raises(InfeasibleError) as e:
         build_fleet_plan(plan)

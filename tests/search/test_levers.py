@@ -19,6 +19,7 @@ from llmfleet.search.levers import lever_space
 from llmfleet.search.operating_point import Rejection, size_replica
 from llmfleet.search.optimizer import allowed_instances, price_for
 from llmfleet.search.replicas import nodes_for, replicas_for
+from llmfleet.search.shapes import Shape
 from llmfleet.units import GIB, HOURS_PER_MONTH
 
 
@@ -71,7 +72,7 @@ def test_the_search_chooses_the_cheapest_feasible_option_of_the_whole_space() ->
             gpu = hardware.gpu(inst.gpu)
             for tp in (t for t in (1, 2, 4, 8) if t <= inst.gpu_count):
                 for lv in lever_space(plan, model):
-                    sized = size_replica(model.arch, gpu, inst, tp, plan, consts, lv)
+                    sized = size_replica(model.arch, gpu, inst, Shape(tp), plan, consts, lv)
                     if isinstance(sized, Rejection):
                         continue
                     nodes = nodes_for(

@@ -11,13 +11,14 @@ from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.perf.queueing import length_cv2
 from llmfleet.plan.model import resolve_model
 from llmfleet.search.operating_point import Rejection, size_replica
+from llmfleet.search.shapes import Shape
 
 
 def test_llama_3_1_70b_bf16_does_not_fit_one_80_gib_gpu():
     plan = make_plan(**{"model.id": "Llama-3.1-70B-Instruct"})
     arch = resolve_model(plan).arch
     result = size_replica(
-        arch, hardware.gpu("H100"), hardware.instance("p5.48xlarge"), 1, plan, fitted()
+        arch, hardware.gpu("H100"), hardware.instance("p5.48xlarge"), Shape(1), plan, fitted()
     )
     assert isinstance(result, Rejection) and result.kind == "memory"
     assert "weights 131.4 GiB" in result.reason
@@ -27,7 +28,7 @@ def test_tp_must_divide_the_attention_heads():
     plan = make_plan()
     arch = resolve_model(plan).arch.model_copy(update={"heads": 12})
     result = size_replica(
-        arch, hardware.gpu("H100"), hardware.instance("p5.48xlarge"), 8, plan, fitted()
+        arch, hardware.gpu("H100"), hardware.instance("p5.48xlarge"), Shape(8), plan, fitted()
     )
     assert isinstance(result, Rejection) and "12 attention heads" in result.reason
 
