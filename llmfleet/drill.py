@@ -1,9 +1,10 @@
 """The failure drill: lose regions, re-route their users as the routing policy would, and
 check every survivor against the SLO at the peak.
 
-Per survivor: its load against the capacity of its max replicas at the SLO-limit rate, the
-replicas it must reach, TTFT and ITL predicted at the load per replica (`sizing.predict_at`
-on the region's chosen operating point), and whether the replicas already running when the
+Per survivor: its load against the capacity of its max replicas at the rate a replica
+carries in a loss (`ReplicaSizing.loss_requests_per_s`: below the SLO-limit rate, where
+arrivals would wait for a batch slot), the replicas it must reach, TTFT and ITL predicted
+at the load per replica (`sizing.predict_at` on the region's chosen operating point), and whether the replicas already running when the
 loss hits (`resilience.warm_at_peak`) carry it until new nodes join. The drill passes when
 every survivor holds the SLO at the replicas it reaches and its warm replicas suffice.
 """
@@ -35,12 +36,12 @@ class SurvivorResult(BaseModel):
 
     region: str
     load_requests_per_s: float
-    capacity_requests_per_s: float  # max replicas x the SLO-limit rate of one
+    capacity_requests_per_s: float  # max replicas x the rate one carries in a loss
     replicas_must_reach: int
     replicas_max: int
     replicas_warm: int
     warm_floor_holds: bool
-    ttft_ms: float | None  # None: overloaded, the queue grows without bound
+    ttft_ms: float | None  # None: overloaded, arrivals wait for a batch slot or forever
     itl_ms: float | None
     slo_holds: bool
 
@@ -114,7 +115,7 @@ def drill(
     for region in (r for r in plan.regions if r.name in load):
         rp = fp.region(region.name)
         choice, _ = choose_region(plan, model, region, consts)
-        capacity = choice.sizing.capacity_requests_per_s
+        capacity = choice.sizing.loss_requests_per_s
         rps = load[region.name]
         must = max(1, math.ceil(rps / capacity - 1e-9))
         reach = min(must, rp.replicas.max)
@@ -282,7 +283,7 @@ def drill_text(report: DrillReport) -> str:
         lines.append(f"  {a.lost}'s {a.requests_per_s:g} req/s go to {a.absorbed_by}{far}")
     for s in report.survivors:
         if s.ttft_ms is None:
-            pred = "overloaded: more load than its max replicas carry at the SLO"
+            pred = "overloaded: more load than its max replicas carry inside the SLO"
         else:
             pred = (
                 f"TTFT {s.ttft_ms:.0f}/{report.slo_ttft_ms:g} ms, ITL "

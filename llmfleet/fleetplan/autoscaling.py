@@ -10,6 +10,8 @@ SLO percentile, a guard) sits where the release's bucket bounds can resolve it, 
 
 from __future__ import annotations
 
+import math
+
 from pydantic import Field
 
 from llmfleet.catalog.vllm_release import bucket_family, default_buckets, quantile_problem
@@ -51,6 +53,10 @@ class Autoscaling(Data):
 POLLING_INTERVAL_S = 15
 COOLDOWN_PERIOD_S = 300
 SCALE_DOWN_STABILIZATION_S = 600
+"""The least scale-down window: twice the controller's 300 s default (kube-controller-manager
+--horizontal-pod-autoscaler-downscale-stabilization); longer where a replica takes longer
+to come back (`stabilization_s`)."""
+DAY_S = 86_400
 FALLBACK_FAILURE_THRESHOLD = 3
 RATE_WINDOW = "2m"
 TTFT_METRIC = "vllm:time_to_first_token_seconds"
@@ -66,6 +72,25 @@ def _per_replica(expr: str, sel: str) -> str:
     return f"({expr} * count(vllm:kv_cache_usage_perc{sel})) > 0 or vector(0)"
 
 
+def queue_depth_threshold(mean_waiting: float, polling_interval_s: int) -> int:
+    """The waiting count one replica exceeds by chance at most about once a day of polls at
+    the load it was sized for, at least 1. A queue's length has a geometric tail: with mean
+    L, P(N >= k) = q^k, q = L / (1 + L); k = ceil(ln(poll / day) / ln q). A threshold at the
+    mean instead is crossed every few polls, and AverageValue turns two waiting requests
+    over two replicas at a threshold of 0.5 into four replicas: the fleet flaps."""
+    if mean_waiting <= 0:
+        return 1
+    q = mean_waiting / (1 + mean_waiting)
+    return max(1, math.ceil(math.log(polling_interval_s / DAY_S) / math.log(q) - 1e-9))
+
+
+def stabilization_s(container_s: float) -> int:
+    """The scale-down window: at least a container's start (weights streamed, engine up) on
+    the node Karpenter keeps (consolidateAfter >= a whole cold start), rounded up to a
+    minute, so only a dip that outlasts bringing a replica back removes one."""
+    return max(SCALE_DOWN_STABILIZATION_S, 60 * math.ceil(container_s / 60))
+
+
 def custom_buckets(choice: Choice) -> dict[str, list[float]] | None:
     """Bounds for families whose defaults cannot resolve a threshold: the guard's TTFT."""
     threshold = choice.plan.slo.ttft_ms / 1000
@@ -76,7 +101,9 @@ def custom_buckets(choice: Choice) -> dict[str, list[float]] | None:
     return {family: sorted({*default_buckets(family), threshold})}
 
 
-def build_autoscaling(choice: Choice, namespace: str, served_model_name: str) -> Autoscaling:
+def build_autoscaling(
+    choice: Choice, namespace: str, served_model_name: str, container_s: float
+) -> Autoscaling:
     """Triggers whose thresholds are the signals at the load a replica was sized for."""
     plan, sizing, step_model = choice.plan, choice.sizing, choice.step_model
     replicas, t = choice.replicas, plan.traffic
@@ -94,7 +121,7 @@ def build_autoscaling(choice: Choice, namespace: str, served_model_name: str) ->
         step_model, plan, sizing.steps, sizing.batch, sizing.chunk_tokens
     )
     p, sel, w = plan.slo.percentile, selector(namespace, served_model_name), RATE_WINDOW
-    queue_depth = round(max(queued, 0.5), 2)
+    queue_depth = queue_depth_threshold(queued, POLLING_INTERVAL_S)
     queue_wait = round(max(wait.mean_s, 0.001), 4)
     triggers = [
         Trigger(
@@ -103,8 +130,9 @@ def build_autoscaling(choice: Choice, namespace: str, served_model_name: str) ->
             query=f"sum(vllm:num_requests_waiting{sel})",
             threshold=queue_depth,
             reason=f"{queued:.2f} requests wait per replica at the sized load (Little's law: "
-            f"{rate:.2f} req/s x {wait.mean_s * 1000:.0f} ms mean wait), at least half a "
-            "request so one arrival does not scale out",
+            f"{rate:.2f} req/s x {wait.mean_s * 1000:.0f} ms mean wait); a queue's length has "
+            f"a geometric tail, so one replica holds {queue_depth} or more by chance at most "
+            f"about once a day of {POLLING_INTERVAL_S} s polls: above that the queue is load",
         ),
         Trigger(
             name="kv-cache-usage",
@@ -146,7 +174,7 @@ def build_autoscaling(choice: Choice, namespace: str, served_model_name: str) ->
     return Autoscaling(
         polling_interval_s=POLLING_INTERVAL_S,
         cooldown_period_s=COOLDOWN_PERIOD_S,
-        scale_down_stabilization_s=SCALE_DOWN_STABILIZATION_S,
+        scale_down_stabilization_s=stabilization_s(container_s),
         fallback_failure_threshold=FALLBACK_FAILURE_THRESHOLD,
         triggers=triggers,
         reasons=[

@@ -26,9 +26,10 @@ from llmfleet.fleetplan.autoscaling import (
     COOLDOWN_PERIOD_S,
     FALLBACK_FAILURE_THRESHOLD,
     POLLING_INTERVAL_S,
-    SCALE_DOWN_STABILIZATION_S,
     Autoscaling,
     Trigger,
+    queue_depth_threshold,
+    stabilization_s,
 )
 from llmfleet.fleetplan.cold_start import ColdStart
 from llmfleet.fleetplan.multi_node import ROLE_LABEL
@@ -145,18 +146,20 @@ def _selector(namespace: str, served_model_name: str, role: str) -> str:
     )
 
 
-def _scaling(triggers: list[Trigger], reasons: list[str]) -> Autoscaling:
+def _scaling(triggers: list[Trigger], reasons: list[str], container_s: float) -> Autoscaling:
     return Autoscaling(
         polling_interval_s=POLLING_INTERVAL_S,
         cooldown_period_s=COOLDOWN_PERIOD_S,
-        scale_down_stabilization_s=SCALE_DOWN_STABILIZATION_S,
+        scale_down_stabilization_s=stabilization_s(container_s),
         fallback_failure_threshold=FALLBACK_FAILURE_THRESHOLD,
         triggers=triggers,
         reasons=reasons,
     )
 
 
-def build_decode_autoscaling(choice: Choice, namespace: str, served_model_name: str) -> Autoscaling:
+def build_decode_autoscaling(
+    choice: Choice, namespace: str, served_model_name: str, container_s: float
+) -> Autoscaling:
     """The decode pool scales on its KV cache use at the load a replica was sized for."""
     plan, s = choice.plan, choice.sizing
     t = plan.traffic
@@ -182,11 +185,12 @@ def build_decode_autoscaling(choice: Choice, namespace: str, served_model_name: 
             "the decode pool's own signal is its KV cache: every request it holds brings "
             "its whole prompt's KV from the prefill pool",
         ],
+        container_s,
     )
 
 
 def build_prefill_autoscaling(
-    choice: Choice, pool: PrefillPool, namespace: str, served_model_name: str
+    choice: Choice, pool: PrefillPool, namespace: str, served_model_name: str, container_s: float
 ) -> Autoscaling:
     """The prefill pool scales on its queue (prompts waiting) at the sized load."""
     plan = choice.plan
@@ -199,10 +203,10 @@ def build_prefill_autoscaling(
         name="queue-depth",
         metric="vllm:num_requests_waiting",
         query=f"sum(vllm:num_requests_waiting{sel})",
-        threshold=round(max(queued, 0.5), 2),
+        threshold=queue_depth_threshold(queued, POLLING_INTERVAL_S),
         reason=f"{queued:.2f} prompts wait per prefill replica at the sized load (Little's "
-        f"law: {rate:.2f} req/s x {wait.mean_s * 1000:.0f} ms mean wait), at least half a "
-        "request so one arrival does not scale out",
+        f"law: {rate:.2f} req/s x {wait.mean_s * 1000:.0f} ms mean wait); the count one "
+        "replica exceeds by chance at most about once a day of polls (a geometric tail)",
     )
     return _scaling(
         [trigger],
@@ -211,6 +215,7 @@ def build_prefill_autoscaling(
             f"TTFT target; with {plan.headroom:.0%} headroom it is sized for {rate:.2f}",
             "the prefill pool's own signal is its queue: a prompt waiting is TTFT spent",
         ],
+        container_s,
     )
 
 
@@ -298,7 +303,9 @@ def build_disaggregation(
             replicas=pool.replicas,
             nodes=pool.nodes,
             serving=with_kv_transfer(build_serving(pre, weights_gib, cold)),
-            autoscaling=build_prefill_autoscaling(choice, pool, namespace, served_model_name),
+            autoscaling=build_prefill_autoscaling(
+                choice, pool, namespace, served_model_name, cold.container_s
+            ),
             requests_per_s=round(pool.capacity_requests_per_s, 3),
             kv_cache_tokens=pool.memory.kv_cache_tokens,
         ),

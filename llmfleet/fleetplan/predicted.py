@@ -53,6 +53,11 @@ class Predicted(Data):
     )
     requests_per_s: float = Field(description="Requests/s one replica sustains inside the SLOs.")
     requests_per_s_at_peak: float = Field(description="Requests/s each replica serves at the peak.")
+    requests_per_s_in_loss: float = Field(
+        description="Requests/s one replica carries when a region loss has spent the headroom: "
+        "requests_per_s, lowered until an arrival finds the batch full no more often than "
+        "1 - p/100 (perf.slots); equal to requests_per_s when the plan survives no loss."
+    )
     kv_cache_tokens: int = Field(description="KV capacity of a replica, as vLLM logs it.")
     max_concurrency: float = Field(description="Sequences of max_model_len the KV pool holds.")
     ranges: dict[str, tuple[float, float]] = Field(
@@ -210,6 +215,7 @@ def build_predicted(choice: Choice, consts: Constants) -> Predicted:
         output_tokens_per_s=_round(s.capacity_requests_per_s * o, 1),
         requests_per_s=_round(s.capacity_requests_per_s, 3),
         requests_per_s_at_peak=_round(choice.peak_requests_per_s_per_replica, 3),
+        requests_per_s_in_loss=_round(s.loss_requests_per_s, 3),
         kv_cache_tokens=s.memory.kv_cache_tokens,
         max_concurrency=_round(s.memory.max_concurrency),
         ranges=ranges,

@@ -366,9 +366,13 @@ def build_region_plan(
         ),
         memory=build_memory(choice),
         serving=serve,
-        autoscaling=build_decode_autoscaling(choice, work.namespace, serve.vllm.served_model_name)
+        autoscaling=build_decode_autoscaling(
+            choice, work.namespace, serve.vllm.served_model_name, cold.container_s
+        )
         if disagg
-        else build_autoscaling(choice, work.namespace, serve.vllm.served_model_name),
+        else build_autoscaling(
+            choice, work.namespace, serve.vllm.served_model_name, cold.container_s
+        ),
         workload=work,
         system_pool=build_system_pool(),
         node_volume_gib=volume,

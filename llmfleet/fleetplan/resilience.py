@@ -1,8 +1,9 @@
 """Stage 4's section of the FleetPlan: every allowed set of lost regions re-routed
 (`search.region_losses`), each survivor's warm floor (replicas.min, and with it the node
-floor) carrying its share plus `warm_share` of what it absorbs at the SLO-limit rate (the
-plan's headroom is spent during a loss), its max covering all of the worst load, and the
-recovery time.
+floor) carrying its share plus `warm_share` of what it absorbs with the plan's headroom
+spent, each replica at the rate it carries in a loss (`Predicted.requests_per_s_in_loss`:
+below the SLO-limit rate, where the batch is full about as often as not, `perf.slots`), its
+max covering all of the worst load, and the recovery time.
 
 The search already priced every candidate with those raised replicas, so a region's
 instance is the cheapest that survives the loss, not the cheapest for its own share; this
@@ -75,8 +76,8 @@ def warm_at_peak(plan: CapacityPlan, region: RegionPlan) -> int:
 
 
 def replicas_for_load(load_rps: float, region: RegionPlan) -> int:
-    """Replicas a load needs at the SLO-limit rate of one replica."""
-    return replicas_at_limit(load_rps, region.predicted.requests_per_s)
+    """Replicas a load needs in a loss, at the rate one replica carries there."""
+    return replicas_at_limit(load_rps, region.predicted.requests_per_s_in_loss)
 
 
 def cold_start_s(region: RegionPlan) -> int:
@@ -181,8 +182,10 @@ def _reasons(plan: CapacityPlan, floors: Sequence[LossSizing]) -> list[str]:
             if primary(plan) is None
             else f"to the secondary when the primary {primary(plan)} is lost (failover)"
         )
-        + "; survivors carry the whole peak at the SLO-limit rate per replica (the headroom "
-        "is spent during a loss)"
+        + "; survivors carry the whole peak with the headroom spent, each replica at the "
+        "highest rate where an arrival finds its batch full no more often than "
+        f"{1 - plan.slo.percentile / 100:.0%} of the time (at the SLO-limit rate itself the "
+        "batch is full about as often as not: max_num_seqs is its mean there)"
     ]
     for f in floors:
         if f.worst_case_lost:
@@ -190,7 +193,8 @@ def _reasons(plan: CapacityPlan, floors: Sequence[LossSizing]) -> list[str]:
             out.append(
                 f"{f.region}: worst load {f.worst_load_requests_per_s:g} req/s when "
                 f"{', '.join(f.worst_case_lost)} is lost = {f.replicas_needed} replicas at "
-                f"{f.capacity_requests_per_s_per_replica:g} req/s each; warm floor "
+                f"{f.loss_requests_per_s_per_replica:g} req/s each (SLO limit "
+                f"{f.capacity_requests_per_s_per_replica:g}); warm floor "
                 f"{f.warm_replicas} (was min {r['min']}, desired {r['desired']})"
             )
     return out

@@ -80,7 +80,10 @@ def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> R
         outcome = f"at the p90 step time {inst.instance_type} {choice.layout.label} cannot "
         outcome += f"hold the SLO ({sized.reason}); confidence: pessimistic searches the others"
     else:
-        rep = deployed_replicas(plan, choice.region, sized.capacity_requests_per_s)
+        rep = deployed_replicas(
+            plan, choice.region, sized.capacity_requests_per_s,
+            loss_requests_per_s=sized.loss_requests_per_s,
+        )
         nodes = nodes_for(rep, choice.replicas_per_node, choice.nodes_per_replica)
         replicas = rep.desired
         cost = round(nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH, 2)

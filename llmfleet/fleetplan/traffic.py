@@ -144,7 +144,9 @@ def fleet_usd_at_shares(
     loads = loss_demands(moved)
     total = 0.0
     for region, rp in zip(moved.regions, regions, strict=True):
-        replicas = deployed_replicas(moved, region, rp.predicted.requests_per_s, loads)
+        replicas = deployed_replicas(
+            moved, region, rp.predicted.requests_per_s, loads, rp.predicted.requests_per_s_in_loss
+        )
         nodes = nodes_for(replicas, rp.replicas_per_node)
         total += nodes.desired * rp.price_usd_per_hour * HOURS_PER_MONTH
     return total

@@ -36,6 +36,15 @@ def lognormal_sigma(mean: float, quantile: float, z: float) -> float:
     return z - math.sqrt(max(0.0, z * z - 2 * math.log(ratio)))
 
 
+def length_sigma(mean: int, p95: int | None, p99: int | None) -> float:
+    """Sigma of the lognormal through the mean and the highest percentile given (0: fixed)."""
+    if p99 is not None:
+        return lognormal_sigma(mean, p99, Z_99)
+    if p95 is not None:
+        return lognormal_sigma(mean, p95, Z_95)
+    return 0.0
+
+
 def length_cv2(mean: int, p95: int) -> float:
     """Squared coefficient of variation of a lognormal with this mean and p95 (0 if equal)."""
     s = lognormal_sigma(mean, p95, Z_95)
@@ -51,12 +60,9 @@ def length_at_percentile(
     given = {95.0: p95, 99.0: p99}
     if given.get(percentile) is not None:
         return int(given[percentile] or 0)
-    if p99 is not None:
-        sigma = lognormal_sigma(mean, p99, Z_99)
-    elif p95 is not None:
-        sigma = lognormal_sigma(mean, p95, Z_95)
-    else:
+    if p95 is None and p99 is None:
         return mean
+    sigma = length_sigma(mean, p95, p99)
     mu = math.log(mean) - sigma * sigma / 2
     z = NormalDist().inv_cdf(percentile / 100)
     return round(math.exp(mu + z * sigma))

@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from llmfleet.catalog.kubernetes import SupportType, default_kubernetes_version
 from llmfleet.data import Data
 from llmfleet.perf.architecture import KvCacheDtype, Precision
-from llmfleet.perf.queueing import length_at_percentile
+from llmfleet.perf.queueing import length_at_percentile, length_sigma
 from llmfleet.plan.alerting import Alerting
 from llmfleet.plan.cluster import ClusterAccess, Startup
 from llmfleet.plan.edge import Edge
@@ -101,6 +101,11 @@ class TokenLength(Data):
     @property
     def p95_or_mean(self) -> int:
         return self.p95 if self.p95 is not None else self.mean
+
+    @property
+    def sigma(self) -> float:
+        """Sigma of the lognormal through the mean and the highest percentile given."""
+        return length_sigma(self.mean, self.p95, self.p99)
 
     def at_percentile(self, percentile: float) -> int:
         """Tokens at a percentile (50-100): the value given for it, else the lognormal."""

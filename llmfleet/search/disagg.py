@@ -47,6 +47,7 @@ from llmfleet.search.operating_point import (
     ReplicaSizing,
     kv_batch,
     memory_for,
+    slot_loss_share,
 )
 from llmfleet.search.replica_slo import BATCH_RESOLUTION, ttft_prompt_tokens
 from llmfleet.search.replicas import deployed_replicas, nodes_for
@@ -125,7 +126,8 @@ def size_decode(
     t = step(lo)
     batch = max(1, math.floor(lo))
     mem = memory_for(arch, gpu, tp, plan, batch, batch + DECODE_CHUNK, consts, levers)
-    return ReplicaSizing(batch, DECODE_CHUNK, MixedSteps(t, t, 0.0), lo / (o * t), mem)
+    sized = ReplicaSizing(batch, DECODE_CHUNK, MixedSteps(t, t, 0.0), lo / (o * t), mem)
+    return replace(sized, loss_share=slot_loss_share(step_model, plan, sized, prefills=False))
 
 
 def size_prefill(
@@ -207,19 +209,24 @@ def price_pair(
     levers: Levers,
     decode: DecodeSizing,
     prefill: PrefillPool,
-    replicas: dict[float, MinDesiredMax],
+    replicas: dict[tuple[float, float], MinDesiredMax],
 ) -> Disaggregated:
     """The pair's replicas, nodes and Choice (the decode pool, with its prefill pool)."""
     gpn = p.instance.gpu_count
 
-    def pool(capacity: float, tp: int) -> tuple[MinDesiredMax, MinDesiredMax]:
-        if capacity not in replicas:
-            replicas[capacity] = deployed_replicas(p.plan, p.region, capacity)
-        rep = replicas[capacity]
+    def pool(capacity: float, tp: int, in_loss: float) -> tuple[MinDesiredMax, MinDesiredMax]:
+        if (capacity, in_loss) not in replicas:
+            replicas[capacity, in_loss] = deployed_replicas(
+                p.plan, p.region, capacity, loss_requests_per_s=in_loss
+            )
+        rep = replicas[capacity, in_loss]
         return rep, nodes_for(rep, gpn // tp)
 
-    d_rep, d_nodes = pool(decode.sizing.capacity_requests_per_s, decode.tp)
-    p_rep, p_nodes = pool(prefill.capacity_requests_per_s, prefill.tp)
+    d = decode.sizing
+    d_rep, d_nodes = pool(d.capacity_requests_per_s, decode.tp, d.loss_requests_per_s)
+    p_rep, p_nodes = pool(
+        prefill.capacity_requests_per_s, prefill.tp, prefill.capacity_requests_per_s
+    )
     total = MinDesiredMax(
         min=d_nodes.min + p_nodes.min,
         desired=d_nodes.desired + p_nodes.desired,
@@ -314,22 +321,27 @@ class PairSizer:
 def cheapest_pair(p: Pricing, sizer: PairSizer, best_usd: float) -> Disaggregated | None:
     """The region's cheapest pair on this instance type that could beat `best_usd` (ties:
     fewer nodes, plainer levers): nodes first for every pair, the Choice for the cheapest."""
-    replicas: dict[float, MinDesiredMax] = {}
+    replicas: dict[tuple[float, float], MinDesiredMax] = {}
     gpn = p.instance.gpu_count
 
-    def nodes(capacity: float, tp: int) -> int:
-        if capacity not in replicas:
-            replicas[capacity] = deployed_replicas(p.plan, p.region, capacity)
-        return nodes_for(replicas[capacity], gpn // tp).desired
+    def nodes(capacity: float, tp: int, in_loss: float) -> int:
+        if (capacity, in_loss) not in replicas:
+            replicas[capacity, in_loss] = deployed_replicas(
+                p.plan, p.region, capacity, loss_requests_per_s=in_loss
+            )
+        return nodes_for(replicas[capacity, in_loss], gpn // tp).desired
 
     def total(pair: Pair) -> int:
         _, d, pre = pair
-        return nodes(d.sizing.capacity_requests_per_s, d.tp) + nodes(
-            pre.capacity_requests_per_s, pre.tp
-        )
+        return nodes(
+            d.sizing.capacity_requests_per_s, d.tp, d.sizing.loss_requests_per_s
+        ) + nodes(pre.capacity_requests_per_s, pre.tp, pre.capacity_requests_per_s)
 
     most = best_usd / (p.price_usd_per_hour * HOURS_PER_MONTH) + 1e-9
-    pairs = sizer.pairs(lambda d: nodes(d.sizing.capacity_requests_per_s, d.tp), most)
+    pairs = sizer.pairs(
+        lambda d: nodes(d.sizing.capacity_requests_per_s, d.tp, d.sizing.loss_requests_per_s),
+        most,
+    )
     if not pairs:
         return None
     lv, decode, pre = min(pairs, key=total)

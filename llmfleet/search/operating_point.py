@@ -15,7 +15,7 @@ The replica then sustains D / (output * mean step) requests/s. The best C wins.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llmfleet.catalog import vllm_release
 from llmfleet.catalog.constants import Constants
@@ -24,6 +24,7 @@ from llmfleet.perf.architecture import Arch
 from llmfleet.perf.chunked import MixedSteps, mixed_steps, prefill_s
 from llmfleet.perf.memory import MemoryBudget, budget
 from llmfleet.perf.parallel import SINGLE, Parallel
+from llmfleet.perf.slots import SEARCH_BATCH_POINTS, batch_table, loss_share
 from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel, step_time
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, gpu_problem, pinned
@@ -51,6 +52,14 @@ class ReplicaSizing:
     capacity_requests_per_s: float  # requests/s one replica sustains inside both SLOs
     memory: MemoryBudget
     data_parallel_size: int = 1  # vLLM's batch flags are per data-parallel rank
+    loss_share: float = 1.0  # of the capacity a replica carries in a region loss (perf.slots;
+    # 1 when the plan survives no loss)
+
+    @property
+    def loss_requests_per_s(self) -> float:
+        """What a replica carries when a region loss has spent the headroom: the SLO-limit
+        rate, lowered until an arrival rarely finds the batch full (`perf.slots`)."""
+        return self.capacity_requests_per_s * self.loss_share
 
     @property
     def batch_per_rank(self) -> int:
@@ -236,8 +245,30 @@ def size_replica(
     final_mem = memory_for(
         arch, gpu, tp, plan, best.batch, best.batch + best.chunk_tokens, consts, lv, par
     )
-    return ReplicaSizing(
+    sized = ReplicaSizing(
         best.batch, best.chunk_tokens, best.steps, best.capacity_requests_per_s, final_mem, par.dp
+    )
+    return replace(sized, loss_share=slot_loss_share(step_model, plan, sized))
+
+
+def slot_loss_share(
+    step_model: StepModel, plan: CapacityPlan, sizing: ReplicaSizing, prefills: bool = True
+) -> float:
+    """The share of its SLO-limit rate a replica carries in a region loss (`perf.slots`):
+    the highest at which an arrival finds every slot taken no more often than 1 - p/100,
+    between the everyday sized share (1 - headroom) and 1; `prefills` False for a
+    disaggregated decode replica (no prompt is chunked beside its batch)."""
+    if plan.survive_region_losses == 0 or len(plan.regions) == 1:
+        return 1.0  # no loss to carry: the share is never read
+    t = plan.traffic
+    table = batch_table(
+        step_model, t.input_tokens.mean, t.output_tokens.mean, t.output_tokens.sigma,
+        sizing.batch, sizing.max_num_batched_tokens, sizing.memory.kv_cache_tokens,
+        SEARCH_BATCH_POINTS,
+    )
+    return loss_share(
+        step_model, table, t.input_tokens.mean if prefills else 0.0, t.output_tokens.mean,
+        sizing.capacity_requests_per_s, plan.slo.percentile, 1 - plan.headroom,
     )
 
 

@@ -198,8 +198,15 @@ class Sizer:
         gpn = inst.gpu_count
         return nodes_for(replicas, shape.replicas_per_node(gpn), shape.nodes_per_replica(gpn))
 
-    def replicas(self, region: Region, capacity_requests_per_s: float) -> MinDesiredMax:
-        return deployed_replicas(self.plan, region, capacity_requests_per_s, self.loads)
+    def replicas(
+        self,
+        region: Region,
+        capacity_requests_per_s: float,
+        loss_requests_per_s: float | None = None,
+    ) -> MinDesiredMax:
+        return deployed_replicas(
+            self.plan, region, capacity_requests_per_s, self.loads, loss_requests_per_s
+        )
 
     def __call__(
         self, inst: Instance, shape: Shape | int, levers: Levers
@@ -248,7 +255,9 @@ def choose_region(
         if isinstance(result, Rejection):
             rejected.append(((inst, shape, levers), result))
             continue
-        replicas = size.replicas(region, result.capacity_requests_per_s)
+        replicas = size.replicas(
+            region, result.capacity_requests_per_s, result.loss_requests_per_s
+        )
         nodes = size.nodes(inst, shape, replicas)
         cost = nodes.desired * price[0] * HOURS_PER_MONTH
         cheapest = min(cheapest, cost)

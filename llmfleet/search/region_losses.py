@@ -95,21 +95,22 @@ def loss_demands(plan: CapacityPlan) -> dict[str, LossDemand]:
     return out
 
 
-def replicas_at_limit(load_rps: float, capacity_requests_per_s: float) -> int:
-    """Replicas a load needs at the SLO-limit rate of one replica (no headroom: a loss
-    spends it)."""
-    return max(1, math.ceil(load_rps / capacity_requests_per_s - 1e-9))
+def replicas_at_limit(load_rps: float, requests_per_s_per_replica: float) -> int:
+    """Replicas a load needs at this rate per replica (in a loss: the rate a replica
+    carries once the headroom is spent, `ReplicaSizing.loss_requests_per_s`)."""
+    return max(1, math.ceil(load_rps / requests_per_s_per_replica - 1e-9))
 
 
 def raise_replicas(
-    replicas: MinDesiredMax, capacity_requests_per_s: float, load: LossDemand
+    replicas: MinDesiredMax, loss_requests_per_s: float, load: LossDemand
 ) -> MinDesiredMax:
     """`replicas` (sized for the region's own trough and peak) with the warm floor for its
-    worst loss under min and desired, and the whole worst load under max."""
+    worst loss under min and desired, and the whole worst load under max, each replica at
+    the rate it carries in a loss."""
     if not load.worst_lost:
         return replicas
-    warm = replicas_at_limit(load.warm_rps, capacity_requests_per_s)
-    needed = replicas_at_limit(load.worst_rps, capacity_requests_per_s)
+    warm = replicas_at_limit(load.warm_rps, loss_requests_per_s)
+    needed = replicas_at_limit(load.worst_rps, loss_requests_per_s)
     return MinDesiredMax(
         min=max(replicas.min, warm),
         desired=max(replicas.desired, warm),

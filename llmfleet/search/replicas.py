@@ -39,13 +39,15 @@ def deployed_replicas(
     region: Region,
     capacity_requests_per_s: float,
     loads: dict[str, LossDemand] | None = None,
+    loss_requests_per_s: float | None = None,
 ) -> MinDesiredMax:
     """Replicas for the region's trough and peak, raised for the worst region loss it must
-    survive (stage 4): every candidate, lever and risk figure is priced as it would run."""
+    survive (stage 4) at `loss_requests_per_s` a replica (default: the SLO-limit rate, a
+    lower bound on the replicas): every candidate, lever and risk figure is priced as it
+    would run."""
     load = (loads if loads is not None else loss_demands(plan))[region.name]
-    return raise_replicas(
-        replicas_for(plan, region, capacity_requests_per_s), capacity_requests_per_s, load
-    )
+    in_loss = capacity_requests_per_s if loss_requests_per_s is None else loss_requests_per_s
+    return raise_replicas(replicas_for(plan, region, capacity_requests_per_s), in_loss, load)
 
 
 def nodes_for(
@@ -63,9 +65,13 @@ def nodes_for(
 class LossSizing(Data):
     region: str
     capacity_requests_per_s_per_replica: float = Field(description="At the SLO limit.")
+    loss_requests_per_s_per_replica: float = Field(
+        description="What a replica carries in a loss: the SLO-limit rate, lowered until an "
+        "arrival finds the batch full no more often than 1 - p/100 (perf.slots)."
+    )
     worst_load_requests_per_s: float = Field(description="Its peak plus the most it absorbs.")
     worst_case_lost: list[str]
-    replicas_needed: int = Field(description="Replicas at the SLO limit for the worst load.")
+    replicas_needed: int = Field(description="Replicas at the loss rate for the worst load.")
     warm_replicas: int = Field(description="The warm floor: replicas.min keeps at least these.")
     replicas_without_resilience: dict[str, int]
     nodes_without_resilience: dict[str, int]
@@ -80,6 +86,7 @@ def loss_sizing(plan: CapacityPlan, choices: Sequence[Choice]) -> list[LossSizin
     floors: list[LossSizing] = []
     for c in choices:
         load, cap = loads[c.region.name], c.sizing.capacity_requests_per_s
+        in_loss = c.sizing.loss_requests_per_s
         own = replicas_for(plan, c.region, cap)
         own_nodes = nodes_for(own, c.replicas_per_node, c.nodes_per_replica)
         if c.prefill is not None:  # disaggregated: the prefill pool's nodes too
@@ -97,9 +104,10 @@ def loss_sizing(plan: CapacityPlan, choices: Sequence[Choice]) -> list[LossSizin
             LossSizing(
                 region=c.region.name,
                 capacity_requests_per_s_per_replica=round(cap, 3),
+                loss_requests_per_s_per_replica=round(in_loss, 3),
                 worst_load_requests_per_s=round(load.worst_rps, 4),
                 worst_case_lost=list(load.worst_lost),
-                replicas_needed=replicas_at_limit(load.worst_rps, cap),
+                replicas_needed=replicas_at_limit(load.worst_rps, in_loss),
                 warm_replicas=c.replicas.min,
                 replicas_without_resilience=own.model_dump(),
                 nodes_without_resilience=own_nodes.model_dump(),

@@ -10,7 +10,9 @@ per period; scale-down takes the largest proposal of the last
 `scale_down_stabilization_s` (Kubernetes defaults besides the plan's window:
 kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale, "Default behavior").
 The signals are what vLLM exports, summed over Ready replicas: waiting requests
-(`num_requests_waiting`), KV use, and over the queries' 2-minute window the mean queue time
+(`num_requests_waiting`: each replica's count drawn from a geometric law with the step's
+mean, a queue's length, so the sum is negative binomial), KV use (running sequences drawn
+as Poisson, the count of an infinite-server system), and over the queries' 2-minute window the mean queue time
 and the TTFT at the SLO percentile times the Ready count. The TTFT quantile is read as the
 arrival-weighted mean of each step's TTFT at the percentile (the plan's formula at that
 step), not from histogram buckets. KEDA's fallback (hold `replicas.desired` after

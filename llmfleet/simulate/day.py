@@ -149,7 +149,7 @@ def _region_day(
             wait = sum(map(mul, arrived, trace.mean_wait_s[lo:idx + 1])) / total if total else 0
             ttft = sum(map(mul, arrived, trace.ttft_p_s[lo:idx + 1])) / total if total else 0
             rc.poll(t, {
-                "waiting": float(gauges.poisson(pool.waiting * ready)),
+                "waiting": float(gauges.negative_binomial(ready, 1 / (1 + pool.waiting))),
                 "kv_usage": float(gauges.poisson(pool.running * ready))
                 * model.context_tokens / model.kv_cache_tokens,
                 "queue_wait": wait * ready,

@@ -51,16 +51,14 @@ from llmfleet.fleetplan.fleet import FleetPlan, sizing_constants
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.perf.chunked import prefill_s
 from llmfleet.perf.queueing import (
-    Z_95,
-    Z_99,
     length_at_percentile,
     length_cv2,
-    lognormal_sigma,
     prefill_wait,
 )
-from llmfleet.perf.step import StepModel, step_time
+from llmfleet.perf.slots import batch_table, slot_chain, tokens_per_step
+from llmfleet.perf.step import StepModel
 from llmfleet.plan.model import ResolvedModel, resolve_model
-from llmfleet.plan.schema import CapacityPlan, TokenLength
+from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, lever_space
 from llmfleet.search.replica_slo import ttft_prompt_tokens
 
@@ -77,41 +75,6 @@ the slots are saturated and the fluid backlog carries the wait."""
 RATE_POINTS = 512
 """Arrival rates at which the batch-slot chain is solved (nearest point used)."""
 LONGEST_WAIT_S = 3600.0
-
-
-def length_sigma(t: TokenLength) -> float:
-    """Sigma of the lognormal through the mean and the highest percentile given (0: fixed)."""
-    if t.p99 is not None:
-        return lognormal_sigma(t.mean, t.p99, Z_99)
-    if t.p95 is not None:
-        return lognormal_sigma(t.mean, t.p95, Z_95)
-    return 0.0
-
-
-def slot_chain(
-    decode_s: np.ndarray, mixed_s: np.ndarray, chunk: np.ndarray, input_mean: float,
-    output_mean: float, tokens_per_step: float, rates: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """For each arrival rate: the chance an arrival finds every batch slot taken, and the
-    replica's completion rate at the cap, from the birth-death chain on the running batch
-    D = 0..cap whose death rate is mu(D) = D x tokens per step / (o x mean step(D, rate))."""
-    cap = len(decode_s) - 1
-    batch = np.arange(cap + 1, dtype=float)[None, :]
-    lam = rates[:, None]
-    mixed = lam * input_mean / chunk[None, :]  # mixed steps per second
-    steps = mixed + np.maximum(0.0, 1.0 - mixed * mixed_s[None, :]) / decode_s[None, :]
-    mu = batch * steps * tokens_per_step / output_mean
-    with np.errstate(divide="ignore"):
-        ratio = np.log(np.maximum(lam, 1e-300)) - np.log(np.maximum(mu[:, 1:], 1e-300))
-    log_pi = np.concatenate([np.zeros((len(rates), 1)), np.cumsum(ratio, axis=1)], axis=1)
-    top = log_pi.max(axis=1, keepdims=True)
-    weight = np.exp(log_pi - top)
-    at_cap = mu[:, cap]
-    r = np.minimum(rates / np.maximum(at_cap, 1e-300), 1 - 1e-12)
-    beyond = weight[:, cap] * r / (1 - r)
-    chance = (weight[:, cap] + beyond) / (weight.sum(axis=1) + beyond)
-    chance = np.where(rates >= at_cap, 1.0, chance)
-    return np.clip(chance, 0.0, 1.0), at_cap
 
 
 def step_model_of(
@@ -182,16 +145,13 @@ def replica_model(
     sm = step_model_of(plan, model, rp, fleet)
     t = plan.traffic
     i, o = float(t.input_tokens.mean), float(t.output_tokens.mean)
-    out_sigma = length_sigma(t.output_tokens)
-    ctx = i + o * math.exp(out_sigma**2) / 2
+    out_sigma = t.output_tokens.sigma
     vllm = rp.serving.vllm
     seqs, budget = vllm.max_num_seqs, vllm.max_num_batched_tokens
     kv_tokens = rp.predicted.kv_cache_tokens
-    kv_cap = int(kv_tokens // ctx)
-    cap = max(1, min(seqs, kv_cap))
-    chunks = [max(1, budget - d) for d in range(cap + 1)]
-    decode = [step_time(sm, max(d, 1), ctx).total_s for d in range(cap + 1)]
-    mixed = [step_time(sm, d, ctx, chunks[d], i / 2).total_s for d in range(cap + 1)]
+    table = batch_table(sm, i, o, out_sigma, seqs, budget, kv_tokens)
+    cap, ctx, kv_cap = table.cap, table.context_tokens, int(kv_tokens // table.context_tokens)
+    chunks, decode, mixed = table.chunk, table.decode_s, table.mixed_s
     edges = np.array(QUANTILE_EDGES)
     mids = (edges[:-1] + edges[1:]) / 2
     limit = plan.max_model_len - 1
@@ -201,15 +161,15 @@ def replica_model(
          for q in mids]
     )
     points = np.unique(np.linspace(0, cap, PREFILL_BATCH_POINTS).round().astype(int))
-    table = np.array(
+    prefill_table = np.array(
         [[prefill_s(sm, float(d), ctx, int(n), chunks[d]) for n in lengths] for d in points]
     )
     slo_prompt = ttft_prompt_tokens(plan)
     slo_prefill = [prefill_s(sm, float(d), ctx, slo_prompt, chunks[d]) for d in range(cap + 1)]
-    top = cap * tps_of(sm) / (o * decode[cap])  # no replica completes faster than this
+    top = cap * tokens_per_step(sm) / (o * decode[cap])  # none completes faster than this
     rates = np.linspace(0.0, top, RATE_POINTS)
     chance, at_cap = slot_chain(np.array(decode), np.array(mixed), np.array(chunks, float),
-                                i, o, tps_of(sm), rates)
+                                i, o, tokens_per_step(sm), rates)
     return ReplicaModel(
         region=rp.region,
         step_model=sm,
@@ -223,13 +183,13 @@ def replica_model(
         context_tokens=ctx,
         prompt_cv2=length_cv2(tin.mean, tin.p95_or_mean),
         service_cv2=math.exp(out_sigma**2) - 1,
-        tokens_per_step=tps_of(sm),
+        tokens_per_step=tokens_per_step(sm),
         ttft_overhead_s=sm.consts.ttft_overhead_ms / 1000,
         decode_s=decode,
         mixed_s=mixed,
         chunk=chunks,
         prefill_batches=points,
-        prefill_s=table,
+        prefill_s=prefill_table,
         prompt_weights=np.diff(edges),
         prompt_tokens=lengths,
         slo_prompt_prefill_s=slo_prefill,
@@ -237,11 +197,6 @@ def replica_model(
         slot_wait_chance=[float(v) for v in chance],
         cap_rate=[float(v) for v in at_cap],
     )
-
-
-def tps_of(sm: StepModel) -> float:
-    """Tokens a stream gets per step (> 1 with speculative decoding)."""
-    return sm.speculation.tokens_per_step if sm.speculation else 1.0
 
 
 def replica_models(plan: CapacityPlan, fleet: FleetPlan) -> dict[str, ReplicaModel]:

@@ -27,7 +27,7 @@ import numpy as np
 
 from llmfleet.perf.step import StepModel, step_time
 from llmfleet.plan.schema import CapacityPlan, TokenLength
-from llmfleet.simulate.engine import Pool, ReplicaModel, inside_share, length_sigma
+from llmfleet.simulate.engine import Pool, ReplicaModel, inside_share
 
 CONTEXT_ROUND = 64
 CHUNK_ROUND = 16
@@ -45,7 +45,7 @@ class Served:
 
 def draw_lengths(rng: np.random.Generator, t: TokenLength, n: int, limit: int) -> np.ndarray:
     """n lengths from the lognormal through the mean and the highest percentile given."""
-    sigma = length_sigma(t)
+    sigma = t.sigma
     if sigma == 0:
         return np.full(n, min(t.mean, limit), dtype=np.int64)
     mu = math.log(t.mean) - sigma * sigma / 2

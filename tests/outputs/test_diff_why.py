@@ -34,7 +34,7 @@ def test_an_slo_change_names_the_binding_constraint_in_every_region(tighter_ttft
         "B200 TP 4 (48%)"
     )
     assert east.causes[1].startswith(
-        "GPUs at the peak 40 → 48 (10 → 12 replicas): a replica carries 24.28 → 20.75 req/s"
+        "GPUs at the peak 48 → 56 (11 → 14 replicas): a replica carries 24.28 → 20.75 req/s"
     )
     text = markdown(d)
     assert "#### Why" in text and "- **us-east-1**\n  - batch 190 → 98: TTFT binds" in text
@@ -59,12 +59,12 @@ def test_doubling_the_peak_names_the_load_and_the_warm_floor(own_plans) -> None:
     after = build_fleet_plan(three_regions(**{"traffic.peak_requests_per_s": 600}))
     east = next(r for r in diff_plans("b", before, "a", after).regions if r.region == "us-east-1")
     assert east.causes[0] == (
-        "GPUs at the peak 40 → 80 (10 → 20 replicas): the region's peak 135 → 270 req/s; the "
-        "warm floor for a lost region adds 3 → 6 replicas"
+        "GPUs at the peak 48 → 88 (11 → 22 replicas): the region's peak 135 → 270 req/s; the "
+        "warm floor for a lost region adds 4 → 8 replicas"
     )
     [trough] = [c for c in east.causes if c.startswith("trough floor")]
-    assert trough.startswith("trough floor 5 → 10 node(s), $415,855 → $831,709/month: stage 4 "
-                             "keeps 20 replica(s) warm")
+    assert trough.startswith("trough floor 6 → 11 node(s), $499,026 → $914,880/month: stage 4 "
+                             "keeps 22 replica(s) warm")
 
 
 def test_an_unchanged_plan_has_no_cause(own_plans) -> None:

@@ -19,9 +19,9 @@ def quiet(eu, **signals: float) -> dict[str, float]:
 def test_an_average_value_trigger_asks_for_ceil_of_value_over_threshold(eu) -> None:
     rc = RegionControl.start(eu, 0.0, 2)
     threshold = next(t.threshold for t in eu.autoscaling.triggers if t.name == "queue-depth")
-    assert threshold == 0.5
-    # 2 requests waiting over 2 replicas: ceil(2 / 0.5) = 4
-    assert rc.desired(0.0, quiet(eu, waiting=2.0)) == 4
+    assert threshold == 4
+    # 12 requests waiting over 2 replicas: ceil(12 / 4) = 3
+    assert rc.desired(0.0, quiet(eu, waiting=12.0)) == 3
 
 
 def test_within_the_hpas_tolerance_the_count_stays(eu) -> None:
@@ -52,7 +52,7 @@ def test_scale_down_waits_out_the_stabilization_window(eu) -> None:
 
 def test_a_replica_on_a_new_node_serves_after_the_whole_cold_start(eu) -> None:
     rc = RegionControl.start(eu, 0.0, 2)  # both floor nodes full (one replica each)
-    rc.poll(0.0, quiet(eu, waiting=1.5))  # ceil(1.5 / 0.5) = 3
+    rc.poll(0.0, quiet(eu, waiting=10.0))  # ceil(10 / 4) = 3
     cold = eu.cold_start
     new = max(p.serves_at for p in rc.pods)
     # node 410 s + image 178.6 s + container 309.3 s, the probe's next 10 s, the ALB's 2 x 15 s
