@@ -14,9 +14,10 @@ Order, as the cluster needs it:
   system nodes), so `pulumi up` waits for the weights to be staged;
 - the Ingresses after `ingress_depends_on` (the load balancer controller, whose validating
   webhook admits them, the issued certificate, the WAF web ACL they name) and the Service;
-- the servers (Deployments, or a LeaderWorkerSet) last: after the Job (the weights are there), its ServiceAccount, ConfigMaps,
-  NetworkPolicy and Service, and the Ingresses (a pod gets its ALB readiness gates only if
-  its Ingress exists when it is created: the controller's pod_readiness_gate docs);
+- the servers (Deployments, or a LeaderWorkerSet) last: after the Job (the weights are there), its
+  ServiceAccount, ConfigMaps, NetworkPolicy and Service, and the Ingresses (a pod gets its ALB
+  readiness gates only if its Ingress exists when it is created: the controller's pod_readiness_gate
+  docs);
 - everything but the staging objects after `depends_on` (the GPU nodes, the device plugin,
   and the KEDA and Prometheus releases whose CRDs the ScaledObject and ServiceMonitor need).
 """

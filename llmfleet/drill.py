@@ -1,13 +1,13 @@
 """The failure drill: lose regions, re-route their users as the routing policy would, and
 check every survivor against the SLO at the peak.
 
-Per survivor: its load against the capacity of its max replicas at the rate a replica
-carries in a loss (`ReplicaSizing.loss_requests_per_s`: below the SLO-limit rate, where
-arrivals would wait for a batch slot), the replicas it must reach, TTFT and ITL predicted
-at the load per replica (`sizing.predict_at` on the region's chosen operating point), and whether the replicas already running when the
-loss hits (`resilience.warm_at_peak`) carry it until new nodes join. The drill passes when
-every survivor holds the SLO at the replicas it reaches and its warm replicas suffice.
-"""
+Per survivor: its load against the capacity of its max replicas at the rate a replica carries in a
+loss (`ReplicaSizing.loss_requests_per_s`: below the SLO-limit rate, where arrivals would wait for a
+batch slot), the replicas it must reach, TTFT and ITL predicted at the load per replica
+(`sizing.predict_at` on the region's chosen operating point), and whether the replicas already
+running when the loss hits (`resilience.warm_at_peak`) carry it until new nodes join. The drill
+passes when every survivor holds the SLO at the replicas it reaches and its warm replicas
+suffice."""
 
 from __future__ import annotations
 
