@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from llmfleet.cli import main
 from llmfleet.plan.stacks import list_stacks
 
@@ -88,6 +90,7 @@ def test_render_repairs_a_drifted_directory_and_says_how(
     assert render(capsys, "--stack", "one-region", "--out", str(tmp_path), "--check")[0] == 0
 
 
+@pytest.mark.slow  # whole plans, drills or renders: program-check
 def test_check_of_every_stack_names_a_missing_stack_and_an_unknown_one(
     tmp_path, capsys, own_stacks
 ) -> None:

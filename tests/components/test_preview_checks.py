@@ -274,6 +274,7 @@ def test_a_policy_without_dns_or_https_blocks_dns_and_s3() -> None:
 # --- what moto's APIs refuse ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # whole plans, drills or renders: program-check
 def test_moto_refuses_a_subnet_outside_its_vpc_and_a_malformed_policy() -> None:
     vpc = res("aws:ec2/vpc:Vpc", "vpc", {"cidrBlock": "10.40.0.0/16"}, provider=AWS_PROVIDER,
               resource_id="vpc-id")

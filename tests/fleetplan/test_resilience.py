@@ -211,12 +211,14 @@ def test_a_region_whose_gpus_sit_in_one_zone_is_flagged() -> None:
 # --- the drill ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # whole plans, drills or renders: program-check
 @pytest.mark.parametrize("region", ["us-east-1", "us-west-2", "eu-north-1"])
 def test_three_regions_pass_the_drill_for_every_single_region_loss(region) -> None:
     report = drill(three_regions(), [region])
     assert report.passed, report
 
 
+@pytest.mark.slow  # whole plans, drills or renders: program-check
 def test_a_plan_sized_without_resilience_fails_the_drill_and_passes_with_it() -> None:
     bare = drill(three_regions_with(survive_region_losses=0), ["us-east-1"])
     [west] = [s for s in bare.survivors if s.region == "us-west-2"]
@@ -226,6 +228,7 @@ def test_a_plan_sized_without_resilience_fails_the_drill_and_passes_with_it() ->
     assert drill(three_regions_with(), ["us-east-1"]).passed
 
 
+@pytest.mark.slow  # whole plans, drills or renders: program-check
 def test_the_drill_exits_1_when_the_slo_breaks_and_0_when_it_holds(capsys, own_stacks) -> None:
     assert main(["drill", "--stack", "three-regions", "--lose", "us-west-2"]) == 0
     two = ["--lose", "us-east-1,us-west-2", "--json"]

@@ -82,6 +82,7 @@ def test_the_headline_and_table_show_precision_kv_and_speculation(tighter_ttft) 
     assert "| us-east-1 | p6-b200.48xlarge | 4 | fp8 | fp8 | none | 190 → 98 |" in text
 
 
+@pytest.mark.slow  # whole plans, drills or renders: program-check
 def test_diff_charts_are_drawn_beside_the_markdown_and_byte_identical(
     tighter_ttft, tmp_path, capsys, own_stacks
 ) -> None:

@@ -550,6 +550,7 @@ def test_a_stack_renders_a_config_a_file_per_object_per_region_and_a_report(stac
         assert all(text.endswith("\n") for text in files.values())
 
 
+@pytest.mark.slow  # whole plans, drills or renders: program-check
 def test_rendered_is_current_for_every_stack(stack_plans) -> None:
     for env, fp in stack_plans.items():
         files = render.render_stack(fp, None, read_plan(env))  # with the simulated days

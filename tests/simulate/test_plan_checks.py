@@ -88,6 +88,7 @@ def test_the_worst_loss_recovers_in_the_plans_time(env) -> None:
     assert event.recovery_s <= event.plan_recovery_s + 2 * sim.step_s
 
 
+@pytest.mark.slow  # whole plans, drills or renders: program-check
 def test_a_survivor_at_its_slo_limit_rate_loses_its_users_to_the_slot_queue() -> None:
     # The three-region plan's us-west-2 absorbing us-east-1 (240 req/s): at the SLO-limit rate
     # (24.277 req/s a replica, 10 replicas) its batch is full about as often as not and the
