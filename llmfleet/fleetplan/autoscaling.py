@@ -17,6 +17,7 @@ from pydantic import Field
 from llmfleet.catalog.vllm_release import bucket_family, default_buckets, quantile_problem
 from llmfleet.data import Data
 from llmfleet.perf.queueing import length_cv2, prefill_wait
+from llmfleet.perf.slots import running_context_tokens
 from llmfleet.search.choice import Choice
 from llmfleet.search.replica_slo import predict_at, ttft_percentile_s
 
@@ -111,8 +112,8 @@ def build_autoscaling(
     rate = sizing.capacity_requests_per_s * (1 - plan.headroom)
     steps, ttft_s = predict_at(step_model, plan, sizing.batch, sizing.chunk_tokens, rate)
     running = rate * o * steps.mean_token_s
-    kv_p95 = running * (t.input_tokens.p95_or_mean + t.output_tokens.p95_or_mean / 2)
-    kv_use = min(kv_p95 / sizing.memory.kv_cache_tokens, 0.95)
+    context = running_context_tokens(i, o, t.output_tokens.sigma)
+    kv_use = min(running * context / sizing.memory.kv_cache_tokens, 0.95)
     service = i / sizing.chunk_tokens * steps.mixed_s
     cv2 = length_cv2(i, t.input_tokens.p95_or_mean)
     wait = prefill_wait(steps.mixed_share, service, cv2, plan.slo.percentile)
@@ -137,12 +138,15 @@ def build_autoscaling(
         Trigger(
             name="kv-cache-usage",
             metric="vllm:kv_cache_usage_perc",
-            query=f"sum(vllm:kv_cache_usage_perc{sel})",
+            query=f"sum(avg_over_time(vllm:kv_cache_usage_perc{sel}[{w}]))",
             threshold=round(kv_use, 3),
-            reason=f"{running:.1f} running sequences at the sized load, each holding a p95 "
-            f"context ({t.input_tokens.p95_or_mean:,} + {t.output_tokens.p95_or_mean:,} / 2 "
-            f"tokens), fill {kv_use:.1%} of {sizing.memory.kv_cache_tokens:,} KV tokens: "
-            "above it the replica holds more work than it was sized for",
+            reason=f"{running:.1f} running sequences at the sized load, each holding its "
+            f"prompt and half its output weighted by how long it runs ({context:,.0f} tokens "
+            f"on average), fill {kv_use:.1%} of {sizing.memory.kv_cache_tokens:,} KV tokens: "
+            "KV use grows with the load, so this trigger asks for the sized count at any "
+            "steady load (a p95 context here would ask for too few and let the fleet shrink "
+            f"below it); averaged over {w}, as a running count swings by its square root "
+            "from scrape to scrape",
         ),
         Trigger(
             name="queue-wait-mean",

@@ -26,6 +26,7 @@ from llmfleet.fleetplan.autoscaling import (
     COOLDOWN_PERIOD_S,
     FALLBACK_FAILURE_THRESHOLD,
     POLLING_INTERVAL_S,
+    RATE_WINDOW,
     Autoscaling,
     Trigger,
     queue_depth_threshold,
@@ -37,6 +38,7 @@ from llmfleet.fleetplan.serving import ECR_PREFIX, Serving, build_serving
 from llmfleet.fleetplan.workload import NODE_LABEL_PREFIX, PORT
 from llmfleet.perf.chunked import MixedSteps
 from llmfleet.perf.queueing import prefill_wait
+from llmfleet.perf.slots import running_context_tokens
 from llmfleet.search.choice import Choice, PrefillPool
 from llmfleet.search.operating_point import ReplicaSizing
 from llmfleet.search.replica_slo import ttft_prompt_tokens
@@ -165,16 +167,18 @@ def build_decode_autoscaling(
     t = plan.traffic
     rate = s.capacity_requests_per_s * (1 - plan.headroom)
     running = rate * t.output_tokens.mean * s.steps.decode_only_s
-    kv_p95 = running * (t.input_tokens.p95_or_mean + t.output_tokens.p95_or_mean / 2)
-    kv_use = min(kv_p95 / s.memory.kv_cache_tokens, 0.95)
+    context = running_context_tokens(
+        t.input_tokens.mean, t.output_tokens.mean, t.output_tokens.sigma
+    )
+    kv_use = min(running * context / s.memory.kv_cache_tokens, 0.95)
     sel = _selector(namespace, served_model_name, "decode")
     trigger = Trigger(
         name="kv-cache-usage",
         metric="vllm:kv_cache_usage_perc",
-        query=f"sum(vllm:kv_cache_usage_perc{sel})",
+        query=f"sum(avg_over_time(vllm:kv_cache_usage_perc{sel}[{RATE_WINDOW}]))",
         threshold=round(kv_use, 3),
         reason=f"{running:.1f} running sequences at the sized load ({rate:.2f} req/s a "
-        f"replica), each holding a p95 context, fill {kv_use:.1%} of "
+        f"replica), each holding {context:,.0f} tokens on average, fill {kv_use:.1%} of "
         f"{s.memory.kv_cache_tokens:,} KV tokens",
     )
     return _scaling(

@@ -6,11 +6,13 @@ components, templates and the CLI read it and recompute nothing."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import Field
 
 from llmfleet import __version__
+from llmfleet.calibration.server_calibration import Coverage
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.data import Data, MinDesiredMax
 from llmfleet.fleetplan.calibrations import CalibrationUse, build_calibrations
@@ -31,7 +33,8 @@ from llmfleet.plan.edge import Edge
 from llmfleet.plan.model import ResolvedModel, resolve_model
 from llmfleet.plan.routing import ApiKey, Dns, Routing
 from llmfleet.plan.schema import CapacityPlan, Slo, Traffic
-from llmfleet.search.optimizer import Sizer, choose_region
+from llmfleet.search.choice import Choice
+from llmfleet.search.optimizer import Alternative, Sizer, choose_region
 from llmfleet.search.replicas import LossSizing, loss_sizing
 from llmfleet.units import GB, GIB
 
@@ -163,18 +166,49 @@ def build_model_summary(
     )
 
 
-def build_fleet_plan(
+@dataclass(frozen=True)
+class Search:
+    """What the search chooses per region, and the setup it chose with: the one place the
+    sizing constants, the calibrations and the Sizer are made (the FleetPlan is built from
+    it; the simulator takes its Sizer's corrections)."""
+
+    base: Constants
+    consts: Constants
+    pessimistic: Constants
+    model: ResolvedModel
+    coverage: Coverage
+    sizer: Sizer
+
+    def choose(self, plan: CapacityPlan) -> list[tuple[Choice, list[Alternative]]]:
+        """Every region's choice and alternatives (stages 1, 3 and 4's pricing)."""
+        return [
+            choose_region(plan, self.model, region, self.consts, self.sizer)
+            for region in plan.regions
+        ]
+
+
+def search_setup(
     plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = PROJECT_ROOT
-) -> FleetPlan:
+) -> Search:
+    """Check the plan and set the search up: constants, model, calibration files, Sizer."""
     check_plan(plan)
     base = consts or fitted()
-    consts = sizing_constants(plan, base)
+    sizing = sizing_constants(plan, base)
     pessimistic = sizing_constants(plan.model_copy(update={"confidence": "pessimistic"}), base)
     model = resolve_model(plan, base_dir)
     coverage = load_calibrations(plan, model, base, base_dir)
     slowdown = calibrated_slowdown(pessimistic) if plan.confidence == "pessimistic" else None
-    sizer = Sizer(plan, model, consts, coverage, slowdown)
-    searched = [choose_region(plan, model, region, consts, sizer) for region in plan.regions]
+    sizer = Sizer(plan, model, sizing, coverage, slowdown)
+    return Search(base, sizing, pessimistic, model, coverage, sizer)
+
+
+def build_fleet_plan(
+    plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = PROJECT_ROOT
+) -> FleetPlan:
+    found = search_setup(plan, consts, base_dir)
+    base, consts, pessimistic = found.base, found.consts, found.pessimistic
+    model, coverage, sizer = found.model, found.coverage, found.sizer
+    searched = found.choose(plan)
     # Stage 4: the search sized each region to survive the losses it absorbs; record the
     # floors, then give each region its entry point.
     choices = [choice for choice, _ in searched]

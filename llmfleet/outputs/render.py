@@ -43,6 +43,7 @@ from llmfleet.outputs.vllm_checks import (
 )
 from llmfleet.paths import TEMPLATES_DIR
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.simulate.engine import not_simulated
 from llmfleet.simulate.run import report_days
 
 VLLM_CONFIG = "vllm-config.yaml"
@@ -296,7 +297,8 @@ def render_stack(
     files.update(charts.chart_files(fleet, drawn))
     review = review_context(fleet)
     simulated = None
-    if plan is not None:
+    unsimulated = not_simulated(fleet) if plan is not None else None
+    if plan is not None and unsimulated is None:
         days = report_days(plan, fleet, fleet.name)
         shown = [days.spike] + ([days.loss] if days.loss is not None else [])
         chart, svg = simulation_chart(shown, drawn)
@@ -309,6 +311,7 @@ def render_stack(
         files=per_region,
         review=review,
         simulated=simulated,
+        unsimulated=unsimulated,
         fleet_karpenter_version=KARPENTER_VERSION,
         image_notes=image_notes(fleet.startup),
     )

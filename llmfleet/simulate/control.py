@@ -11,12 +11,12 @@ kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale, "Default beha
 are what vLLM exports, summed over Ready replicas: waiting requests (`num_requests_waiting`: each
 replica's count drawn from a geometric law with the step's mean, a queue's length, so the sum is
 negative binomial), KV use (running sequences drawn as Poisson, the count of an infinite-server
-system), and over the queries' 2-minute window the mean queue time and the TTFT at the SLO
-percentile times the Ready count. The TTFT quantile is read as the arrival-weighted mean of each
-step's TTFT at the percentile (the plan's formula at that step), not from histogram buckets. KEDA's
-fallback (hold `replicas.desired` after `fallback_failure_threshold` failed polls) never fires:
-Prometheus does not fail here; its `cooldownPeriod` applies only to scaling to zero, which
-`replicas.min` >= 1 rules out.
+system, averaged over the window's scrapes as the query's avg_over_time does), and over the queries'
+2-minute window the mean queue time and the TTFT at the SLO percentile times the Ready count. The
+TTFT quantile is read as the arrival-weighted mean of each step's TTFT at the percentile (the plan's
+formula at that step), not from histogram buckets. KEDA's fallback (hold `replicas.desired` after
+`fallback_failure_threshold` failed polls) never fires: Prometheus does not fail here; its
+`cooldownPeriod` applies only to scaling to zero, which `replicas.min` >= 1 rules out.
 
 Nodes: the managed node group's floor (`capacity.floor_nodes`) is always there; a pod that
 finds no free slot makes Karpenter launch nodes up to `capacity.ceiling_nodes`. A pod on a

@@ -123,6 +123,7 @@ def _region_day(
     trace = pool.trace
     poll = max(1, int(round(rp.autoscaling.polling_interval_s / STEP_S)))
     window = int(SIGNAL_WINDOW_S / STEP_S)
+    scrapes = max(1, SIGNAL_WINDOW_S // rp.autoscaling.polling_interval_s)  # avg_over_time
     ready_rec, replicas_rec, nodes_rec = [0] * steps, [0] * steps, [0] * steps
     batch_rec = [0.0] * steps
     noserve = np.zeros(steps)
@@ -150,7 +151,7 @@ def _region_day(
             ttft = sum(map(mul, arrived, trace.ttft_p_s[lo:idx + 1])) / total if total else 0
             rc.poll(t, {
                 "waiting": float(gauges.negative_binomial(ready, 1 / (1 + pool.waiting))),
-                "kv_usage": float(gauges.poisson(pool.running * ready))
+                "kv_usage": float(gauges.poisson(pool.running * ready * scrapes)) / scrapes
                 * model.context_tokens / model.kv_cache_tokens,
                 "queue_wait": wait * ready,
                 "ttft": ttft * ready,

@@ -8,10 +8,10 @@ of `step_s` seconds, at the step's expected arrival rate:
 - the engine runs decode-only steps of `perf.step.step_time(D, context)` and mixed steps
   carrying a prefill chunk of what the token budget leaves (`max_num_batched_tokens - D`,
   vLLM's scheduler); the step model is the one the search sized the region with
-  (`StepModel` rebuilt from the FleetPlan's instance, TP, precision, KV dtype and
-  speculation; a test checks it is the search's own). A running sequence holds its prompt
-  plus half its output weighted by how long it runs, i + E[o^2] / (2 E[o]) (long outputs
-  stay longer; the plan's i + o / 2 is the unweighted mean);
+  (`StepModel` rebuilt from the FleetPlan's instance, layout, precision, KV dtype,
+  speculation and calibration; a test checks it is the search's own). A running sequence
+  holds its prompt plus half its output weighted by how long it runs, i + E[o^2] / (2 E[o])
+  (long outputs stay longer; the plan's i + o / 2 is the unweighted mean);
 - requests finish at D x tokens per second / mean output (Little's law);
 - the backlog is admitted while slots (max_num_seqs, or what the KV pool holds) and the
   prefill lane (chunk / mixed step, every step mixed) allow.
@@ -45,9 +45,8 @@ from typing import Any
 import numpy as np
 
 from llmfleet.catalog import hardware
-from llmfleet.catalog.constants import fitted
 from llmfleet.errors import PlanError
-from llmfleet.fleetplan.fleet import FleetPlan, sizing_constants
+from llmfleet.fleetplan.fleet import FleetPlan, Search, search_setup
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.perf.chunked import prefill_s
 from llmfleet.perf.queueing import (
@@ -57,10 +56,10 @@ from llmfleet.perf.queueing import (
 )
 from llmfleet.perf.slots import batch_table, slot_chain, tokens_per_step
 from llmfleet.perf.step import StepModel
-from llmfleet.plan.model import ResolvedModel, resolve_model
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, lever_space
 from llmfleet.search.replica_slo import ttft_prompt_tokens
+from llmfleet.search.shapes import Shape
 
 QUANTILE_EDGES = (
     0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.96, 0.97, 0.975,
@@ -77,13 +76,22 @@ RATE_POINTS = 512
 LONGEST_WAIT_S = 3600.0
 
 
-def step_model_of(
-    plan: CapacityPlan, model: ResolvedModel, rp: RegionPlan, fleet: FleetPlan
+def step_models(plan: CapacityPlan, fleet: FleetPlan) -> dict[str, StepModel]:
+    """Each region's step model as the search sized it, rebuilt from what the FleetPlan
+    deploys: its levers, its layout across GPUs and nodes (the engine's TP, PP, DP and EP
+    flags) and, where a calibration file covers the server, the file's correction (the
+    search's own Sizer gives it)."""
+    setup = search_setup(plan)
+    space = lever_space(plan, setup.model)
+    return {rp.region: _step_model(plan, setup, space, rp, fleet) for rp in fleet.regions}
+
+
+def _step_model(
+    plan: CapacityPlan, setup: Search, space: list[Levers], rp: RegionPlan, fleet: FleetPlan
 ) -> StepModel:
-    """The step model the search sized the region with, from the FleetPlan's choice."""
     chosen = rp.levers
     match: Levers | None = None
-    for lv in lever_space(plan, model):
+    for lv in space:
         spec = lv.spec
         if chosen is None:
             if lv.precision == fleet.model.precision and spec is None:
@@ -104,8 +112,14 @@ def step_model_of(
         raise PlanError(
             f"regions[{rp.region}].levers", chosen, "not a point of the plan's lever space"
         )
-    consts = sizing_constants(plan, fitted())
-    return match.step_model(model.arch, hardware.gpu(rp.gpu), rp.tensor_parallel_size, consts)
+    v, tp = rp.serving.vllm, rp.tensor_parallel_size
+    shape = Shape(tp, v.pipeline_parallel_size or 1, v.data_parallel_size or 1,
+                  bool(v.enable_expert_parallel))
+    correction = setup.sizer.correction(rp.gpu, tp, match)
+    return match.step_model(
+        setup.model.arch, hardware.gpu(rp.gpu), tp, setup.consts, correction,
+        shape.parallel(hardware.instance(rp.instance_type)),
+    )
 
 
 @dataclass(frozen=True)
@@ -139,10 +153,7 @@ class ReplicaModel:
     cap_rate: list[float]  # requests/s a replica completes at the cap, by rate
 
 
-def replica_model(
-    plan: CapacityPlan, model: ResolvedModel, rp: RegionPlan, fleet: FleetPlan
-) -> ReplicaModel:
-    sm = step_model_of(plan, model, rp, fleet)
+def replica_model(plan: CapacityPlan, rp: RegionPlan, sm: StepModel) -> ReplicaModel:
     t = plan.traffic
     i, o = float(t.input_tokens.mean), float(t.output_tokens.mean)
     out_sigma = t.output_tokens.sigma
@@ -199,9 +210,26 @@ def replica_model(
     )
 
 
+def not_simulated(fleet: FleetPlan) -> str | None:
+    """Why the fleet cannot be simulated, or None: a disaggregated region (a prefill pool,
+    the KV's transfer and a decode pool) is not modelled; its replicas are not one engine."""
+    split = [rp.region for rp in fleet.regions if rp.disaggregation is not None]
+    if not split:
+        return None
+    return (
+        f"{', '.join(split)} serve{'s' if len(split) == 1 else ''} disaggregated (a prefill "
+        "and a decode pool); the simulator models colocated replicas only (prefill chunked "
+        "beside decode on one engine). Set allowed.disaggregated: false to simulate the "
+        "colocated fleet"
+    )
+
+
 def replica_models(plan: CapacityPlan, fleet: FleetPlan) -> dict[str, ReplicaModel]:
-    model = resolve_model(plan)
-    return {rp.region: replica_model(plan, model, rp, fleet) for rp in fleet.regions}
+    why = not_simulated(fleet)
+    if why is not None:
+        raise PlanError("allowed.disaggregated", plan.allowed.disaggregated, why)
+    models = step_models(plan, fleet)
+    return {rp.region: replica_model(plan, rp, models[rp.region]) for rp in fleet.regions}
 
 
 @dataclass

@@ -419,7 +419,7 @@ def test_fallback_is_valid_because_every_trigger_is_average_value(regions) -> No
         assert {t["metricType"] for t in triggers} == {"AverageValue"}
         q = {t["name"]: t["metadata"]["query"] for t in triggers}
         assert q["queue-depth"].startswith("sum(vllm:num_requests_waiting{")
-        assert q["kv-cache-usage"].startswith("sum(vllm:kv_cache_usage_perc{")
+        assert q["kv-cache-usage"].startswith("sum(avg_over_time(vllm:kv_cache_usage_perc{")
         for fleet_wide in ("queue-wait-mean", "ttft-slo-guard"):
             assert "* count(vllm:kv_cache_usage_perc{" in q[fleet_wide]
             assert q[fleet_wide].endswith("> 0 or vector(0)")  # an idle fleet's NaN is 0

@@ -4,30 +4,61 @@ import math
 
 import numpy as np
 import pytest
+from plans import OWN_STACKS, frontier_plan, long_prompt_plan, make_plan, three_regions
 
-from llmfleet.catalog.constants import fitted
-from llmfleet.fleetplan.fleet import sizing_constants
-from llmfleet.plan.model import resolve_model
-from llmfleet.plan.stacks import list_stacks, read_plan
-from llmfleet.search.optimizer import choose_region
+from llmfleet.errors import PlanError
+from llmfleet.fleetplan.fleet import build_fleet_plan, search_setup
+from llmfleet.outputs import render
+from llmfleet.perf.step import NO_CORRECTION
+from llmfleet.plan.stacks import parse_plan, read_plan
 from llmfleet.simulate.engine import (
     Pool,
     inside_share,
     replica_models,
-    step_model_of,
+    step_models,
     wait_tail,
 )
 
+GPT_OSS_TP1 = {
+    "model": {"id": "gpt-oss-120b", "precision": "mxfp4", "kv_cache_dtype": "fp8"},
+    "allowed": {"gpus": ["B200"]},
+    "max_model_len": 16384,
+    "traffic.input_tokens": {"mean": 2000, "p95": 6000},
+    "traffic.output_tokens": {"mean": 1000, "p95": 3000},
+    "slo": {"ttft_ms": 1000, "itl_ms": 40, "percentile": 95},
+    "calibration": ["stacks/calibrations/gpt-oss-120b-b200-tp1.json"],
+}
+"""A plan on the calibration file shipped for gpt-oss-120b on B200 TP 1."""
 
-@pytest.mark.parametrize("env", list_stacks())
+
+def test_a_calibrated_region_is_simulated_on_the_corrected_step_model() -> None:
+    # gpt-oss-120b on B200 TP 1 with its calibration file: the simulator's step model is the
+    # search's own, the file's factors included (not the shipped constants').
+    plan = make_plan(**GPT_OSS_TP1)
+    fp = build_fleet_plan(plan)
+    [(choice, _)] = search_setup(plan).choose(plan)
+    [model] = step_models(plan, fp).values()
+    assert model == choice.step_model
+    assert model.correction != NO_CORRECTION
+
+
+@pytest.mark.parametrize("env", ["three-regions", "one-region"])
 def test_each_region_is_simulated_on_the_step_model_the_search_sized_it_with(
-    env, stack_plans
+    env, own_plans
 ) -> None:
-    plan, fp = read_plan(env), stack_plans[env]
-    model = resolve_model(plan)
-    for region, rp in zip(plan.regions, fp.regions, strict=True):
-        choice, _ = choose_region(plan, model, region, sizing_constants(plan, fitted()))
-        assert step_model_of(plan, model, rp, fp) == choice.step_model
+    plan = parse_plan(OWN_STACKS[env])
+    chosen = [choice.step_model for choice, _ in search_setup(plan).choose(plan)]
+    assert list(step_models(plan, own_plans[env]).values()) == chosen
+
+
+def test_a_pipeline_parallel_region_is_simulated_across_its_stages() -> None:
+    # Llama-3.1-405B at bf16 on p5.48xlarge: TP 8 x PP 2 over two nodes (issue #24).
+    plan = frontier_plan()
+    fp = build_fleet_plan(plan)
+    [(choice, _)] = search_setup(plan).choose(plan)
+    [model] = step_models(plan, fp).values()
+    assert choice.layout.pp > 1 and model.parallel.pp == choice.layout.pp
+    assert model == choice.step_model
 
 
 def test_at_a_constant_rate_the_running_batch_is_rate_times_a_requests_life(stack_plans) -> None:
@@ -93,8 +124,6 @@ def test_at_the_rate_stage_4_sizes_a_loss_for_the_simulated_batch_is_rarely_full
     # The three-region plan's survivors: the simulator's own chain (every batch, where the
     # search tabulates 33) finds the batch full no more than 1 % of the time (p99) at the
     # rate a replica carries in a loss, and at the SLO-limit rate nearly always.
-    from plans import three_regions
-
     plan, fp = three_regions(), own_plans["three-regions"]
     models = replica_models(plan, fp)
     for name in ("us-east-1", "us-west-2"):
@@ -106,3 +135,13 @@ def test_at_the_rate_stage_4_sizes_a_loss_for_the_simulated_batch_is_rarely_full
 
         assert chance(rp.predicted.requests_per_s_in_loss) <= 0.011
         assert chance(rp.predicted.requests_per_s) > 0.5
+
+
+def test_a_disaggregated_region_is_refused_not_simulated_as_one_engine() -> None:
+    plan = long_prompt_plan()
+    fp = build_fleet_plan(plan)
+    assert fp.regions[0].disaggregation is not None
+    with pytest.raises(PlanError, match="allowed.disaggregated.*colocated replicas only"):
+        replica_models(plan, fp)
+    report = render.render_stack(fp, None, plan)[render.REPORT]
+    assert "Not simulated: us-east-1 serves disaggregated" in report
