@@ -50,7 +50,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.node_pool import PoolKind, pool_node_selector
-from llmfleet.catalog.kubernetes import Chart, chart
+from llmfleet.catalog.kubernetes import ChartPin, chart
 from llmfleet.errors import ProgramError
 from llmfleet.fleetplan import workload
 from llmfleet.plan.alerting import Alerting, Receiver
@@ -121,7 +121,7 @@ class HelmChart:
     """Releases (by release name) this one waits for, e.g. the one installing its CRDs."""
 
     @property
-    def pinned(self) -> Chart:
+    def pinned(self) -> ChartPin:
         return chart(self.component)
 
     @property

@@ -57,7 +57,7 @@ class EksSupport:
 
 
 @dataclass(frozen=True)
-class Chart:
+class ChartPin:
     """A pinned Helm chart and the Kubernetes minor versions it supports (inclusive; no
     maximum where the project publishes none)."""
 
@@ -116,11 +116,11 @@ def eks_support() -> EksSupport:
 
 
 @cache
-def charts() -> dict[str, Chart]:
+def charts() -> dict[str, ChartPin]:
     """Every pinned chart by component name."""
     with CHARTS.open(newline="") as f:
         return {
-            row["component"]: Chart(
+            row["component"]: ChartPin(
                 component=row["component"],
                 chart=row["chart"],
                 repository=row["repository"],
@@ -135,11 +135,11 @@ def charts() -> dict[str, Chart]:
         }
 
 
-def chart(component: str) -> Chart:
+def chart(component: str) -> ChartPin:
     return charts()[component]
 
 
-def charts_missing(version: str) -> list[Chart]:
+def charts_missing(version: str) -> list[ChartPin]:
     """The pinned charts whose support window leaves `version` out."""
     return [c for c in charts().values() if not c.supports(version)]
 

@@ -22,7 +22,7 @@ from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, build_lever_rep
 from llmfleet.fleetplan.region import RegionPlan, build_region_plan
 from llmfleet.fleetplan.resilience import Resilience, build_resilience
 from llmfleet.fleetplan.risk import calibrated_slowdown
-from llmfleet.fleetplan.rollout import Rollout, build_rollout
+from llmfleet.fleetplan.rollout import RolloutPlan, build_rollout
 from llmfleet.fleetplan.traffic import TrafficAdvice, build_traffic_advice
 from llmfleet.paths import PROJECT_ROOT
 from llmfleet.perf.architecture import kv_dtype_bytes
@@ -113,7 +113,7 @@ class FleetPlan(Data):
         description="plan.calibration's files: the server each fits on the user's runs, its "
         "factors and band, and the regions it covers.",
     )
-    rollout: Rollout = Field(
+    rollout: RolloutPlan = Field(
         description="The order regions deploy in, the canary and its gate (`llmfleet rollout`)."
     )
 

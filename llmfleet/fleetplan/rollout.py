@@ -22,7 +22,7 @@ from llmfleet.plan.schema import CapacityPlan
 SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-class Rollout(Data):
+class RolloutPlan(Data):
     order: list[str] = Field(description="Regions in deploy order; the first is the canary.")
     canary: str
     gate_alerts: list[str] = Field(
@@ -64,13 +64,13 @@ def bake_s(region: RegionPlan, rules: list[AlertRule]) -> int:
     return math.ceil(worst / 60) * 60
 
 
-def build_rollout(plan: CapacityPlan, regions: list[RegionPlan]) -> Rollout:
+def build_rollout(plan: CapacityPlan, regions: list[RegionPlan]) -> RolloutPlan:
     order = rollout_order(plan)
     canary = next(r for r in regions if r.region == order[0])
     ready_s = math.ceil(canary.cold_start.total_s)
     ready = f"its replicas Ready within {ready_s} s (the predicted cold start)"
     if len(order) == 1:
-        return Rollout(
+        return RolloutPlan(
             order=order, canary=canary.region, gate_alerts=[], bake_s=0,
             reasons=[f"one region ({canary.region}): one stack deploys it whole, {ready}"],
         )
@@ -93,7 +93,7 @@ def build_rollout(plan: CapacityPlan, regions: list[RegionPlan]) -> Rollout:
             f"the canary {canary.region} serves no traffic (a failover standby): its burn-rate "
             "alerts cannot fire, so the gate checks readiness only"
         )
-    return Rollout(
+    return RolloutPlan(
         order=order, canary=canary.region, gate_alerts=[r.name for r in rules], bake_s=bake,
         reasons=reasons,
     )

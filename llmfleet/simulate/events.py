@@ -35,7 +35,7 @@ START_ROUND = 256
 
 
 @dataclass(frozen=True)
-class Served:
+class ServedRequest:
     """Each request a sampled replica served: arrival time, TTFT, ITL as the SLO reads it."""
 
     arrival_s: np.ndarray
@@ -68,7 +68,7 @@ def serve(
     prompts: np.ndarray,
     outputs: np.ndarray,
     itl: str,
-) -> Served:
+) -> ServedRequest:
     """One replica serving these requests (arrival times sorted)."""
     m = model
     timed = _timer(m.step_model)
@@ -149,7 +149,7 @@ def serve(
             remaining = max(0.0, (float(outputs[r]) - 1) / tps)
             heapq.heappush(decoding, (step + math.ceil(remaining - 1e-9), r))
             context_sum += float(prompts[r] + 1)
-    return Served(arrivals, ttft, gap)
+    return ServedRequest(arrivals, ttft, gap)
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ def fleet_rate(plan: CapacityPlan, t_s: Float, day: DayShape) -> Float:
 
 
 @dataclass(frozen=True)
-class Routing:
+class RouteState:
     """How a loss moves users: when DNS starts moving them and how long resolvers hold on."""
 
     detection_s: float | None  # None: no global name, nothing re-routes
@@ -78,11 +78,11 @@ class Routing:
         return None if self.detection_s is None else self.detection_s + self.ttl_s
 
 
-def routing(fleet: FleetPlan) -> Routing:
+def routing(fleet: FleetPlan) -> RouteState:
     rec = fleet.resilience.recovery
     if rec is None:
-        return Routing(None, 0.0)
-    return Routing(float(rec.detection_s), float(rec.ttl_s))
+        return RouteState(None, 0.0)
+    return RouteState(float(rec.detection_s), float(rec.ttl_s))
 
 
 @dataclass(frozen=True)

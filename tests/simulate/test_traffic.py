@@ -6,7 +6,7 @@ import pytest
 
 from llmfleet.plan.stacks import read_plan
 from llmfleet.simulate.scenario import DAY_S, DayShape, Loss, Scenario, Spike, parse_day
-from llmfleet.simulate.traffic import Routing, demand, fleet_rate, level
+from llmfleet.simulate.traffic import RouteState, demand, fleet_rate, level
 
 T = np.arange(0, DAY_S, 1.0)
 
@@ -44,7 +44,7 @@ def test_a_spike_multiplies_every_region_for_its_minutes() -> None:
 
 def test_dns_moves_a_lost_regions_users_after_detection_over_the_ttl() -> None:
     # prod: 3 failed checks 10 s apart (30 s), then resolvers drop the answer over 60 s
-    route = Routing(detection_s=30, ttl_s=60)
+    route = RouteState(detection_s=30, ttl_s=60)
     assert list(route.moved(np.array([0.0, 29.0, 60.0, 90.0, 200.0]))) == [0, 0, 0.5, 1, 1]
     assert route.recovery_s == 90
 
