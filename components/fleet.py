@@ -19,7 +19,7 @@ Kubernetes version, CIDR) is read from the FleetPlan.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import pulumi
@@ -49,7 +49,7 @@ from components.global_endpoint import (
 from components.karpenter import Karpenter, KarpenterArgs
 from components.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.logs import LogBucket, LogBucketArgs
-from components.multi_node import EfaNodePool, MultiNodeArgs, MultiNodeSupport
+from components.multi_node import MultiNodeArgs, MultiNodeSupport
 from components.node_pool import NodePool, NodePoolArgs, PoolSpec, gpu_pool, system_pool
 from components.vllm_service import VllmService, VllmServiceArgs
 from components.weights import ModelStore, ModelStoreArgs
@@ -82,7 +82,7 @@ class RegionResources:
     provider: aws.Provider
     cluster: InferenceCluster
     system_pool: NodePool
-    gpu_pool: NodePool | EfaNodePool | None
+    gpu_pool: NodePool | None
     karpenter: Karpenter
     model_store: ModelStore
     addons: ClusterAddons
@@ -230,18 +230,16 @@ class Fleet(pulumi.ComponentResource):
                     MultiNodeArgs(rp, cluster.k8s_provider, [system.node_group]),
                     opts=pool_opts,
                 )
-            gpu: NodePool | EfaNodePool | None = None
+            gpu: NodePool | None = None
             if rp.capacity.floor_nodes > 0:
                 floor_args = node_pool_args(
                     gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name
                 )
-                if multi is not None and rp.multi_node is not None:
-                    gpu = EfaNodePool(
-                        f"{base}-gpu", floor_args, rp.multi_node, multi.placement_group.name,
-                        opts=pool_opts,
+                if multi is not None:
+                    floor_args = replace(
+                        floor_args, efa=rp.multi_node, placement_group=multi.placement_group.name
                     )
-                else:
-                    gpu = NodePool(f"{base}-gpu", floor_args, opts=pool_opts)
+                gpu = NodePool(f"{base}-gpu", floor_args, opts=pool_opts)
             karpenter = Karpenter(
                 f"{base}-karpenter",
                 KarpenterArgs(

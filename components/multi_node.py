@@ -12,8 +12,8 @@ Children:
   `oci://registry.k8s.io/lws/charts/lws`) on the system nodes; the rendered
   LeaderWorkerSet waits for it.
 
-`EfaNodePool` is the GPU floor of such a region: the same managed node group as
-`components.node_pool.NodePool` (its pure builders), whose launch template also carries the
+The GPU floor of such a region is a `components.node_pool.NodePool` given the multi-node
+section and this placement group (`NodePoolArgs.efa`): its launch template also carries the
 node's EFA interfaces (ENA primary, an EFA-only interface per network card) and the
 placement group. Every number comes from the FleetPlan."""
 
@@ -28,12 +28,6 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.node_pool import (
-    DESIRED_SIZE_PATH,
-    LABEL_PREFIX,
-    POOL_LABEL,
-    NodePoolArgs,
-    launch_template_args,
-    node_group_args,
     pool_node_selector,
 )
 from llmfleet.fleetplan import workload
@@ -88,31 +82,6 @@ def placement_group_args(multi: MultiNode) -> dict[str, Any]:
     return {"name": multi.placement_group, "strategy": multi.placement_strategy}
 
 
-def efa_launch_template_args(
-    base: dict[str, Any],
-    multi: MultiNode,
-    cluster_security_group_id: pulumi.Input[str],
-    placement_group: pulumi.Input[str],
-) -> dict[str, Any]:
-    """A NodePool launch template's arguments with the node's EFA interfaces (every one in the
-    cluster security group, which admits all traffic among its members, as EFA requires) and
-    the placement group."""
-    interfaces = []
-    for n in multi.network_interfaces:
-        spec: dict[str, Any] = {
-            "network_card_index": n.network_card_index,
-            "device_index": n.device_index,
-            "delete_on_termination": "true",
-            "security_groups": [cluster_security_group_id],
-        }
-        if n.interface_type == "interface":
-            spec["associate_public_ip_address"] = "false"
-        else:
-            spec["interface_type"] = n.interface_type
-        interfaces.append(spec)
-    return {**base, "network_interfaces": interfaces, "placement": {"group_name": placement_group}}
-
-
 @dataclass(frozen=True)
 class MultiNodeArgs:
     """region_plan: the region (its `multi_node` section must be set).
@@ -161,61 +130,4 @@ class MultiNodeSupport(pulumi.ComponentResource):
         self.releases = {"lws": lws, "aws-efa-k8s-device-plugin": plugin}
         self.register_outputs(
             {"placement_group": self.placement_group.name, "releases": sorted(self.releases)}
-        )
-
-
-class EfaNodePool(pulumi.ComponentResource):
-    """The GPU floor of a region whose replicas span nodes: children `launch_template`
-    (`{name}-lt`, with the EFA interfaces and the placement group) and `node_group`
-    (`{name}`), built by `components.node_pool`'s pure functions."""
-
-    launch_template: aws.ec2.LaunchTemplate
-    node_group: aws.eks.NodeGroup
-
-    def __init__(
-        self,
-        name: str,
-        args: NodePoolArgs,
-        multi: MultiNode,
-        placement_group: pulumi.Input[str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__("llmfleet:index:EfaNodePool", name, None, opts)
-        pool = args.pool
-        tags = {
-            **args.tags,
-            f"{LABEL_PREFIX}/fleet": args.fleet_name,
-            f"{LABEL_PREFIX}/region": pool.region,
-            POOL_LABEL: pool.kind,
-        }
-        base = launch_template_args(pool, args.cluster_security_group_id, tags)
-        self.launch_template = aws.ec2.LaunchTemplate(
-            f"{name}-lt",
-            **efa_launch_template_args(
-                base, multi, args.cluster_security_group_id, placement_group
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.node_group = aws.eks.NodeGroup(
-            name,
-            **node_group_args(
-                pool,
-                cluster_name=args.cluster_name,
-                node_role_arn=args.node_role_arn,
-                subnet_ids=args.subnet_ids,
-                launch_template_id=self.launch_template.id,
-                launch_template_version=self.launch_template.latest_version.apply(str),
-                tags=tags,
-            ),
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=list(args.depends_on),
-                ignore_changes=[DESIRED_SIZE_PATH],
-            ),
-        )
-        self.register_outputs(
-            {
-                "node_group_name": self.node_group.node_group_name,
-                "launch_template_id": self.launch_template.id,
-            }
         )

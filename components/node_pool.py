@@ -44,7 +44,9 @@ import pulumi
 import pulumi_aws as aws
 
 from llmfleet.data import MinDesiredMax
+from llmfleet.errors import ProgramError
 from llmfleet.fleetplan import workload
+from llmfleet.fleetplan.multi_node import MultiNode
 from llmfleet.fleetplan.region import RegionPlan
 
 PoolKind = Literal["gpu", "system"]
@@ -175,6 +177,31 @@ def launch_template_args(
     }
 
 
+def efa_launch_template_args(
+    base: dict[str, Any],
+    multi: MultiNode,
+    cluster_security_group_id: pulumi.Input[str],
+    placement_group: pulumi.Input[str],
+) -> dict[str, Any]:
+    """A launch template's arguments (`launch_template_args`) with the node's EFA interfaces
+    (every one in the cluster security group, which admits all traffic among its members, as
+    EFA requires) and the placement group."""
+    interfaces = []
+    for n in multi.network_interfaces:
+        spec: dict[str, Any] = {
+            "network_card_index": n.network_card_index,
+            "device_index": n.device_index,
+            "delete_on_termination": "true",
+            "security_groups": [cluster_security_group_id],
+        }
+        if n.interface_type == "interface":
+            spec["associate_public_ip_address"] = "false"
+        else:
+            spec["interface_type"] = n.interface_type
+        interfaces.append(spec)
+    return {**base, "network_interfaces": interfaces, "placement": {"group_name": placement_group}}
+
+
 def node_group_args(
     pool: PoolSpec,
     *,
@@ -246,6 +273,10 @@ class NodePoolArgs:
     depends_on: Sequence[pulumi.Resource] = ()
     kubernetes_version: pulumi.Input[str] | None = None
     """The cluster's version (`aws.eks.Cluster.version`): the nodes follow the control plane."""
+    efa: MultiNode | None = None
+    """A region whose replicas span nodes: the launch template adds the EFA interfaces."""
+    placement_group: pulumi.Input[str] | None = None
+    """With `efa`: the cluster placement group every node joins (`MultiNodeSupport`)."""
 
 
 class NodePool(pulumi.ComponentResource):
@@ -269,10 +300,15 @@ class NodePool(pulumi.ComponentResource):
             POOL_LABEL: pool.kind,
         }
 
+        template = launch_template_args(pool, args.cluster_security_group_id, tags)
+        if args.efa is not None:
+            if args.placement_group is None:
+                raise ProgramError(f"{name}: an EFA pool needs its placement group")
+            template = efa_launch_template_args(
+                template, args.efa, args.cluster_security_group_id, args.placement_group
+            )
         self.launch_template = aws.ec2.LaunchTemplate(
-            f"{name}-lt",
-            **launch_template_args(pool, args.cluster_security_group_id, tags),
-            opts=pulumi.ResourceOptions(parent=self),
+            f"{name}-lt", **template, opts=pulumi.ResourceOptions(parent=self)
         )
         self.node_group = aws.eks.NodeGroup(
             name,

@@ -37,6 +37,7 @@ def test_gpu_nodes_get_a_cluster_placement_group_and_efa_interfaces(frontier) ->
     assert "groupName" in lt["inputs"]["placement"]
     floor = _one(frontier, "aws:eks/nodeGroup:NodeGroup", "t-us-east-1-gpu")
     assert floor["inputs"]["scalingConfig"]["minSize"] % 2 == 0  # whole replicas
+    assert floor["inputs"]["version"] == "1.35"  # it follows the control plane, as every pool
 
 
 def test_the_efa_device_plugin_and_the_leaderworkerset_controller_are_installed(frontier) -> None:
