@@ -67,6 +67,18 @@ def assume_role_policy(service: str, region: str) -> str:
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 
 
+def tls_only_statement(bucket_arn: str) -> dict[str, object]:
+    """A bucket policy statement refusing every request to the bucket not made over TLS."""
+    return {
+        "Sid": "TlsOnly",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:*",
+        "Resource": [bucket_arn, f"{bucket_arn}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
+
+
 def pod_identity_trust() -> str:
     """Trust policy of a role that EKS Pod Identity hands to a service account (EKS user
     guide, pod-id-role): AssumeRole and TagSession for the Pod Identity principal."""

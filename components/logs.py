@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.iam import partition
+from components.iam import partition, tls_only_statement
 from llmfleet.fleetplan.entry_point import ACCESS_LOG_PREFIX
 
 FLOW_LOG_PREFIX = "vpc-flow-logs"
@@ -91,14 +91,7 @@ def log_bucket_policy(
                 "Resource": bucket_arn,
                 "Condition": source,
             },
-            {
-                "Sid": "TlsOnly",
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:*",
-                "Resource": [bucket_arn, f"{bucket_arn}/*"],
-                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-            },
+            tls_only_statement(bucket_arn),
         ],
     }
     return json.dumps(doc, sort_keys=True)

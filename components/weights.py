@@ -71,19 +71,7 @@ def stage_weights_policy(bucket_arn: str, prefix: str) -> str:
 
 def tls_only_policy(bucket_arn: str) -> str:
     """Refuse every request to the bucket that is not over TLS."""
-    doc = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "TlsOnly",
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:*",
-                "Resource": [bucket_arn, f"{bucket_arn}/*"],
-                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-            }
-        ],
-    }
+    doc = {"Version": "2012-10-17", "Statement": [iam.tls_only_statement(bucket_arn)]}
     return json.dumps(doc, sort_keys=True)
 
 

@@ -18,15 +18,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from llmfleet.catalog import geo
-from llmfleet.catalog.constants import fitted
 from llmfleet.errors import PlanError
-from llmfleet.fleetplan.fleet import build_fleet_plan, sizing_constants
+from llmfleet.fleetplan.fleet import fleet_plan_of, search_setup
 from llmfleet.fleetplan.resilience import warm_at_peak
-from llmfleet.plan.model import resolve_model
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.plan.stacks import global_stack, region_stack, splits
 from llmfleet.search.disagg import disaggregated_at
-from llmfleet.search.optimizer import choose_region
 from llmfleet.search.region_losses import Absorption, reroute
 from llmfleet.search.replica_slo import itl_percentile_s, predict_at
 
@@ -106,15 +103,16 @@ def drill(
 ) -> DrillReport:
     """`environment`: the stack name the plan is read from (default: the plan's name), which
     names the stacks in `operator_commands`."""
-    fp = build_fleet_plan(plan)
-    consts = sizing_constants(plan, fitted())
-    model = resolve_model(plan)
+    found = search_setup(plan)
+    searched = found.choose(plan)
+    fp = fleet_plan_of(plan, found, searched)
+    choices = {choice.region.name: choice for choice, _ in searched}
     load, moved = reroute(plan, lost)
     slo = plan.slo
     survivors = []
     for region in (r for r in plan.regions if r.name in load):
         rp = fp.region(region.name)
-        choice, _ = choose_region(plan, model, region, consts)
+        choice = choices[region.name]
         capacity = choice.sizing.loss_requests_per_s
         rps = load[region.name]
         must = max(1, math.ceil(rps / capacity - 1e-9))

@@ -4,9 +4,11 @@ alone."""
 
 from __future__ import annotations
 
+import pytest
 from plans import make_plan
 
 from llmfleet.drill import drill, drill_text
+from llmfleet.fleetplan.fleet import build_fleet_plan
 
 DNS = {"zone_name": "example.com", "record_name": "llm.example.com"}
 THREE = [
@@ -67,3 +69,25 @@ def test_losing_route53s_home_region_says_how_a_survivor_avoids_its_control_plan
     with_id = make_plan(regions=THREE, dns={**DNS, "zone_id": "Z0123456789ABC"})
     [first, *_] = drill(with_id, ["us-east-1"], environment="qa").operator_commands
     assert "zone_id" not in first.change
+
+
+def test_a_calibrated_plans_survivors_are_drilled_on_the_fleets_own_sizing() -> None:
+    # gpt-oss-120b on B200 with its calibration file: the drill reads the same (calibrated)
+    # choice as the FleetPlan, so each survivor's capacity is its max replicas at the
+    # FleetPlan's own rate in a loss.
+    plan = make_plan(
+        regions=[{**THREE[0], "traffic_share": 0.6}, {**THREE[1], "traffic_share": 0.4}],
+        dns=DNS,
+        model={"id": "gpt-oss-120b", "precision": "mxfp4", "kv_cache_dtype": "fp8"},
+        allowed={"gpus": ["B200"]}, max_model_len=16384,
+        calibration=["stacks/calibrations/gpt-oss-120b-b200-tp1.json"],
+        **{"traffic.input_tokens": {"mean": 2000, "p95": 6000},
+           "traffic.output_tokens": {"mean": 1000, "p95": 3000}},
+    )
+    fp = build_fleet_plan(plan)
+    [survivor] = drill(plan, ["us-east-1"]).survivors
+    rp = fp.region(survivor.region)
+    assert rp.predicted.calibration is not None
+    assert survivor.capacity_requests_per_s == pytest.approx(
+        rp.replicas.max * rp.predicted.requests_per_s_in_loss, rel=1e-3
+    )

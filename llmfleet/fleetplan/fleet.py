@@ -206,9 +206,16 @@ def build_fleet_plan(
     plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = PROJECT_ROOT
 ) -> FleetPlan:
     found = search_setup(plan, consts, base_dir)
+    return fleet_plan_of(plan, found, found.choose(plan))
+
+
+def fleet_plan_of(
+    plan: CapacityPlan, found: Search, searched: list[tuple[Choice, list[Alternative]]]
+) -> FleetPlan:
+    """The FleetPlan of the search's choices (`Search.choose`), for a caller that reads the
+    choices too (the drill) and so searches once."""
     base, consts, pessimistic = found.base, found.consts, found.pessimistic
     model, coverage, sizer = found.model, found.coverage, found.sizer
-    searched = found.choose(plan)
     # Stage 4: the search sized each region to survive the losses it absorbs; record the
     # floors, then give each region its entry point.
     choices = [choice for choice, _ in searched]
