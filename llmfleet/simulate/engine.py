@@ -57,7 +57,7 @@ from llmfleet.perf.queueing import (
 from llmfleet.perf.slots import batch_table, slot_chain, tokens_per_step
 from llmfleet.perf.step import StepModel
 from llmfleet.plan.schema import CapacityPlan
-from llmfleet.search.levers import Levers, lever_space
+from llmfleet.search.levers import Levers
 from llmfleet.search.replica_slo import ttft_prompt_tokens
 from llmfleet.search.shapes import Shape
 
@@ -82,16 +82,13 @@ def step_models(plan: CapacityPlan, fleet: FleetPlan) -> dict[str, StepModel]:
     flags) and, where a calibration file covers the server, the file's correction (the
     search's own Sizer gives it)."""
     setup = search_setup(plan)
-    space = lever_space(plan, setup.model)
-    return {rp.region: _step_model(plan, setup, space, rp, fleet) for rp in fleet.regions}
+    return {rp.region: _step_model(setup, rp, fleet) for rp in fleet.regions}
 
 
-def _step_model(
-    plan: CapacityPlan, setup: Search, space: list[Levers], rp: RegionPlan, fleet: FleetPlan
-) -> StepModel:
+def _step_model(setup: Search, rp: RegionPlan, fleet: FleetPlan) -> StepModel:
     chosen = rp.levers
     match: Levers | None = None
-    for lv in space:
+    for lv in setup.sizer.levers:  # the plan's lever space
         spec = lv.spec
         if chosen is None:
             if lv.precision == fleet.model.precision and spec is None:
