@@ -18,6 +18,7 @@ from llmfleet.calibration.measurements import load_measurements
 from llmfleet.calibration.report import summarize, validation_report
 from llmfleet.calibration.rows import predict_rows
 from llmfleet.calibration.server_calibration import (
+    Covered,
     ServerCalibration,
     calibrate_server,
     current,
@@ -31,13 +32,17 @@ from llmfleet.catalog.constants import fitted, priors
 from llmfleet.cli_parser import build_parser
 from llmfleet.drill import drill, drill_text, parse_lost
 from llmfleet.errors import ArgumentError, CalibrationError, LlmfleetError, PlanError
-from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.fleetplan.fleet import build_fleet_plan, sizing_constants
+from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.fleetplan.replica_record import step_model_of
 from llmfleet.fleetplan.replica_request import (
+    at_peak,
     model_config,
     predict_command,
     region_of,
     replica_request,
 )
+from llmfleet.fleetplan.risk import calibrated_slowdown
 from llmfleet.gc_pause import gc_paused
 from llmfleet.outputs import diff_charts, render, rendered_files
 from llmfleet.outputs.deploy_order import deploy_order, deploy_order_text
@@ -47,9 +52,11 @@ from llmfleet.outputs.render import VLLM_CONFIG
 from llmfleet.outputs.report import calibration_text, fleet_text, predict_text, validation_text
 from llmfleet.outputs.simulation import simulation_text
 from llmfleet.perf.architecture import check_config
+from llmfleet.perf.memory import MemoryBudget
 from llmfleet.perf.replica import PredictRequest, PredictResult, predict_served
-from llmfleet.perf.step import NO_CORRECTION
+from llmfleet.perf.step import NO_CORRECTION, StepModel
 from llmfleet.plan import stacks
+from llmfleet.plan.model import resolve_model
 from llmfleet.plan.stacks import (
     format_validation_error,
     list_stacks,
@@ -176,25 +183,37 @@ PLAN_SETS = (
     "hf_repo",
     "enable_expert_parallel",
     "instance_type",
+    "calibration",
+    "confidence",
 )
 """Flags `predict --stack` takes from the plan's replica; the load flags may still be given."""
 LOAD_FLAGS = ("input_tokens", "output_tokens", "concurrency", "request_rate", "num_requests")
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    header = ""
+    header, replica = "", None
     if args.stack:
-        req, config, header = _plan_replica(args)
+        req, config, header, replica, cal_path, confidence = _plan_replica(args)
     else:
         req, config = _flag_request(args)
-    cal = _calibration(args, req, config) if args.calibration else None
+        cal_path, confidence = args.calibration, args.confidence or "expected"
+    cal = None
+    if cal_path:  # a plan names its files from the project's root
+        where = paths.PROJECT_ROOT / cal_path if args.stack else Path(cal_path)
+        cal = _calibration(where, req, config, args.hf_repo)
+    consts = sizing_constants(confidence, fitted())
+    correction = NO_CORRECTION
+    if cal is not None:
+        covered = Covered(str(cal_path), cal)
+        slow = calibrated_slowdown(consts)(covered) if confidence == "pessimistic" else 1.0
+        correction = covered.correction(slow)
     try:
-        result = predict_served(req, config, cal.factors.correction if cal else NO_CORRECTION)
+        result = predict_served(req, config, correction, replica, consts)
     except PlanError as e:  # the core names request fields; the user typed flags
         raise PlanError(as_flag(e.field), e.value, e.hint) from None
     if cal is not None:
         result = result.model_copy(
-            update={"calibration": args.calibration, "ranges": calibrated_ranges(result, cal)}
+            update={"calibration": cal_path, "ranges": calibrated_ranges(result, cal)}
         )
     sys.stdout.write(
         _dump(result.model_dump(mode="json")) if args.json else header + predict_text(result)
@@ -203,12 +222,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _calibration(
-    args: argparse.Namespace, req: PredictRequest, config: dict[str, object] | None
+    path: Path, req: PredictRequest, config: dict[str, object] | None, hf_repo: str | None
 ) -> ServerCalibration:
     """--calibration's file, refused unless it calibrates the server predicted."""
-    path = Path(args.calibration)
     cal = read_calibration(path)
-    why = mismatch(cal, server_of({**req.model_dump(), "hf_repo": args.hf_repo}, config))
+    why = mismatch(cal, server_of({**req.model_dump(), "hf_repo": hf_repo}, config))
     if why:
         raise CalibrationError(f"--calibration {path}: {why}")
     return current(cal, fitted(), config)
@@ -261,9 +279,13 @@ def _request(args: argparse.Namespace, fields: dict[str, object]) -> PredictRequ
 
 def _plan_replica(
     args: argparse.Namespace,
-) -> tuple[PredictRequest, dict[str, object] | None, str]:
-    """`predict --stack ENV --region R`: the plan's replica, its engine flags from the plan,
-    the load at the region's peak per replica unless the load flags say otherwise."""
+) -> tuple[
+    PredictRequest, dict[str, object] | None, str, tuple[StepModel, MemoryBudget], str | None,
+    str,
+]:
+    """`predict --stack ENV --region R`: the plan's replica record (its step model, memory and
+    engine flags), the load at the region's peak per replica unless the load flags say
+    otherwise; and the calibration file and confidence it was sized with."""
     given = [n for n in PLAN_SETS if getattr(args, n) not in (None, False)]
     if given:
         flag = as_flag(given[0])
@@ -274,12 +296,15 @@ def _plan_replica(
     plan = read_plan(args.stack)
     fp = build_fleet_plan(plan)
     rp = region_of(plan, fp.regions, args.region)
+    model = resolve_model(plan, paths.PROJECT_ROOT)
     base = replica_request(plan, rp)
     fields = base.model_dump(exclude_unset=True)
     if args.concurrency is not None:
         fields.pop("request_rate", None)
     req = _request(args, fields)
+    cal_path = rp.replica.step.correction.calibration
     p = rp.predicted
+    ttft_ms, itl_ms = at_peak(plan, rp, model)
     header = (
         f"{fp.name} {rp.region}: {rp.instance_type} ({rp.gpus_per_node} x {rp.gpu}), the "
         f"replica of rendered/{args.stack}/{rp.region}/{VLLM_CONFIG} at "
@@ -288,12 +313,28 @@ def _plan_replica(
             if args.concurrency is None and args.request_rate is None
             else "the load given"
         )
-        + f"\n  the plan predicts at its peak: TTFT p{fp.slo.percentile:g} {p.ttft_ms:g} ms for "
-        f"a {p.ttft_prompt_tokens:,}-token prompt, ITL ({fp.slo.itl}) {p.itl_ms:g} ms; predict "
-        "below runs mean-length requests, so its TTFT and ITL are means\n"
-        f"  reproduce without the stack: {predict_command(req)}\n"
+        + f"\n  its replica record at the plan's peak: TTFT p{fp.slo.percentile:g} {ttft_ms:g} ms "
+        f"for a {p.ttft_prompt_tokens:,}-token prompt, ITL ({fp.slo.itl}) {itl_ms:g} ms; "
+        "predict below runs mean-length requests, so its TTFT and ITL are means\n"
+        + _pools_line(rp)
+        + f"  reproduce without the stack: {predict_command(req, cal_path, fp.confidence)}\n"
     )
-    return req, model_config(plan, paths.PROJECT_ROOT), header
+    replica = (step_model_of(rp.replica, model), rp.replica.memory)
+    return req, model_config(plan, paths.PROJECT_ROOT), header, replica, cal_path, fp.confidence
+
+
+def _pools_line(rp: RegionPlan) -> str:
+    """A disaggregated region: which pool predict runs, and the prefill pool's record."""
+    pre = rp.replica.prefill
+    if pre is None:
+        return ""
+    return (
+        f"  disaggregated: the TTFT above is the prefill pool's (TP "
+        f"{pre.layout.tensor_parallel_size}, {pre.capacity_requests_per_s:.2f} prompts/s a "
+        f"replica, the KV's transfer {pre.load.transfer_s * 1000:.1f} ms); predict below runs "
+        "the decode pool's engine, and prefills its prompts beside the decodes as an "
+        "aggregated engine would, which the decode pool never does\n"
+    )
 
 
 def calibrated_ranges(

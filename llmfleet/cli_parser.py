@@ -137,6 +137,12 @@ def build_parser(
         help="a calibration file of this server (llmfleet calibrate --bench ... --out FILE): "
         "its fitted factors apply",
     )
+    s.add_argument(
+        "--confidence",
+        choices=("expected", "pessimistic"),
+        help="pessimistic: every step's GPU time at the p90 of the held-out ITL band, as a "
+        "plan's `confidence: pessimistic` sizes it (default expected)",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=handlers["predict"])
 

@@ -2,9 +2,9 @@
 check every survivor against the SLO at the peak.
 
 Per survivor: its load against the capacity of its max replicas at the rate a replica carries in a
-loss (`ReplicaSizing.loss_requests_per_s`: below the SLO-limit rate, where arrivals would wait for a
+loss (`ReplicaRecord.loss_requests_per_s`: below the SLO-limit rate, where arrivals would wait for a
 batch slot), the replicas it must reach, TTFT and ITL predicted at the load per replica
-(`sizing.predict_at` on the region's chosen operating point), and whether the replicas already
+(`replica_record.slo_at` on the region's replica record), and whether the replicas already
 running when the loss hits (`resilience.warm_at_peak`) carry it until new nodes join. The drill
 passes when every survivor holds the SLO at the replicas it reaches and its warm replicas
 suffice."""
@@ -19,13 +19,14 @@ from pydantic import BaseModel, ConfigDict
 
 from llmfleet.catalog import geo
 from llmfleet.errors import PlanError
-from llmfleet.fleetplan.fleet import fleet_plan_of, search_setup
+from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
+from llmfleet.fleetplan.replica_record import slo_at
 from llmfleet.fleetplan.resilience import warm_at_peak
+from llmfleet.plan.model import resolve_model
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.plan.stacks import global_stack, region_stack, splits
-from llmfleet.search.disagg import disaggregated_at
 from llmfleet.search.region_losses import Absorption, reroute
-from llmfleet.search.replica_slo import itl_percentile_s, predict_at
+from llmfleet.search.replica_slo import itl_percentile_s
 
 
 class SurvivorResult(BaseModel):
@@ -99,39 +100,35 @@ def parse_lost(plan: CapacityPlan, lose: str) -> list[str]:
 
 
 def drill(
-    plan: CapacityPlan, lost: Sequence[str], environment: str | None = None
+    plan: CapacityPlan,
+    lost: Sequence[str],
+    environment: str | None = None,
+    fleet: FleetPlan | None = None,
 ) -> DrillReport:
     """`environment`: the stack name the plan is read from (default: the plan's name), which
-    names the stacks in `operator_commands`."""
-    found = search_setup(plan)
-    searched = found.choose(plan)
-    fp = fleet_plan_of(plan, found, searched)
-    choices = {choice.region.name: choice for choice, _ in searched}
+    names the stacks in `operator_commands`; `fleet`: the plan's FleetPlan (built when not
+    given). Every survivor is predicted from its replica record: the drill never searches."""
+    fp = fleet or build_fleet_plan(plan)
+    model = resolve_model(plan)
     load, moved = reroute(plan, lost)
     slo = plan.slo
     survivors = []
     for region in (r for r in plan.regions if r.name in load):
         rp = fp.region(region.name)
-        choice = choices[region.name]
-        capacity = choice.sizing.loss_requests_per_s
+        record = rp.replica
+        capacity = record.loss_requests_per_s
         rps = load[region.name]
         must = max(1, math.ceil(rps / capacity - 1e-9))
         reach = min(must, rp.replicas.max)
         per_replica = rps / reach
         ttft_ms = itl_ms = None
-        pre = choice.prefill
-        per_prefill = rps / pre.replicas.max if pre else 0.0
+        pre, split = record.prefill, rp.disaggregation
+        per_prefill = rps / split.prefill.replicas.max if split else 0.0
         prefill_fits = pre is None or per_prefill <= pre.capacity_requests_per_s * (1 + 1e-9)
         if per_replica <= capacity * (1 + 1e-9) and prefill_fits:
-            sizing = choice.sizing
-            if pre is not None:  # disaggregated: its prefill pool at its ceiling too
-                itl_s, ttft_s = disaggregated_at(choice, per_replica, per_prefill)
-                ttft_ms, itl_ms = ttft_s * 1000, itl_s * 1000
-            else:
-                steps, ttft_s = predict_at(
-                    choice.step_model, plan, sizing.batch, sizing.chunk_tokens, per_replica
-                )
-                ttft_ms, itl_ms = ttft_s * 1000, itl_percentile_s(plan, steps) * 1000
+            # disaggregated: its prefill pool at its ceiling too
+            steps, ttft_s = slo_at(record, plan, model, per_replica, per_prefill)
+            ttft_ms, itl_ms = ttft_s * 1000, itl_percentile_s(plan, steps) * 1000
         holds = ttft_ms is not None and ttft_ms <= slo.ttft_ms and (itl_ms or 0) <= slo.itl_ms
         warm = warm_at_peak(plan, rp)
         survivors.append(

@@ -206,9 +206,40 @@ LONG_PROMPT: dict[str, Any] = {
 prompt chunk beside the decodes stalls them, so prefill and decode split cheaper."""
 
 
+MOE_DP: dict[str, Any] = {
+    "model.id": "DeepSeek-V3",
+    "model.precision": "fp8",
+    "max_model_len": 32768,
+    "allowed.instance_types": ["p5en.48xlarge"],
+    "traffic.peak_requests_per_s": 20,
+    "traffic.input_tokens": {"mean": 8000, "p95": 16000},
+    "traffic.output_tokens": {"mean": 1000},
+    "slo": {"ttft_ms": 10000, "itl_ms": 150, "itl": "tpot", "percentile": 99},
+}
+"""DeepSeek-V3 (MLA) in FP8 on 8 x H200 nodes with 8,000-token prompts: the KV pool binds, and
+data-parallel attention (each rank its own sequences' latent KV) with the experts over the
+node's 8 GPUs holds twice what TP 8 does: TP 4 x DP 2 (EP 8) is the cheapest."""
+
+
+GPT_OSS_TP1 = {
+    "model": {"id": "gpt-oss-120b", "precision": "mxfp4", "kv_cache_dtype": "fp8"},
+    "allowed": {"gpus": ["B200"]},
+    "max_model_len": 16384,
+    "traffic.input_tokens": {"mean": 2000, "p95": 6000},
+    "traffic.output_tokens": {"mean": 1000, "p95": 3000},
+    "slo": {"ttft_ms": 1000, "itl_ms": 40, "percentile": 95},
+    "calibration": ["stacks/calibrations/gpt-oss-120b-b200-tp1.json"],
+}
+"""A plan on the calibration file shipped for gpt-oss-120b on B200 TP 1."""
+
+
 def frontier_plan(**changes: Any) -> CapacityPlan:
     return make_plan(**{**FRONTIER, **changes})
 
 
 def long_prompt_plan(**changes: Any) -> CapacityPlan:
     return make_plan(**{**LONG_PROMPT, **changes})
+
+
+def moe_dp_plan(**changes: Any) -> CapacityPlan:
+    return make_plan(**{**MOE_DP, **changes})

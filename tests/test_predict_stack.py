@@ -3,13 +3,25 @@ arguments, at the region's peak per replica, and the flags that reproduce it."""
 
 import json
 import shlex
+from pathlib import Path
 
-from plans import three_regions
+import pytest
+from plans import (
+    FRONTIER,
+    GPT_OSS_TP1,
+    LONG_PROMPT,
+    MOE_DP,
+    ONE_REGION,
+    plan_dict,
+    three_regions,
+    write_stacks,
+)
 
 from llmfleet.cli import main
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.fleetplan.replica_request import replica_request
 from llmfleet.perf.replica import run_predict
+from llmfleet.plan.stacks import read_plan
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -73,3 +85,84 @@ def test_engine_flags_with_a_stack_and_a_missing_region_are_refused(capsys, own_
 def test_predict_without_a_stack_still_needs_model_gpu_and_lengths(capsys) -> None:
     code, _, err = _run(capsys, "predict", "--model", "Qwen3-0.6B")
     assert code == 2 and "predict needs --gpu, --input-tokens, --output-tokens" in err
+
+
+LAYOUT_STACKS = {
+    "tp": ONE_REGION,
+    "pp": plan_dict(**FRONTIER),
+    "dp-ep": plan_dict(**MOE_DP),
+    "disaggregated": plan_dict(**LONG_PROMPT),
+    "calibrated": plan_dict(**GPT_OSS_TP1),
+    "pessimistic": plan_dict(**GPT_OSS_TP1, confidence="pessimistic"),
+}
+"""One stack per layout (TP, PP, DP + EP, disaggregated), and a calibrated server sized at
+either confidence."""
+
+
+@pytest.fixture
+def layout_stacks(tmp_path, monkeypatch) -> Path:
+    from llmfleet import cli
+
+    folder = write_stacks(tmp_path / "stacks", LAYOUT_STACKS)
+    monkeypatch.setattr(cli, "read_plan", lambda env: read_plan(env, folder))
+    return folder
+
+
+def _reproduced(capsys, env: str) -> tuple[str, dict, dict]:
+    """predict --stack's text, its JSON, and the JSON of the command it prints."""
+    code, text, _ = _run(capsys, "predict", "--stack", env)
+    assert code == 0
+    [line] = [x for x in text.splitlines() if "reproduce without the stack:" in x]
+    argv = shlex.split(line.split("reproduce without the stack: ")[1])[1:]
+    _, by_stack, _ = _run(capsys, "predict", "--stack", env, "--json")
+    code, by_flags, err = _run(capsys, *argv, "--json")
+    assert code == 0, err
+    return text, json.loads(by_stack), json.loads(by_flags)
+
+
+@pytest.mark.parametrize("env", list(LAYOUT_STACKS))
+def test_the_printed_command_reproduces_predict_stack_for_every_layout(
+    env, capsys, layout_stacks
+) -> None:
+    _, by_stack, by_flags = _reproduced(capsys, env)
+    assert by_flags == by_stack
+
+
+@pytest.mark.parametrize("env", list(LAYOUT_STACKS))
+def test_predict_stack_reads_the_plans_replica_record(env, capsys, layout_stacks) -> None:
+    # The memory and layout predict --stack shows are the record's, and its header line is
+    # the plan's own prediction at the peak, computed from the record.
+    text, by_stack, _ = _reproduced(capsys, env)
+    plan = read_plan(env, layout_stacks)
+    rp = build_fleet_plan(plan).regions[0]
+    rec, p = rp.replica, rp.predicted
+    assert by_stack["kv_cache_tokens"] == rec.memory.kv_cache_tokens == p.kv_cache_tokens
+    assert (by_stack["tensor_parallel_size"], by_stack["pipeline_parallel_size"]) == (
+        rec.layout.tensor_parallel_size, rec.layout.pipeline_parallel_size
+    )
+    assert (by_stack["data_parallel_size"], by_stack["expert_parallel"]) == (
+        rec.layout.data_parallel_size, rec.layout.expert_parallel
+    )
+    assert by_stack["gpus"] == rec.layout.gpus and by_stack["nodes"] == rec.layout.nodes_per_replica
+    assert f"TTFT p{plan.slo.percentile:g} {p.ttft_ms:g} ms" in text
+    assert f"ITL ({plan.slo.itl}) {p.itl_ms:g} ms" in text
+
+
+def test_a_pipeline_replica_across_two_nodes_is_predicted_as_it_runs(capsys, layout_stacks):
+    # Llama-3.1-405B bf16 at TP 8 x PP 2 on two p5.48xlarge: before the record, predict
+    # --stack dropped PP and answered "does not fit" (94.5 GiB of weights per GPU at TP 8).
+    text, by_stack, _ = _reproduced(capsys, "pp")
+    assert "--pipeline-parallel-size 2" in text and "does not fit" not in text
+    assert by_stack["fits"] and by_stack["weights_gib_per_gpu"] == pytest.approx(47.25, abs=0.01)
+    assert by_stack["kv_cache_tokens"] == 762_944
+
+
+def test_a_calibrated_replica_is_reproduced_with_its_file_and_confidence(
+    capsys, layout_stacks
+) -> None:
+    text, by_stack, _ = _reproduced(capsys, "pessimistic")
+    assert "--calibration stacks/calibrations/gpt-oss-120b-b200-tp1.json" in text
+    assert "--confidence pessimistic" in text
+    assert by_stack["calibration"] == "stacks/calibrations/gpt-oss-120b-b200-tp1.json"
+    _, expected, _ = _reproduced(capsys, "calibrated")
+    assert by_stack["itl_ms"] > expected["itl_ms"]  # the slower, pessimistic step

@@ -135,10 +135,10 @@ class FleetPlan(Data):
         return "; ".join(f"{', '.join(regions)}: {label}" for label, regions in labels.items())
 
 
-def sizing_constants(plan: CapacityPlan, consts: Constants) -> Constants:
+def sizing_constants(confidence: str, consts: Constants) -> Constants:
     """`confidence: pessimistic` slows the GPU part of every vLLM step to the p90 of the
-    calibration's held-out measured/predicted ITL ratio."""
-    if plan.confidence != "pessimistic":
+    calibration's held-out measured/predicted ITL ratio (`predict --confidence` too)."""
+    if confidence != "pessimistic":
         return consts
     factors = dict(consts.engine_step_factor)
     factors["vllm"] = factors.get("vllm", 1.0) * max(1.0, consts.ratio("itl_ms", "p90"))
@@ -193,8 +193,8 @@ def search_setup(
     """Check the plan and set the search up: constants, model, calibration files, Sizer."""
     check_plan(plan)
     base = consts or fitted()
-    sizing = sizing_constants(plan, base)
-    pessimistic = sizing_constants(plan.model_copy(update={"confidence": "pessimistic"}), base)
+    sizing = sizing_constants(plan.confidence, base)
+    pessimistic = sizing_constants("pessimistic", base)
     model = resolve_model(plan, base_dir)
     coverage = load_calibrations(plan, model, base, base_dir)
     slowdown = calibrated_slowdown(pessimistic) if plan.confidence == "pessimistic" else None

@@ -46,6 +46,7 @@ from llmfleet.fleetplan.predicted import (
     build_memory,
     build_predicted,
 )
+from llmfleet.fleetplan.replica_record import ReplicaRecord, build_replica_record
 from llmfleet.fleetplan.risk import Risk, build_risk
 from llmfleet.fleetplan.serving import Serving, build_serving
 from llmfleet.fleetplan.weights import WeightStaging, account_of, build_weight_staging
@@ -135,6 +136,12 @@ class RegionPlan(Data):
         description="Disaggregated serving: the prefill pool, the router, the KV transfer; "
         "the region's replicas, serving and autoscaling are then the decode pool's, its "
         "nodes both pools'.",
+    )
+    replica: ReplicaRecord = Field(
+        description="The replica the search sized: layout, the step model's inputs after "
+        "levers and calibration, the engine's batch, chunk and memory (a disaggregated "
+        "region's decode pool, with its prefill pool); what predict --stack, simulate and "
+        "drill read."
     )
 
     @computed_field  # type: ignore[prop-decorator]
@@ -404,4 +411,5 @@ def build_region_plan(
         nodes_per_replica=choice.nodes_per_replica,
         multi_node=multi,
         disaggregation=disagg,
+        replica=build_replica_record(choice),
     )

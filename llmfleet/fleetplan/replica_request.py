@@ -1,8 +1,8 @@
-"""A region's replica as `llmfleet predict` runs it: the region's GPU, its engine arguments
-(`serving.vllm`: TP, max_model_len, max_num_seqs, the token budget, the memory share, the KV
-dtype, eager mode), its levers (precision, speculation) and the load one replica carries at
-the region's peak, so `predict --stack ENV --region R` reproduces a plan's replica, and the
-flags it prints reproduce it without the stack."""
+"""A region's replica as `llmfleet predict` runs it: its replica record's GPU, node, layout
+(TP, PP, DP, EP), levers (precision, KV dtype, speculation, eager mode) and engine arguments
+(max_model_len, max_num_seqs, the token budget, the memory share), at the load one replica
+carries at the region's peak, so `predict --stack ENV --region R` reproduces a plan's
+replica, and the flags it prints reproduce it without the stack."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ from pathlib import Path
 from llmfleet.catalog import model_facts
 from llmfleet.errors import PlanError, UnknownNameError
 from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.fleetplan.replica_record import slo_at
 from llmfleet.perf.replica import PredictRequest
+from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.replica_slo import itl_percentile_s
 
 
 def region_of(plan: CapacityPlan, regions: list[RegionPlan], name: str | None) -> RegionPlan:
@@ -31,28 +34,44 @@ def region_of(plan: CapacityPlan, regions: list[RegionPlan], name: str | None) -
 
 def replica_request(plan: CapacityPlan, rp: RegionPlan) -> PredictRequest:
     """The region's replica at its peak load per replica (open loop, the plan's mean
-    lengths)."""
-    vllm, lv = rp.serving.vllm, rp.levers
-    spec = lv.speculative if lv else None
+    lengths), from its replica record: GPU, node, layout, levers and engine arguments."""
+    rec = rp.replica
+    lay, step = rec.layout, rec.step
+    spec = step.speculation
     return PredictRequest(
         model=plan.model.id or str(plan.model.config_path),
-        gpu=rp.gpu,
-        tensor_parallel_size=vllm.tensor_parallel_size,
-        precision=lv.precision if lv else plan.model.precision,
-        kv_cache_dtype="fp8" if vllm.kv_cache_dtype == "fp8" else "auto",
+        gpu=step.gpu.gpu,
+        tensor_parallel_size=lay.tensor_parallel_size,
+        pipeline_parallel_size=lay.pipeline_parallel_size,
+        data_parallel_size=lay.data_parallel_size,
+        enable_expert_parallel=lay.expert_parallel,
+        instance_type=lay.instance_type,
+        precision=step.precision,
+        kv_cache_dtype="fp8" if step.kv_cache_dtype == "fp8" else "auto",
         input_tokens=plan.traffic.input_tokens.mean,
         output_tokens=plan.traffic.output_tokens.mean,
         request_rate=rp.predicted.requests_per_s_at_peak or None,
-        gpu_memory_utilization=vllm.gpu_memory_utilization,
-        max_model_len=vllm.max_model_len,
-        max_num_seqs=vllm.max_num_seqs,
-        max_num_batched_tokens=vllm.max_num_batched_tokens,
-        enforce_eager=bool(vllm.enforce_eager),
-        speculative_method=spec,
-        num_speculative_tokens=lv.num_speculative_tokens if lv and spec else None,
-        acceptance_rate=lv.acceptance_rate if lv and spec else None,
-        draft_model=lv.draft_model if lv and spec else None,
+        gpu_memory_utilization=rec.gpu_memory_utilization,
+        max_model_len=rec.memory.max_model_len,
+        max_num_seqs=rec.max_num_seqs,
+        max_num_batched_tokens=rec.max_num_batched_tokens,
+        enforce_eager=step.enforce_eager,
+        speculative_method=spec.method if spec else None,
+        num_speculative_tokens=spec.num_speculative_tokens if spec else None,
+        acceptance_rate=spec.acceptance_rate if spec else None,
+        draft_model=spec.draft_model if spec else None,
     )
+
+
+def at_peak(plan: CapacityPlan, rp: RegionPlan, model: ResolvedModel) -> tuple[float, float]:
+    """(TTFT at the SLO percentile, ITL as slo.itl reads it), ms, of the region's replica at
+    its peak, from its replica record alone: what the FleetPlan's `predicted` holds."""
+    region = next(r for r in plan.regions if r.name == rp.region)
+    peak = plan.traffic.peak_requests_per_s * region.traffic_share
+    split = rp.disaggregation
+    per_prefill = peak / split.prefill.replicas.desired if split else 0.0
+    steps, ttft_s = slo_at(rp.replica, plan, model, peak / rp.replicas.desired, per_prefill)
+    return round(ttft_s * 1000, 1), round(itl_percentile_s(plan, steps) * 1000, 2)
 
 
 def model_config(plan: CapacityPlan, base_dir: Path) -> dict[str, object] | None:
@@ -65,7 +84,10 @@ def model_config(plan: CapacityPlan, base_dir: Path) -> dict[str, object] | None
 FLAG_ORDER = (
     "model",
     "gpu",
+    "instance_type",
     "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
     "precision",
     "kv_cache_dtype",
     "gpu_memory_utilization",
@@ -80,16 +102,25 @@ FLAG_ORDER = (
     "acceptance_rate",
     "draft_model",
 )
+SWITCHES = ("enable_expert_parallel", "enforce_eager")
+UNLESS_ONE = ("pipeline_parallel_size", "data_parallel_size")
+"""Flags left out at their default of 1."""
 
 
-def predict_command(req: PredictRequest) -> str:
-    """`llmfleet predict ...` with the flags that reproduce `req`."""
+def predict_command(
+    req: PredictRequest, calibration: str | None = None, confidence: str = "expected"
+) -> str:
+    """`llmfleet predict ...` with the flags that reproduce `req` (and the calibration file
+    and confidence the plan sized the replica with)."""
     words = ["llmfleet", "predict"]
     for name in FLAG_ORDER:
         value = getattr(req, name)
-        if value is not None:
+        if value is not None and not (name in UNLESS_ONE and value == 1):
             words += ["--" + name.replace("_", "-"), f"{value:g}" if isinstance(value, float)
                       else str(value)]
-    if req.enforce_eager:
-        words.append("--enforce-eager")
+    words += ["--" + name.replace("_", "-") for name in SWITCHES if getattr(req, name)]
+    if calibration is not None:
+        words += ["--calibration", calibration]
+    if confidence != "expected":
+        words += ["--confidence", confidence]
     return " ".join(shlex.quote(w) for w in words)

@@ -15,7 +15,7 @@ from llmfleet.errors import PlanError
 from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, kv_dtype_bytes
 from llmfleet.perf.layout import layout_problem, parallel_for
 from llmfleet.perf.load import Load, OutputLengths, Prediction, predict
-from llmfleet.perf.memory import budget
+from llmfleet.perf.memory import MemoryBudget, budget
 from llmfleet.perf.speculation import from_flags
 from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel
 from llmfleet.units import GIB
@@ -116,12 +116,17 @@ def predict_served(
     req: PredictRequest,
     config: dict[str, object] | None = None,
     correction: Correction = NO_CORRECTION,
+    replica: tuple[StepModel, MemoryBudget] | None = None,
+    consts: Constants | None = None,
 ) -> PredictResult:
     """What `llmfleet predict` runs: `run_predict`, refusing what vLLM refuses rather than
     predicting it: a max_model_len beyond the model's context, a request longer than
     max_model_len (vLLM answers it with an error), and a max_model_len of which the KV pool
     cannot hold one sequence (vLLM will not start). A pool that holds nothing at all is
-    predicted (`fits` false), so the memory lines say by how much the weights overrun."""
+    predicted (`fits` false), so the memory lines say by how much the weights overrun.
+    `replica`: a step model and memory budget already decided (`predict --stack`: the
+    FleetPlan's replica record), predicted as they are; `consts`: the constants (default the
+    fitted ones; `predict --confidence pessimistic` slows them)."""
     name, arch = _model(req, config)
     context = arch.max_context
     if req.max_model_len and context and req.max_model_len > context:
@@ -143,7 +148,10 @@ def predict_served(
             f"tokens of {limit}, and vLLM refuses it: keep --input-tokens + --output-tokens "
             f"<= {max_len}",
         )
-    result = run_predict(req, config, correction)
+    if replica is None:
+        result = run_predict_with(req, consts or fitted(), config, correction)
+    else:
+        result = predict_replica(req, name, *replica, str(req.instance_type))
     if result.kv_cache_gib_per_gpu > 0 and result.max_concurrency < 1:
         spec = from_flags(
             req.speculative_method, req.num_speculative_tokens, req.acceptance_rate,
@@ -246,6 +254,25 @@ def run_predict_with(
         correction,
         parallel,
     )
+    return predict_replica(req, name, step_model, mem, node.instance_type)
+
+
+def predict_replica(
+    req: PredictRequest,
+    name: str,
+    step_model: StepModel,
+    mem: MemoryBudget,
+    instance_type: str,
+) -> PredictResult:
+    """The request's load on a replica of this step model and memory budget (`predict
+    --stack`: a FleetPlan's replica record). vLLM's batch flags are one engine's: a MoE
+    replica's DP ranks each run max_num_seqs sequences, so the replica decodes DP times as
+    many, beside one prefill chunk (the step model's)."""
+    par, tp = step_model.parallel, step_model.tp
+    seqs = req.max_num_seqs or vllm_release.default_max_num_seqs(step_model.gpu, req.engine)
+    budget_tokens = req.max_num_batched_tokens or vllm_release.default_max_num_batched_tokens(
+        step_model.gpu
+    )
     load_ = Load(
         input_tokens=req.input_tokens,
         output_tokens=req.output_tokens,
@@ -256,7 +283,8 @@ def run_predict_with(
     )
     fits = mem.kv_cache_tokens >= req.input_tokens + req.output_tokens
     if fits:
-        p = predict(step_model, mem, load_, seqs, budget_tokens)
+        extra = seqs * (par.dp - 1)  # the other ranks' sequences
+        p = predict(step_model, mem, load_, seqs + extra, budget_tokens + extra)
     else:
         p = Prediction(
             mode=load_.mode,
@@ -271,34 +299,35 @@ def run_predict_with(
             requests_per_s=0,
             saturated=True,
         )
+    spec = step_model.speculation
     return PredictResult(
         **p.model_dump(),
         model=name,
         engine=req.engine,
-        gpu=gpu.gpu,
-        tensor_parallel_size=req.tensor_parallel_size,
-        precision=req.precision,
-        kv_cache_dtype=req.kv_cache_dtype,
+        gpu=step_model.gpu.gpu,
+        tensor_parallel_size=tp,
+        precision=step_model.precision,
+        kv_cache_dtype=step_model.kv_cache_dtype,
         weights_gib_per_gpu=mem.weights_gib_per_gpu,
         activation_gib=mem.activation_gib,
         kv_bytes_per_token=mem.kv_bytes_per_token,
         kv_cache_gib_per_gpu=mem.kv_cache_gib_per_gpu,
         kv_cache_tokens=mem.kv_cache_tokens,
-        max_model_len=max_len,
+        max_model_len=mem.max_model_len,
         max_concurrency=mem.max_concurrency,
         max_num_seqs=seqs,
         max_num_batched_tokens=budget_tokens,
         fits=fits,
-        speculative_method=req.speculative_method,
+        speculative_method=spec.method if spec else None,
         tokens_per_step=spec.tokens_per_step if spec else 1.0,
-        enforce_eager=req.enforce_eager,
-        pipeline_parallel_size=pp,
-        data_parallel_size=dp,
-        expert_parallel=ep,
-        instance_type=node.instance_type,
-        nodes=parallel.nodes(tp),
-        gpus=parallel.ranks(tp),
-        kv_cache_tokens_per_rank=mem.kv_cache_tokens // dp if dp > 1 else None,
+        enforce_eager=step_model.enforce_eager,
+        pipeline_parallel_size=par.pp,
+        data_parallel_size=par.dp,
+        expert_parallel=par.ep,
+        instance_type=instance_type,
+        nodes=par.nodes(tp),
+        gpus=par.ranks(tp),
+        kv_cache_tokens_per_rank=mem.kv_cache_tokens // par.dp if par.dp > 1 else None,
     )
 
 

@@ -35,6 +35,7 @@ from llmfleet.perf.disagg import (
 )
 from llmfleet.perf.parallel import Link, efa_link
 from llmfleet.perf.queueing import length_cv2, running_batch
+from llmfleet.perf.step import StepModel
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
@@ -352,22 +353,35 @@ def disaggregated_at(
     choice: Choice, decode_rate: float, prefill_rate: float
 ) -> tuple[float, float]:
     """(ITL, TTFT at the percentile), seconds, of a disaggregated region whose decode
-    replicas each take `decode_rate` requests/s and prefill replicas `prefill_rate`: the
-    decode batch settles by Little's law, a token gap is its step; TTFT is the prefill
-    queue's wait at that load plus the prompt's own terms."""
+    replicas each take `decode_rate` requests/s and prefill replicas `prefill_rate`."""
     pre = choice.prefill
     assert pre is not None
-    plan = choice.plan
+    return pools_at(
+        choice.plan, choice.step_model, choice.sizing.batch, pre.load, decode_rate, prefill_rate
+    )
+
+
+def pools_at(
+    plan: CapacityPlan,
+    decode: StepModel,
+    decode_batch: int,
+    load: PrefillLoad,
+    decode_rate: float,
+    prefill_rate: float,
+) -> tuple[float, float]:
+    """`disaggregated_at` from the pools' own terms (a FleetPlan's replica record): the
+    decode batch settles by Little's law, a token gap is its step; TTFT is the prefill
+    queue's wait at that load plus the prompt's own terms."""
     o = plan.traffic.output_tokens.mean
     ctx = plan.traffic.input_tokens.mean + o / 2
 
     def token_s(d: float) -> float:
-        return decode_step_s(choice.step_model, d, ctx)
+        return decode_step_s(decode, d, ctx)
 
-    cap = float(choice.sizing.batch)
+    cap = float(decode_batch)
     running = running_batch(decode_rate, o, cap, token_s, 1e-6, resolution=BATCH_RESOLUTION)
-    rho = min(prefill_rate * pre.load.service_mean_s, 0.999)
-    return token_s(max(running, 1e-6)), pre.load.ttft_s(rho, plan.slo.percentile)
+    rho = min(prefill_rate * load.service_mean_s, 0.999)
+    return token_s(max(running, 1e-6)), load.ttft_s(rho, plan.slo.percentile)
 
 
 def resize_pair(choice: Choice, consts: Constants) -> Choice | Rejection:

@@ -8,8 +8,8 @@ of `step_s` seconds, at the step's expected arrival rate:
 - the engine runs decode-only steps of `perf.step.step_time(D, context)` and mixed steps
   carrying a prefill chunk of what the token budget leaves (`max_num_batched_tokens - D`,
   vLLM's scheduler); the step model is the one the search sized the region with
-  (`StepModel` rebuilt from the FleetPlan's instance, layout, precision, KV dtype,
-  speculation and calibration; a test checks it is the search's own). A running sequence
+  (`StepModel` rebuilt from the FleetPlan's replica record: its layout, levers and
+  calibration; a test checks it is the search's own). A running sequence
   holds its prompt plus half its output weighted by how long it runs, i + E[o^2] / (2 E[o])
   (long outputs stay longer; the plan's i + o / 2 is the unweighted mean);
 - requests finish at D x tokens per second / mean output (Little's law);
@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from llmfleet.catalog import hardware
 from llmfleet.errors import PlanError
-from llmfleet.fleetplan.fleet import FleetPlan, Search, search_setup
+from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.fleetplan.replica_record import step_model_of
 from llmfleet.perf.chunked import prefill_s
 from llmfleet.perf.queueing import (
     length_at_percentile,
@@ -56,10 +56,9 @@ from llmfleet.perf.queueing import (
 )
 from llmfleet.perf.slots import batch_table, slot_chain, tokens_per_step
 from llmfleet.perf.step import StepModel
+from llmfleet.plan.model import resolve_model
 from llmfleet.plan.schema import CapacityPlan
-from llmfleet.search.levers import Levers
 from llmfleet.search.replica_slo import ttft_prompt_tokens
-from llmfleet.search.shapes import Shape
 
 QUANTILE_EDGES = (
     0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.96, 0.97, 0.975,
@@ -77,46 +76,10 @@ LONGEST_WAIT_S = 3600.0
 
 
 def step_models(plan: CapacityPlan, fleet: FleetPlan) -> dict[str, StepModel]:
-    """Each region's step model as the search sized it, rebuilt from what the FleetPlan
-    deploys: its levers, its layout across GPUs and nodes (the engine's TP, PP, DP and EP
-    flags) and, where a calibration file covers the server, the file's correction (the
-    search's own Sizer gives it)."""
-    setup = search_setup(plan)
-    return {rp.region: _step_model(setup, rp, fleet) for rp in fleet.regions}
-
-
-def _step_model(setup: Search, rp: RegionPlan, fleet: FleetPlan) -> StepModel:
-    chosen = rp.levers
-    match: Levers | None = None
-    for lv in setup.sizer.levers:  # the plan's lever space
-        spec = lv.spec
-        if chosen is None:
-            if lv.precision == fleet.model.precision and spec is None:
-                match = lv
-                break
-            continue
-        same = (
-            lv.precision == chosen.precision
-            and lv.kv_cache_dtype == chosen.kv_cache_dtype
-            and (spec.method if spec else None) == chosen.speculative
-            and (spec.k if spec else None) == chosen.num_speculative_tokens
-            and (spec.draft_model if spec else None) == chosen.draft_model
-        )
-        if same:
-            match = lv
-            break
-    if match is None:
-        raise PlanError(
-            f"regions[{rp.region}].levers", chosen, "not a point of the plan's lever space"
-        )
-    v, tp = rp.serving.vllm, rp.tensor_parallel_size
-    shape = Shape(tp, v.pipeline_parallel_size or 1, v.data_parallel_size or 1,
-                  bool(v.enable_expert_parallel))
-    correction = setup.sizer.correction(rp.gpu, tp, match)
-    return match.step_model(
-        setup.model.arch, hardware.gpu(rp.gpu), tp, setup.consts, correction,
-        shape.parallel(hardware.instance(rp.instance_type)),
-    )
+    """Each region's step model as the search sized it, rebuilt from the FleetPlan's replica
+    record (`fleetplan.replica_record`: levers, layout, calibration), without searching."""
+    model = resolve_model(plan)
+    return {rp.region: step_model_of(rp.replica, model) for rp in fleet.regions}
 
 
 @dataclass(frozen=True)
@@ -154,9 +117,9 @@ def replica_model(plan: CapacityPlan, rp: RegionPlan, sm: StepModel) -> ReplicaM
     t = plan.traffic
     i, o = float(t.input_tokens.mean), float(t.output_tokens.mean)
     out_sigma = t.output_tokens.sigma
-    vllm = rp.serving.vllm
-    seqs, budget = vllm.max_num_seqs, vllm.max_num_batched_tokens
-    kv_tokens = rp.predicted.kv_cache_tokens
+    rec = rp.replica  # the whole replica's batch and budget (a DP replica's ranks together)
+    seqs, budget = rec.batch, rec.replica_budget_tokens
+    kv_tokens = rec.memory.kv_cache_tokens
     table = batch_table(sm, i, o, out_sigma, seqs, budget, kv_tokens)
     cap, ctx, kv_cap = table.cap, table.context_tokens, int(kv_tokens // table.context_tokens)
     chunks, decode, mixed = table.chunk, table.decode_s, table.mixed_s

@@ -120,6 +120,20 @@ def test_data_parallelism_of_a_moe_model_without_expert_parallelism_is_refused()
         run_predict(req)
 
 
+def test_each_data_parallel_rank_of_a_moe_replica_runs_its_own_max_num_seqs():
+    # vLLM's --max-num-seqs is one engine's: TP 4 x DP 2 at 49 a rank decodes 98, beside
+    # one prefill chunk (the token budget's 1,073 - 49 = 1,024 tokens)
+    r = run_predict(
+        PredictRequest(
+            model="DeepSeek-V3", gpu="H200", precision="fp8", tensor_parallel_size=4,
+            data_parallel_size=2, enable_expert_parallel=True, max_model_len=32768,
+            max_num_seqs=49, max_num_batched_tokens=1073, input_tokens=8000,
+            output_tokens=1000, concurrency=200,
+        )
+    )
+    assert (r.batch_size, r.saturated, r.max_num_seqs) == (98, True, 49)
+
+
 def test_data_parallelism_of_a_dense_model_is_independent_engines():
     one = run_predict(
         PredictRequest(model="Llama-3.1-8B-Instruct", gpu="H100", input_tokens=1000,

@@ -4,7 +4,14 @@ import math
 
 import numpy as np
 import pytest
-from plans import OWN_STACKS, frontier_plan, long_prompt_plan, make_plan, three_regions
+from plans import (
+    GPT_OSS_TP1,
+    OWN_STACKS,
+    frontier_plan,
+    long_prompt_plan,
+    make_plan,
+    three_regions,
+)
 
 from llmfleet.errors import PlanError
 from llmfleet.fleetplan.fleet import build_fleet_plan, search_setup
@@ -18,17 +25,6 @@ from llmfleet.simulate.engine import (
     step_models,
     wait_tail,
 )
-
-GPT_OSS_TP1 = {
-    "model": {"id": "gpt-oss-120b", "precision": "mxfp4", "kv_cache_dtype": "fp8"},
-    "allowed": {"gpus": ["B200"]},
-    "max_model_len": 16384,
-    "traffic.input_tokens": {"mean": 2000, "p95": 6000},
-    "traffic.output_tokens": {"mean": 1000, "p95": 3000},
-    "slo": {"ttft_ms": 1000, "itl_ms": 40, "percentile": 95},
-    "calibration": ["stacks/calibrations/gpt-oss-120b-b200-tp1.json"],
-}
-"""A plan on the calibration file shipped for gpt-oss-120b on B200 TP 1."""
 
 
 def test_a_calibrated_region_is_simulated_on_the_corrected_step_model() -> None:

@@ -1,0 +1,412 @@
+"""The replica the search sized, as one record in the FleetPlan (`RegionPlan.replica`).
+
+Everything a step of it costs is here, after the levers and the calibration: the layout
+(TP / PP / DP / EP, the nodes it spans and the link between them), the GPU's bandwidth and
+tensor rates, the fitted efficiencies and overheads (at the plan's confidence), a calibrated
+server's factors, the precision, KV dtype, speculation and eager mode; and the engine the
+search sized: the running batch, the per-rank `max_num_seqs`, the prefill chunk, the token
+budget and vLLM's memory budget (the KV pool in tokens). A disaggregated region holds its
+decode pool here and its prefill pool in `prefill`.
+
+`predict --stack`, `simulate`, `drill` and the report read this record: `step_model_of`
+rebuilds the search's own `StepModel` from it (a test checks it is equal to the search's),
+so none of them re-runs the search or rebuilds the replica from the catalog. The catalog
+rows it starts from (`hardware.gpu`, `constants.fitted`) supply only what a step never
+reads (names, memory sizes); every number a step reads is the record's."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pydantic import Field
+
+from llmfleet.catalog import hardware
+from llmfleet.catalog.constants import fitted
+from llmfleet.catalog.hardware import Instance
+from llmfleet.data import Data
+from llmfleet.perf.architecture import Arch
+from llmfleet.perf.chunked import MixedSteps
+from llmfleet.perf.disagg import PrefillLoad
+from llmfleet.perf.memory import MemoryBudget
+from llmfleet.perf.parallel import Link, Parallel
+from llmfleet.perf.speculation import Speculation, resolve
+from llmfleet.perf.step import Correction, StepModel
+from llmfleet.plan.model import ResolvedModel
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.choice import Choice, PrefillPool
+from llmfleet.search.disagg import pools_at
+from llmfleet.search.operating_point import ReplicaSizing
+from llmfleet.search.replica_slo import predict_at
+from llmfleet.search.shapes import Shape
+
+
+class LinkRecord(Data):
+    """A link between a replica's nodes (`perf.parallel.Link`)."""
+
+    name: str = Field(description="efa, or the link a replica's nodes share.")
+    latency_s: float = Field(description="Fixed time of one collective or send.")
+    bus_bytes_per_s: float = Field(description="All-reduce bus bandwidth (nccl-tests busbw).")
+    p2p_bytes_per_s: float = Field(description="One GPU's share for point-to-point traffic.")
+    allreduce: list[tuple[float, float]] = Field(
+        default_factory=list, description="A measured all-reduce: (bytes, seconds) points."
+    )
+
+
+class ReplicaLayout(Data):
+    """How one replica uses GPUs and nodes."""
+
+    instance_type: str
+    gpus_per_node: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    expert_parallel: bool = Field(default=False, description="Experts spread over TP x DP.")
+    nodes_per_replica: int = 1
+    gpus: int = Field(description="GPUs of one replica: TP x PP x DP.")
+    inter_node: LinkRecord | None = Field(
+        default=None, description="The link between the replica's nodes (None: one node)."
+    )
+
+    @property
+    def label(self) -> str:
+        return Shape(
+            self.tensor_parallel_size, self.pipeline_parallel_size, self.data_parallel_size,
+            self.expert_parallel,
+        ).label
+
+
+class GpuRates(Data):
+    """What a step reads of the GPU."""
+
+    gpu: str
+    architecture: str
+    hbm_bandwidth_gb_s: float
+    compute_tflops: float = Field(
+        description="Dense tensor TFLOP/s at the compute precision (the step's F)."
+    )
+    bf16_dense_tflops: float
+    fp8_dense_tflops: float | None
+    fp4_dense_tflops: float | None
+    nvlink_gb_s: float
+    pcie_gb_s: float
+
+
+class StepEfficiencies(Data):
+    """The fitted constants a step reads, for this GPU and engine, at the plan's confidence
+    (`confidence: pessimistic` raises engine_step_factor)."""
+
+    mbu: float = Field(description="Share of HBM bandwidth a step streams at.")
+    mfu: float = Field(description="Share of the tensor rate a step computes at.")
+    roofline_overlap: float
+    moe_efficiency: float
+    moe_layer_overhead_us: float
+    step_overhead_ms: float
+    sequence_overhead_us: float
+    engine_step_factor: float
+    link_efficiency: float
+    node_link: str = Field(description="nvlink or pcie: the link inside a node.")
+    node_link_latency_us: float = Field(description="An all-reduce's latency on node_link.")
+    tp_sync_overhead_us: float
+    ttft_overhead_ms: float
+
+
+class CorrectionRecord(Data):
+    """A calibrated server's factors on a step's terms (1: none; `perf.step.Correction`)."""
+
+    memory: float = 1.0
+    compute: float = 1.0
+    overhead: float = 1.0
+    ttft_overhead: float = 1.0
+    calibration: str | None = Field(
+        default=None, description="The plan's calibration file they come from (None: none)."
+    )
+
+
+class SpeculationRecord(Data):
+    method: str
+    num_speculative_tokens: int
+    acceptance_rate: float
+    draft_model: str | None
+    draft_precision: str
+    source: str
+
+
+class StepInputs(Data):
+    """Everything `perf.step.StepModel` reads besides the model and the layout."""
+
+    engine: str
+    precision: str
+    kv_cache_dtype: str
+    enforce_eager: bool
+    speculation: SpeculationRecord | None
+    gpu: GpuRates
+    efficiencies: StepEfficiencies
+    correction: CorrectionRecord
+
+
+class PoolRecord(Data):
+    """One pool of replicas as the search sized it: layout, step inputs, engine, memory."""
+
+    layout: ReplicaLayout
+    step: StepInputs
+    batch: int = Field(description="Running sequences of the whole replica at the SLO limit.")
+    max_num_seqs: int = Field(description="vLLM's max_num_seqs: one engine's (a DP rank's).")
+    chunk_tokens: int = Field(description="Prefill tokens a mixed step carries.")
+    max_num_batched_tokens: int = Field(description="One engine's token budget a step.")
+    gpu_memory_utilization: float
+    memory: MemoryBudget = Field(
+        description="vLLM's start-up memory budget; kv_cache_tokens is the KV pool."
+    )
+    capacity_requests_per_s: float = Field(description="Requests/s inside both SLOs.")
+    loss_requests_per_s: float = Field(
+        description="Requests/s one replica carries in a region loss (perf.slots)."
+    )
+
+    @property
+    def replica_budget_tokens(self) -> int:
+        """One step's tokens across the replica: every running sequence's and one chunk
+        (max_num_batched_tokens but for a data-parallel replica's ranks together)."""
+        return self.batch + self.chunk_tokens
+
+
+class PrefillLoadRecord(Data):
+    """A prefill replica's latency terms (`perf.disagg.PrefillLoad`)."""
+
+    service_mean_s: float
+    cv2: float
+    prompt_s: float
+    transfer_s: float
+    first_step_s: float
+    overhead_s: float
+
+
+class PrefillPoolRecord(PoolRecord):
+    load: PrefillLoadRecord
+
+
+class ReplicaRecord(PoolRecord):
+    """The region's replica (a disaggregated region's decode pool, with its prefill pool)."""
+
+    prefill: PrefillPoolRecord | None = Field(
+        default=None, description="Disaggregated: the prefill pool (this record is the decode)."
+    )
+
+
+def _link(link: Link | None) -> LinkRecord | None:
+    if link is None:
+        return None
+    return LinkRecord(
+        name=link.name, latency_s=link.latency_s, bus_bytes_per_s=link.bus_b_s,
+        p2p_bytes_per_s=link.p2p_b_s, allreduce=list(link.allreduce),
+    )
+
+
+def _layout(sm: StepModel, instance: Instance) -> ReplicaLayout:
+    par, gpn = sm.parallel, instance.gpu_count
+    return ReplicaLayout(
+        instance_type=instance.instance_type,
+        gpus_per_node=gpn,
+        tensor_parallel_size=sm.tp,
+        pipeline_parallel_size=par.pp,
+        data_parallel_size=par.dp,
+        expert_parallel=par.ep,
+        nodes_per_replica=max(1, par.ranks(sm.tp) // gpn),
+        gpus=par.ranks(sm.tp),
+        inter_node=_link(par.inter_node),
+    )
+
+
+def _step_inputs(sm: StepModel, calibration: str | None) -> StepInputs:
+    g, c, k, spec = sm.gpu, sm.consts, sm.correction, sm.speculation
+    link = sm.node_link.name
+    return StepInputs(
+        engine=sm.engine,
+        precision=sm.precision,
+        kv_cache_dtype=sm.kv_cache_dtype,
+        enforce_eager=sm.enforce_eager,
+        speculation=None if spec is None else SpeculationRecord(
+            method=spec.method, num_speculative_tokens=spec.k,
+            acceptance_rate=spec.acceptance_rate, draft_model=spec.draft_model,
+            draft_precision=spec.draft_precision, source=spec.source,
+        ),
+        gpu=GpuRates(
+            gpu=g.gpu, architecture=g.architecture, hbm_bandwidth_gb_s=g.hbm_bandwidth_gb_s,
+            compute_tflops=sm.compute_flops / 1e12, bf16_dense_tflops=g.bf16_dense_tflops,
+            fp8_dense_tflops=g.fp8_dense_tflops, fp4_dense_tflops=g.fp4_dense_tflops,
+            nvlink_gb_s=g.nvlink_gb_s, pcie_gb_s=g.pcie_gb_s,
+        ),
+        efficiencies=StepEfficiencies(
+            mbu=c.mbu[g.architecture],
+            mfu=c.mfu[g.architecture],
+            roofline_overlap=c.roofline_overlap,
+            moe_efficiency=c.moe_efficiency,
+            moe_layer_overhead_us=c.moe_layer_overhead_us,
+            step_overhead_ms=sm.per_engine(c.step_overhead_ms),
+            sequence_overhead_us=sm.per_engine(c.sequence_overhead_us),
+            engine_step_factor=sm.step_factor,
+            link_efficiency=c.link_efficiency,
+            node_link=link,
+            node_link_latency_us=c.allreduce_latency_us[link],
+            tp_sync_overhead_us=c.tp_sync_overhead_us,
+            ttft_overhead_ms=c.ttft_overhead_ms,
+        ),
+        correction=CorrectionRecord(
+            memory=k.memory, compute=k.compute, overhead=k.overhead,
+            ttft_overhead=k.ttft_overhead, calibration=calibration,
+        ),
+    )
+
+
+def _pool(
+    sm: StepModel, instance: Instance, calibration: str | None, sizing: ReplicaSizing,
+    gpu_memory_utilization: float,
+) -> dict[str, object]:
+    return {
+        "layout": _layout(sm, instance),
+        "step": _step_inputs(sm, calibration),
+        "batch": sizing.batch,
+        "max_num_seqs": sizing.batch_per_rank,
+        "chunk_tokens": sizing.chunk_tokens,
+        "max_num_batched_tokens": sizing.max_num_batched_tokens,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "memory": sizing.memory,
+        "capacity_requests_per_s": sizing.capacity_requests_per_s,
+        "loss_requests_per_s": sizing.loss_requests_per_s,
+    }
+
+
+def _prefill(choice: Choice, pool: PrefillPool) -> PrefillPoolRecord:
+    sizing = ReplicaSizing(
+        pool.max_num_seqs, pool.chunk_tokens, choice.sizing.steps,
+        pool.capacity_requests_per_s, pool.memory,
+    )
+    ld = pool.load
+    return PrefillPoolRecord(
+        **_pool(pool.step_model, choice.instance, None, sizing,
+                choice.plan.gpu_memory_utilization),
+        load=PrefillLoadRecord(
+            service_mean_s=ld.service_mean_s, cv2=ld.cv2, prompt_s=ld.prompt_s,
+            transfer_s=ld.transfer_s, first_step_s=ld.first_step_s, overhead_s=ld.overhead_s,
+        ),
+    )
+
+
+def build_replica_record(choice: Choice) -> ReplicaRecord:
+    """The record of the replica the search chose (its step model, engine and memory)."""
+    covered = choice.calibration
+    # A covered server's factors apply to an aggregated replica only (search.disagg sizes
+    # both pools on the shipped constants).
+    calibration = covered.path if covered and choice.prefill is None else None
+    return ReplicaRecord(
+        **_pool(choice.step_model, choice.instance, calibration, choice.sizing,
+                choice.plan.gpu_memory_utilization),
+        prefill=None if choice.prefill is None else _prefill(choice, choice.prefill),
+    )
+
+
+def parallel_of(layout: ReplicaLayout) -> Parallel:
+    """The layout's `perf.parallel.Parallel` (one TP group inside a node: plain)."""
+    one_node = layout.gpus <= layout.gpus_per_node
+    plain = layout.pipeline_parallel_size == 1 and layout.data_parallel_size == 1
+    if plain and not layout.expert_parallel and one_node:
+        return Parallel()
+    link = layout.inter_node
+    return Parallel(
+        pp=layout.pipeline_parallel_size,
+        dp=layout.data_parallel_size,
+        ep=layout.expert_parallel,
+        gpus_per_node=layout.gpus_per_node,
+        inter_node=None if link is None else Link(
+            link.name, link.latency_s, link.bus_bytes_per_s, link.p2p_bytes_per_s,
+            tuple(link.allreduce),
+        ),
+    )
+
+
+def speculation_of(step: StepInputs, model_id: str, arch: Arch) -> Speculation | None:
+    s = step.speculation
+    if s is None:
+        return None
+    spec = resolve(
+        s.method, s.num_speculative_tokens, s.acceptance_rate, s.draft_model,
+        "speculative", model_id, arch, step.precision,
+    )
+    return replace(spec, draft_precision=s.draft_precision, source=s.source)
+
+
+def step_model_of(pool: PoolRecord, model: ResolvedModel) -> StepModel:
+    """The search's StepModel, rebuilt from the record alone (`model`: the plan's)."""
+    arch = model.arch
+    step, g, e, k = pool.step, pool.step.gpu, pool.step.efficiencies, pool.step.correction
+    gpu = hardware.gpu(g.gpu).model_copy(
+        update={
+            "architecture": g.architecture,
+            "hbm_bandwidth_gb_s": g.hbm_bandwidth_gb_s,
+            "bf16_dense_tflops": g.bf16_dense_tflops,
+            "fp8_dense_tflops": g.fp8_dense_tflops,
+            "fp4_dense_tflops": g.fp4_dense_tflops,
+            "nvlink_gb_s": g.nvlink_gb_s,
+            "pcie_gb_s": g.pcie_gb_s,
+        }
+    )
+    base = fitted()
+    consts = base.model_copy(
+        update={
+            "mbu": {**base.mbu, g.architecture: e.mbu},
+            "mfu": {**base.mfu, g.architecture: e.mfu},
+            "roofline_overlap": e.roofline_overlap,
+            "moe_efficiency": e.moe_efficiency,
+            "moe_layer_overhead_us": e.moe_layer_overhead_us,
+            "step_overhead_ms": {**base.step_overhead_ms, step.engine: e.step_overhead_ms},
+            "sequence_overhead_us": {
+                **base.sequence_overhead_us, step.engine: e.sequence_overhead_us
+            },
+            "engine_step_factor": {**base.engine_step_factor, step.engine: e.engine_step_factor},
+            "link_efficiency": e.link_efficiency,
+            "allreduce_latency_us": {
+                **base.allreduce_latency_us, e.node_link: e.node_link_latency_us
+            },
+            "tp_sync_overhead_us": e.tp_sync_overhead_us,
+            "ttft_overhead_ms": e.ttft_overhead_ms,
+        }
+    )
+    return StepModel(
+        arch,
+        gpu,
+        pool.layout.tensor_parallel_size,
+        step.precision,
+        step.kv_cache_dtype,
+        consts,
+        step.engine,
+        speculation_of(step, model.id, arch),
+        step.enforce_eager,
+        Correction(k.memory, k.compute, k.overhead, k.ttft_overhead),
+        parallel_of(pool.layout),
+    )
+
+
+def prefill_load_of(pool: PrefillPoolRecord) -> PrefillLoad:
+    ld = pool.load
+    return PrefillLoad(
+        ld.service_mean_s, ld.cv2, ld.prompt_s, ld.transfer_s, ld.first_step_s, ld.overhead_s
+    )
+
+
+def slo_at(
+    record: ReplicaRecord,
+    plan: CapacityPlan,
+    model: ResolvedModel,
+    requests_per_s: float,
+    prefill_requests_per_s: float = 0.0,
+) -> tuple[MixedSteps, float]:
+    """The replica's steps and TTFT at the SLO percentile (s) when each replica takes
+    `requests_per_s` (a disaggregated region's prefill replicas `prefill_requests_per_s`),
+    from the record alone: what the FleetPlan's `predicted` holds at the peak."""
+    sm = step_model_of(record, model)
+    if record.prefill is None:
+        return predict_at(sm, plan, record.batch, record.chunk_tokens, requests_per_s)
+    load = prefill_load_of(record.prefill)
+    itl_s, ttft_s = pools_at(
+        plan, sm, record.batch, load, requests_per_s, prefill_requests_per_s
+    )
+    return MixedSteps(itl_s, itl_s, 0.0), ttft_s
