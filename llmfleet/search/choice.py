@@ -14,7 +14,7 @@ from llmfleet.perf.step import StepModel
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
-from llmfleet.search.levers import Levers, pinned
+from llmfleet.search.levers import Levers, native_precision, pinned, plainness
 from llmfleet.search.operating_point import ReplicaSizing
 from llmfleet.search.shapes import Shape
 from llmfleet.units import HOURS_PER_MONTH
@@ -124,16 +124,21 @@ class Choice:
         return self.nodes.min * self.price_usd_per_hour * HOURS_PER_MONTH
 
     @property
-    def rank(self) -> tuple[float, int, int, bool, bool, float, str, int, int, int, bool]:
-        """Cheapest; then fewest GPUs; then replicas inside one node, and one TP group (a
-        replica across nodes needs EFA, a placement group in one zone and a whole group to
-        restart; at the same cost it buys nothing); then most spare capacity on the nodes
-        paid for. Disaggregated serving likewise only wins by cost."""
+    def rank(
+        self,
+    ) -> tuple[float, tuple[int, int], int, int, bool, bool, float, str, int, int, int, bool]:
+        """Cheapest; then the plainest levers (fewest lossy ones, then fewest: FP8 KV does not
+        win a tie against the model's own dtype for the capacity it leaves spare,
+        `levers.plainness`); then fewest GPUs; then replicas inside one node, and one TP
+        group (a replica across nodes needs EFA, a placement group in one zone and a whole
+        group to restart; at the same cost it buys nothing); then most spare capacity on the
+        nodes paid for. Disaggregated serving likewise only wins by cost."""
         gpus = self.nodes.desired * self.instance.gpu_count
         slots = self.nodes.desired * self.replicas_per_node // self.nodes_per_replica
         spare = slots * self.sizing.capacity_requests_per_s
         return (
             round(self.monthly_cost_usd, 6),
+            plainness(self.lever, native_precision(self.model)),
             gpus,
             self.nodes_per_replica,
             not self.layout.plain,

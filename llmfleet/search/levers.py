@@ -68,6 +68,15 @@ class Levers:
         )
 
 
+def plainness(levers: Levers, native: str) -> tuple[int, int]:
+    """(lossy levers, levers) of a setting, 0 for the plain one: weights stored below the
+    native precision and an FP8 KV cache change what the model computes; speculation does
+    not (the target verifies every token) but is one more thing to run and tune. At equal
+    cost the search keeps the plainer setting."""
+    lossy = int(levers.precision != native) + int(levers.kv_cache_dtype == "fp8")
+    return lossy, lossy + int(levers.spec is not None)
+
+
 def pinned(plan: CapacityPlan) -> Levers:
     """The plan's own model.precision and model.kv_cache_dtype, without speculation."""
     return Levers(plan.model.precision, plan.model.kv_cache_dtype, None, plan.model.enforce_eager)

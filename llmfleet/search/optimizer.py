@@ -6,7 +6,8 @@ every TP and every point of the lever space (`levers.lever_space`); each is size
 `operating_point.size_replica` (memoised per instance type, TP and levers: regions share
 them); replicas cover the region's peak share with headroom, raised for the region losses
 it must survive (`region_losses`); nodes pack replicas; the cheapest monthly cost wins
-(ties: fewer GPUs, then more spare capacity, then name, then the plainer levers). The
+(ties: the plainer levers, then fewer GPUs, then more spare capacity, then name;
+`Choice.rank`). The
 search only chooses: `fleetplan` turns the choice into a FleetPlan."""
 
 from __future__ import annotations

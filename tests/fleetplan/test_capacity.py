@@ -240,11 +240,11 @@ def test_the_trough_cost_is_the_floor_the_fleet_keeps(stack_plans) -> None:
 def test_the_pdb_fits_a_node_replacement_where_the_other_replicas_carry_the_peak(
     own_plans,
 ) -> None:
-    # three regions, us-east-1: 10 of its 11 (warm-floor) replicas x 24.28 req/s = 243 req/s
-    # >= the 135 req/s peak (180 %)
+    # three regions, us-east-1: 10 of its 11 (warm-floor) replicas x 23.61 req/s = 236 req/s
+    # >= the 135 req/s peak (175 %)
     three = own_plans["three-regions"]
     [note] = [n for n in three.region("us-east-1").capacity.notes if "Budget" in n]
-    fits = "fits: during a node replacement (919 s, one cold start) 10 replica(s) carry 180%"
+    fits = "fits: during a node replacement (919 s, one cold start) 10 replica(s) carry 175%"
     assert fits in note
     # one region: 1 of 2 replicas cannot carry the peak: the report says to disrupt off-peak
     [dev] = [n for n in own_plans["one-region"].regions[0].capacity.notes if "Budget" in n]

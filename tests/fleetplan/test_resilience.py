@@ -133,15 +133,16 @@ def test_two_losses_of_three_regions_are_every_single_and_pair() -> None:
 def test_three_regions_keep_a_warm_floor_for_the_worst_loss_it_absorbs() -> None:
     fp = build_fleet_plan(three_regions())
     floors = {f.region: f for f in fp.resilience.regions}
-    # us-east-1 takes us-west-2's 105 req/s: 240 req/s. A replica (B200 TP 4, FP8) holds the
-    # SLO up to 24.277 req/s, where max_num_seqs (190) is its mean batch; in a loss it runs at
-    # 22.76 (93.8 %), where an arrival finds the batch full no more than 1 % of the time:
-    # 240 / 22.76 = 10.5 -> 11 replicas, two per 8-GPU node -> 6 nodes (12 slots: max 12).
+    # us-east-1 takes us-west-2's 105 req/s: 240 req/s. A replica (B200 TP 4, FP8 weights,
+    # 16-bit KV) holds the SLO up to 23.608 req/s, where max_num_seqs (189) is its mean batch;
+    # in a loss it runs at 21.948 (93.0 %), where an arrival finds the batch full no more than
+    # 1 % of the time: 240 / 21.948 = 10.9 -> 11 replicas, two per 8-GPU node -> 6 nodes (12
+    # slots: max 12).
     east = floors["us-east-1"]
-    assert fp.region("us-east-1").predicted.requests_per_s == 24.277
-    assert fp.region("us-east-1").predicted.requests_per_s_in_loss == 22.76
+    assert fp.region("us-east-1").predicted.requests_per_s == 23.608
+    assert fp.region("us-east-1").predicted.requests_per_s_in_loss == 21.948
     assert (east.worst_load_requests_per_s, east.worst_case_lost) == (240.0, ["us-west-2"])
-    assert east.replicas_without_resilience == {"min": 2, "desired": 7, "max": 7}
+    assert east.replicas_without_resilience == {"min": 2, "desired": 8, "max": 8}
     assert fp.region("us-east-1").replicas.model_dump() == {"min": 11, "desired": 11, "max": 12}
     assert fp.region("us-east-1").nodes.min == 6
     # eu-north-1 is nobody's nearest survivor: unchanged.
@@ -222,8 +223,8 @@ def test_three_regions_pass_the_drill_for_every_single_region_loss(region) -> No
 def test_a_plan_sized_without_resilience_fails_the_drill_and_passes_with_it() -> None:
     bare = drill(three_regions_with(survive_region_losses=0), ["us-east-1"])
     [west] = [s for s in bare.survivors if s.region == "us-west-2"]
-    # 240 req/s on 6 replicas of 24.31 req/s: overloaded, and 6 warm < 10 needed.
-    assert (west.replicas_max, west.replicas_must_reach, west.ttft_ms) == (6, 10, None)
+    # 240 req/s on 6 replicas of 23.61 req/s: overloaded, and 6 warm < 11 needed.
+    assert (west.replicas_max, west.replicas_must_reach, west.ttft_ms) == (6, 11, None)
     assert not bare.passed
     assert drill(three_regions_with(), ["us-east-1"]).passed
 

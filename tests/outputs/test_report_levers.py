@@ -20,11 +20,13 @@ def mixed():
 
 
 def test_the_headline_says_what_each_region_serves_when_they_differ(mixed) -> None:
-    served = "us-east-1: fp8, KV fp8, no speculation; eu-west-1: fp8, KV auto, no speculation"
+    # eu-west-1's A100 serves FP8 weights (Marlin, weight-only) on as many nodes as BF16: the
+    # tie goes to the plainer BF16
+    served = "us-east-1: fp8, KV auto, no speculation; eu-west-1: bf16, KV auto, no speculation"
     assert mixed.served_as() == served
     report = render.render_stack(mixed)[render.REPORT]
     assert f"served as **{served}**" in report
-    assert "| us-east-1 | g6e.xlarge | 1 x L40S | 1 | fp8, KV fp8, no speculation |" in report
+    assert "| us-east-1 | g6e.xlarge | 1 x L40S | 1 | fp8, KV auto, no speculation |" in report
     assert f"served as {served}" in fleet_text(mixed)
 
 
@@ -48,13 +50,14 @@ def test_the_alternatives_table_leaves_out_the_chosen_row_and_names_what_differs
     table = section.split("Top alternatives not chosen")[1].split("\n\n")[1]
     rows = table.splitlines()[2:]
     assert len(rows) == 5
-    # p6-b200.48xlarge TP 4 with 16-bit KV: the same instance and TP, another KV, and the
-    # same 6 nodes (the warm floor for a lost region sets them; the tie went to FP8 KV)
+    # p6-b200.48xlarge TP 4 with FP8 KV: the same instance and TP, another KV, and the same
+    # 6 nodes (the warm floor for a lost region sets them; the tie goes to 16-bit KV, the
+    # plainer lever, though FP8 KV leaves more capacity spare)
     assert (
-        "| p6-b200.48xlarge | 4 | fp8 | auto | - | yes | $499,025.66 | 1.00x the cost "
-        "(6 x p6-b200.48xlarge) | KV auto (chosen fp8) |"
+        "| p6-b200.48xlarge | 4 | fp8 | fp8 | - | yes | $499,025.66 | 1.00x the cost "
+        "(6 x p6-b200.48xlarge) | KV fp8 (chosen auto) |"
     ) in rows
-    assert not any("| p6-b200.48xlarge | 4 | fp8 | fp8 | - |" in row for row in rows)
+    assert not any("| p6-b200.48xlarge | 4 | fp8 | auto | - |" in row for row in rows)
 
 
 def test_a_region_without_a_faster_gpu_says_so(mixed) -> None:

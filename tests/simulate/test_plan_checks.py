@@ -90,16 +90,16 @@ def test_the_worst_loss_recovers_in_the_plans_time(env) -> None:
 
 @pytest.mark.slow  # whole plans, drills or renders: program-check
 def test_a_survivor_at_its_slo_limit_rate_loses_its_users_to_the_slot_queue() -> None:
-    # The three-region plan's us-west-2 absorbing us-east-1 (240 req/s): at the SLO-limit rate
-    # (24.277 req/s a replica, 10 replicas) its batch is full about as often as not and the
-    # moved users wait for slots; at the loss rate stage 4 sizes (22.76, 11 replicas) they
-    # do not.
-    plan = three_regions()
+    # The three-region plan at 310 req/s: us-west-2 absorbing us-east-1 takes 248 req/s. At
+    # the SLO-limit rate (23.608 req/s a replica, 11 replicas) its batch is full about as
+    # often as not and the moved users wait for slots; at the loss rate stage 4 sizes
+    # (21.948, 12 replicas) they do not.
+    plan = three_regions(**{"traffic.peak_requests_per_s": 310})
     fp = build_fleet_plan(plan)
     rp = fp.region("us-west-2")
-    at_limit = -(-240 // rp.predicted.requests_per_s)
-    assert (at_limit, rp.replicas.min) == (10, 11)
-    lean = rp.model_copy(update={"replicas": MinDesiredMax(min=10, desired=10, max=10)})
+    at_limit = -(-248 // rp.predicted.requests_per_s)
+    assert (at_limit, rp.replicas.min) == (11, 12)
+    lean = rp.model_copy(update={"replicas": MinDesiredMax(min=11, desired=11, max=11)})
     leaner = fp.model_copy(update={"regions": [lean if r.region == rp.region else r
                                                for r in fp.regions]})
     loss = parse_loss("us-east-1@14:00", [r.region for r in fp.regions])
