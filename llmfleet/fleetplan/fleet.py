@@ -15,10 +15,12 @@ from llmfleet import __version__
 from llmfleet.calibration.server_calibration import Coverage
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.data import Data, MinDesiredMax
+from llmfleet.errors import InfeasibleError
 from llmfleet.fleetplan.calibrations import CalibrationUse, build_calibrations
 from llmfleet.fleetplan.capacity import check_region_size
 from llmfleet.fleetplan.entry_point import build_capacity_check, build_entry_point
 from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, build_lever_report
+from llmfleet.fleetplan.pinned_levers import build_pinned_alternative, pinned_values, unpinned
 from llmfleet.fleetplan.region import RegionPlan, build_region_plan
 from llmfleet.fleetplan.resilience import Resilience, build_resilience
 from llmfleet.fleetplan.risk import calibrated_slowdown
@@ -186,6 +188,23 @@ class Search:
             for region in plan.regions
         ]
 
+    def without_pins(self, plan: CapacityPlan, choices: list[Choice]) -> list[Choice | None]:
+        """Each region's choice with the plan's lever pins lifted (`pinned_levers`); None for
+        every region when the plan pins nothing, and where nothing is feasible without the
+        pins."""
+        if not pinned_values(plan):
+            return [None for _ in choices]
+        free = unpinned(plan)
+        sizer = Sizer(free, self.model, self.consts, self.coverage, self.sizer.slowdown)
+        sizer.share_sizing(self.sizer)
+        out: list[Choice | None] = []
+        for choice in choices:
+            try:
+                out.append(choose_region(free, self.model, choice.region, self.consts, sizer)[0])
+            except InfeasibleError:  # a pinned value outside the default lever space
+                out.append(None)
+        return out
+
 
 def search_setup(
     plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = PROJECT_ROOT
@@ -221,8 +240,14 @@ def fleet_plan_of(
     choices = [choice for choice, _ in searched]
     floors = loss_sizing(plan, choices)
     regions = [
-        _with_routing(plan, build_region_plan(choice, alts, consts, pessimistic, floor), floor)
-        for choice, (_, alts), floor in zip(choices, searched, floors, strict=True)
+        _with_pins(
+            _with_routing(plan, build_region_plan(choice, alts, consts, pessimistic, floor), floor),
+            choice,
+            free,
+        )
+        for choice, (_, alts), floor, free in zip(
+            choices, searched, floors, found.without_pins(plan, choices), strict=True
+        )
     ]
     for r in regions:
         check_region_size(
@@ -298,6 +323,14 @@ def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: LossSizing) -> Regi
         )
         entry = entry.model_copy(update={"capacity_check": check})
     return rp.model_copy(update={"entry_point": entry, "reasons": reasons})
+
+
+def _with_pins(rp: RegionPlan, choice: Choice, free: Choice | None) -> RegionPlan:
+    """The region with what its lever pins cost, said in its reasons, where they cost."""
+    alt = build_pinned_alternative(choice, free) if free is not None else None
+    if alt is None:
+        return rp
+    return rp.model_copy(update={"pinned_alternative": alt, "reasons": [*rp.reasons, alt.text]})
 
 
 def build_rules_of_thumb(model: ResolvedModel, plan: CapacityPlan) -> list[RuleOfThumb]:

@@ -35,6 +35,7 @@ from llmfleet.fleetplan.entry_point import EntryPoint, logs_bucket
 from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, download_gib
 from llmfleet.fleetplan.multi_node import MultiNode, build_multi_node
 from llmfleet.fleetplan.network import SubnetPlan, subnet_layout
+from llmfleet.fleetplan.pinned_levers import PinnedAlternative
 from llmfleet.fleetplan.predicted import (
     BatchPoint,
     Binding,
@@ -136,6 +137,12 @@ class RegionPlan(Data):
         description="Disaggregated serving: the prefill pool, the router, the KV transfer; "
         "the region's replicas, serving and autoscaling are then the decode pool's, its "
         "nodes both pools'.",
+    )
+    pinned_alternative: PinnedAlternative | None = Field(
+        default=None,
+        description="The cheapest configuration with the plan's lever pins (model.precision, "
+        "model.kv_cache_dtype) lifted, where it costs less than the pinned one; the reasons "
+        "say it with its price.",
     )
     replica: ReplicaRecord = Field(
         description="The replica the search sized: layout, the step model's inputs after "

@@ -146,6 +146,12 @@ class Sizer:
         self._bound: dict[tuple[str, Shape, Levers, bool], float] = {}
         self._pairs: dict[str, PairSizer] = {}
 
+    def share_sizing(self, other: Sizer) -> None:
+        """Reuse `other`'s sizings: a candidate's sizing depends on its levers, not on which
+        levers a plan pins (the same plan with its pins lifted sizes the pinned points
+        again otherwise)."""
+        self._memo, self._bound = other._memo, other._bound
+
     def covered(self, gpu: str, tp: int, levers: Levers) -> Covered | None:
         """The calibration file covering this server, if the plan names one."""
         return self.coverage.find(gpu, tp, levers.precision, levers.kv_cache_dtype)
