@@ -337,7 +337,7 @@ def _preview_change(args: argparse.Namespace) -> int:
     from components.preview.text import format_findings
 
     resources, result = after_run(args.stack)
-    change = change_from(args.stack, args.from_source, resources, args.allow_replace)
+    change = change_from(args.stack, args.from_source, resources, args.allow_replace, result)
     findings = [] if args.no_checks or result is None else result.findings()
     if not args.no_checks:
         findings += change.findings

@@ -150,12 +150,6 @@ def _keys(path: Sequence[str | int]) -> Path_:
     return tuple(p for p in path if isinstance(p, str))
 
 
-def _dotted(path: Sequence[str | int]) -> str:
-    return "".join(
-        f"[{p}]" if isinstance(p, int) else (f'["{p}"]' if "." in p else f".{p}") for p in path
-    ).lstrip(".")
-
-
 def _dig(value: Any, path: Path_) -> Any:
     for key in path:
         while isinstance(value, list) and value:
@@ -176,7 +170,7 @@ def _classify(
     r = change.after or {}
     replace_on = [parse_path(p) for p in r.get("options", {}).get("replace_on_changes", [])]
     for path in paths:
-        shown = _dotted(path)
+        shown = show(path)
         if shown not in change.changed:
             change.changed.append(shown)
         keys = _keys(path)

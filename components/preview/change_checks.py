@@ -30,7 +30,7 @@ from typing import Any
 
 from components.preview.change import Resource, ResourceChange
 from components.preview.checks import Finding
-from components.preview.limits import CRD_SOURCES, IDENTITIES
+from components.preview.limits import CRD_SOURCES, IDENTITIES, Identity
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
@@ -119,6 +119,21 @@ FINALIZERS: tuple[FinalizerRule, ...] = (
 )
 
 
+REPLACED_IDENTITIES: tuple[Identity, ...] = (
+    *IDENTITIES,
+    Identity("aws:eks/nodeGroup:NodeGroup", ("clusterName", "nodeGroupName"), "region",
+             "ResourceInUseException: NodeGroup already exists", "EKS API CreateNodegroup"),
+    Identity("aws:ec2/launchTemplate:LaunchTemplate", ("name",), "region",
+             "InvalidLaunchTemplateName.AlreadyExistsException", "EC2 API CreateLaunchTemplate"),
+    Identity("aws:cloudwatch/logGroup:LogGroup", ("name",), "region",
+             "ResourceAlreadyExistsException", "CloudWatch Logs API CreateLogGroup"),
+    Identity("aws:ec2/placementGroup:PlacementGroup", ("name",), "region",
+             "InvalidPlacementGroup.Duplicate", "EC2 API CreatePlacementGroup"),
+)
+"""What a second create collides on (limits.IDENTITIES, and names only a replacement makes
+twice)."""
+
+
 def allowed(change: ResourceChange, patterns: Sequence[str]) -> bool:
     return any(
         fnmatch.fnmatchcase(value, p)
@@ -165,7 +180,7 @@ def _collides(change: ResourceChange) -> list[Finding]:
     if change.after["options"].get("delete_before_replace"):
         return []
     out = []
-    for ident in IDENTITIES:
+    for ident in REPLACED_IDENTITIES:
         if ident.type != change.type:
             continue
         old = [_inputs(change.before).get(k) for k in ident.key]

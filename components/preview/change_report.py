@@ -15,7 +15,9 @@ from components.preview.change_checks import Blocker, blockers, change_findings
 from components.preview.checks import Finding
 from components.preview.revision import before_run, deploys
 from llmfleet.errors import StackError
-from llmfleet.plan.stacks import GLOBAL, global_stack
+from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.outputs.deploy_order import deploy_order
+from llmfleet.plan.stacks import GLOBAL, global_stack, resolve_stack
 
 OPS = ("create", "update", "replace", "delete")
 MARK = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
@@ -116,21 +118,33 @@ def preview_change(
     after: Sequence[Resource],
     label: str,
     allow: Sequence[str] = (),
+    order: Sequence[str] = (),
 ) -> ChangePreview:
-    """The change between two runs of `stack`'s program (`allow`: --allow-replace)."""
+    """The change between two runs of `stack`'s program (`allow`: --allow-replace; `order`:
+    the environment's stacks as `llmfleet rollout` runs them)."""
     changes = compare(before, after)
     preview = ChangePreview(stack, label, changes, change_findings(changes, before, allow),
                             blockers(changes))
-    preview.steps = _steps(stack, preview, bool(before))
+    preview.steps = _steps(stack, preview, bool(before), order)
     return preview
 
 
 def change_from(
-    stack: str, source: str, after: Sequence[Resource], allow: Sequence[str] = ()
+    stack: str, source: str, after: Sequence[Resource], allow: Sequence[str] = (),
+    result: Any = None,
 ) -> ChangePreview:
-    """The change from `--from SOURCE` (a revision or a file) to `after`, the run now."""
+    """The change from `--from SOURCE` (a revision or a file) to `after`, the run now
+    (`result`: its PreviewResult, for the rollout order)."""
     start = before_run(stack, source)
-    return preview_change(stack, start.resources, after, start.label, allow)
+    order = rollout_order(stack, result.fleet_plan) if result is not None else []
+    return preview_change(stack, start.resources, after, start.label, allow, order)
+
+
+def rollout_order(stack: str, fleet: FleetPlan) -> list[str]:
+    """The stacks `llmfleet rollout` runs for `stack`'s environment, in order."""
+    target = resolve_stack(stack)
+    order = deploy_order(target.environment, target.plan, fleet)
+    return [step.stack for step in order.steps]
 
 
 def after_run(stack: str) -> tuple[list[dict[str, Any]], Any]:
@@ -144,14 +158,14 @@ def after_run(stack: str) -> tuple[list[dict[str, Any]], Any]:
     return result.resources, result
 
 
-def _steps(stack: str, preview: ChangePreview, existed: bool) -> list[str]:
+def _steps(stack: str, preview: ChangePreview, existed: bool, order: Sequence[str]) -> list[str]:
     """The order a region removal or a first rollout takes across the environment's stacks."""
     env, _, part = stack.partition(".")
     clusters = [c for c in preview.of("delete") if c.type == "aws:eks/cluster:Cluster"]
     if not existed:
-        return [f"a first rollout: run the stacks in `llmfleet rollout --stack {env}` order "
-                "(the global stack's validation records before the regions' certificates wait "
-                "for them)"]
+        runs = [f"`pulumi up --stack {s}`" for s in order] or [
+            f"the stacks of `llmfleet rollout --stack {env}`, in its order"]
+        return [f"a first rollout: {run}" for run in runs]
     if not clusters:
         return []
     gone = ", ".join(c.name for c in clusters)

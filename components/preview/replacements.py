@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -34,8 +34,11 @@ def parse_path(text: str) -> Path_:
     return tuple(quoted or plain for quoted, plain in _SEGMENT.findall(text))
 
 
-def show_path(path: Path_) -> str:
-    return ".".join(f'["{p}"]' if "." in p else p for p in path)
+def show_path(path: Sequence[str | int]) -> str:
+    """The inverse of parse_path; a list index shows as [i]."""
+    return "".join(
+        f"[{p}]" if isinstance(p, int) else (f'["{p}"]' if "." in p else f".{p}") for p in path
+    ).lstrip(".")
 
 
 @dataclass(frozen=True)

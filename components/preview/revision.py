@@ -91,9 +91,37 @@ def before_run(stack: str, source: str, repo: Path = PROJECT_ROOT) -> Before:
     path = Path(source)
     if path.is_file():
         return Before(source, _from_file(stack, path))
+    present = _tree_of(source, repo)
+    if f"stacks/Pulumi.{stack.partition('.')[0]}.yaml" not in present:
+        return Before(source, [])  # the environment did not exist there
     with tempfile.TemporaryDirectory(prefix="llmfleet-rev-") as tmp:
-        _archive(source, repo, Path(tmp))
+        _archive(source, [n for n in TREE if n in present or f"{n}/" in present], repo,
+                 Path(tmp))
         return Before(source, _run_in(Path(tmp), stack))
+
+
+def _tree_of(rev: str, repo: Path) -> set[str]:
+    """The top-level names (folders with a slash) and stack files of revision `rev`."""
+    top = _git(repo, rev, "ls-tree", "--name-only", rev)
+    folders = set(_git(repo, rev, "ls-tree", "-d", "--name-only", rev).split())
+    stacks = "stacks" in folders and _git(repo, rev, "ls-tree", "--name-only", rev, "stacks/")
+    return {f"{n}/" if n in folders else n for n in top.split()} | set((stacks or "").split())
+
+
+def _git(repo: Path, rev: str, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True,
+                              timeout=RUN_TIMEOUT_S, check=False)
+    except FileNotFoundError:
+        raise StackError(f"--from {rev}: git is not installed") from None
+    if done.returncode != 0:
+        why = (done.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[-1]
+        raise StackError(
+            f"--from {rev}: neither a file nor a revision git can read "
+            f"({why.removeprefix('fatal: ')}); give a stack or plan file, or a branch, tag or "
+            "commit of this repository (e.g. origin/main)"
+        )
+    return done.stdout.decode()
 
 
 def _from_file(stack: str, path: Path) -> list[dict[str, Any]]:
@@ -125,23 +153,13 @@ def _from_file(stack: str, path: Path) -> list[dict[str, Any]]:
         return _run_in(root, stack)
 
 
-def _archive(rev: str, repo: Path, dest: Path) -> None:
+def _archive(rev: str, names: list[str], repo: Path, dest: Path) -> None:
     """The files of `rev` the program reads, written under `dest`."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(repo), "archive", "--format=tar", rev, *TREE],
-            capture_output=True, timeout=RUN_TIMEOUT_S, check=False,
-        )
-    except FileNotFoundError:
-        raise StackError(f"--from {rev}: git is not installed") from None
-    if done.returncode != 0:
-        why = (done.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[-1]
-        raise StackError(
-            f"--from {rev}: neither a file nor a revision git can read "
-            f"({why.removeprefix('fatal: ')}); give a stack or plan file, or a branch, tag or "
-            "commit of this repository (e.g. origin/main)"
-        )
-    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+    tar_bytes = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", rev, *names],
+        capture_output=True, timeout=RUN_TIMEOUT_S, check=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
         tar.extractall(dest, filter="data")
 
 
