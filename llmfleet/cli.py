@@ -443,7 +443,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             links = [(t, (folder / name).as_posix()) for t, name in diff_charts.chart_titles(files)]
             text += charts_section(links) + "\n"
     sys.stdout.write(text)
-    return 0
+    return 1 if change is not None and change.findings else 0
 
 
 def _resource_change(args: argparse.Namespace) -> Any:

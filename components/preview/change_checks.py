@@ -48,6 +48,9 @@ class Blocker:
     what: str
     step: str
     source: str
+    rank: int = 0
+    """Where its step goes in a removal: deletion protection first, what holds data, then
+    what controllers made (their objects go while they run)."""
 
 
 @dataclass(frozen=True)
@@ -408,7 +411,7 @@ def blockers(changes: Sequence[ResourceChange]) -> list[Blocker]:
                 c.name, f"DeleteBucket fails (BucketNotEmpty) while {bucket} holds objects",
                 f"empty it first: `aws s3 rm s3://{bucket} --recursive` (and its object versions "
                 "if versioned), or set force_destroy in an update before the delete",
-                "S3 API DeleteBucket: every object and version must be deleted first"))
+                "S3 API DeleteBucket: every object and version must be deleted first", 1))
         if c.type == INGRESS:
             attrs = str(((inputs.get("metadata") or {}).get("annotations") or {}).get(
                 LB_ATTRIBUTES, ""))
@@ -419,7 +422,7 @@ def blockers(changes: Sequence[ResourceChange]) -> list[Blocker]:
                     "turn deletion protection off first: deletion_protection.enabled=false in "
                     f"{LB_ATTRIBUTES} and `pulumi up`, then delete",
                     "Elastic Load Balancing: a load balancer with deletion protection cannot be "
-                    "deleted; aws-load-balancer-controller v3.5.0 annotations"))
+                    "deleted; aws-load-balancer-controller v3.5.0 annotations", 0))
         if c.op == "delete" and c.type in ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet"):
             out.append(Blocker(
                 c.name, "DeleteVpc/DeleteSubnet fail (DependencyViolation) while the load "
@@ -429,19 +432,19 @@ def blockers(changes: Sequence[ResourceChange]) -> list[Blocker]:
                 "remove what they made); check `aws ec2 describe-network-interfaces --filters "
                 "Name=vpc-id,Values=<vpc>` lists nothing",
                 "EC2 API DeleteVpc and DeleteSubnet; aws-load-balancer-controller security "
-                "groups; Karpenter docs, Uninstall"))
+                "groups; Karpenter docs, Uninstall", 3))
         if c.op == "delete" and c.type == "aws:eks/cluster:Cluster":
             out.append(Blocker(
                 c.name, "nodes Karpenter launched are not in the stack: deleting the cluster "
                 "leaves them running (and their interfaces in the subnets)",
                 "delete the NodePools while Karpenter runs (it drains and terminates its nodes) "
                 "before the cluster goes",
-                "Karpenter docs, Uninstall: delete NodePools (and their nodes) first"))
+                "Karpenter docs, Uninstall: delete NodePools (and their nodes) first", 2))
         if c.type == "aws:secretsmanager/secret:Secret" and c.op == "replace":
             out.append(Blocker(
                 c.name, "a deleted secret's name stays taken for its recovery window (7-30 "
                 "days): creating the new one with the same name fails",
                 "restore the old one (`aws secretsmanager restore-secret`) or delete it "
                 "without recovery before the update",
-                "Secrets Manager API DeleteSecret (RecoveryWindowInDays)"))
+                "Secrets Manager API DeleteSecret (RecoveryWindowInDays)", 1))
     return out

@@ -14,12 +14,14 @@ from components.preview.change import Resource, ResourceChange, compare
 from components.preview.change_checks import Blocker, blockers, change_findings
 from components.preview.checks import Finding
 from components.preview.revision import before_run, deploys
+from components.preview.run import PreviewResult, run_program
 from llmfleet.errors import StackError
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.outputs.deploy_order import deploy_order
 from llmfleet.plan.stacks import GLOBAL, global_stack, resolve_stack
 
 OPS = ("create", "update", "replace", "delete")
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 MARK = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
 SHOWN_PATHS = 6
 
@@ -131,7 +133,7 @@ def preview_change(
 
 def change_from(
     stack: str, source: str, after: Sequence[Resource], allow: Sequence[str] = (),
-    result: Any = None,
+    result: PreviewResult | None = None,
 ) -> ChangePreview:
     """The change from `--from SOURCE` (a revision or a file) to `after`, the run now
     (`result`: its PreviewResult, for the rollout order)."""
@@ -147,13 +149,11 @@ def rollout_order(stack: str, fleet: FleetPlan) -> list[str]:
     return [step.stack for step in order.steps]
 
 
-def after_run(stack: str) -> tuple[list[dict[str, Any]], Any]:
+def after_run(stack: str) -> tuple[list[dict[str, Any]], PreviewResult | None]:
     """The run now: (resources, PreviewResult), or ([], None) where the stack no longer
     deploys (its region left the plan: a destroy)."""
     if not deploys(stack):
         return [], None
-    from components.preview.run import run_program
-
     result = run_program(stack)
     return result.resources, result
 
@@ -169,6 +169,11 @@ def _steps(stack: str, preview: ChangePreview, existed: bool, order: Sequence[st
     if not clusters:
         return []
     gone = ", ".join(c.name for c in clusters)
+    raised = [c.name for c in preview.of("update") if c.type == NODE_GROUP and _floor(c.after)
+              > _floor(c.before)]
+    first_steps = [f"the surviving regions' floors rise in this change ({', '.join(raised)}): "
+                   "`pulumi up` their stacks first, so they carry the users DNS moves to them"
+                   ] if raised else []
     if part and part != GLOBAL:
         first = (f"global stack first: `pulumi up --stack {global_stack(env)}` so the latency "
                  f"records and health checks of {part} go, then wait one record TTL")
@@ -178,8 +183,12 @@ def _steps(stack: str, preview: ChangePreview, existed: bool, order: Sequence[st
                  "the same update; if the environment deploys as region stacks, "
                  f"`pulumi up --stack {global_stack(env)}` before the region's own stack")
         last = "`pulumi up` (or `pulumi destroy` for the region's own stack)"
-    middle = [b.step for b in preview.blockers]
-    return [first, *dict.fromkeys(middle), f"{last} (removes {gone})"]
+    middle = [b.step for b in sorted(preview.blockers, key=lambda b: b.rank)]
+    return [*first_steps, first, *dict.fromkeys(middle), f"{last} (removes {gone})"]
+
+
+def _floor(r: Resource | None) -> int:
+    return int(((r or {}).get("inputs", {}).get("scalingConfig") or {}).get("minSize") or 0)
 
 
 

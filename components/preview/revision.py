@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from components.preview.run import run_program
 from llmfleet.errors import StackError
 from llmfleet.paths import PROJECT_ROOT
 from llmfleet.plan.stacks import (
@@ -137,8 +138,6 @@ def _from_file(stack: str, path: Path) -> list[dict[str, Any]]:
     else:  # a plan: the environment's stack config with this plan
         config = {**read_stack_config(env), PLAN_KEY: doc}
     if PLAN_KEY in config and stack == env:
-        from components.preview.run import run_program
-
         resolve_stack(stack, config)  # a bad file is a StackError naming it
         return run_program(stack, config).resources
     with tempfile.TemporaryDirectory(prefix="llmfleet-file-") as tmp:

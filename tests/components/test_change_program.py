@@ -214,10 +214,13 @@ def test_removing_a_region_lists_its_blockers_and_the_global_step_first() -> Non
     [ingress] = [b for name, b in blocked.items() if name.endswith("eu-north-1-vllm-ingress")]
     assert "deletion protection" in ingress.what
     assert any("aws s3 rm" in b.step for b in preview.blockers)  # its weights bucket
-    first, *middle, last = preview.steps
-    assert first.startswith("the global part first")
-    assert middle.index(ingress.step) >= 0
-    assert "chat-three-eu-north-1" in last
+    survivors, global_part, protection, *rest, last = preview.steps
+    assert survivors.startswith("the surviving regions' floors rise in this change "
+                                "(chat-three-us-east-1-gpu, chat-three-us-west-2-gpu)")
+    assert global_part.startswith("the global part first")
+    assert protection == ingress.step  # then deletion protection off
+    assert any("aws s3 rm" in step for step in rest)
+    assert "chat-three-eu-north-1" in last  # then the destroy
 
 
 # --- day 2: a new environment's first rollout -----------------------------------------------
