@@ -266,6 +266,9 @@ def _carry(changes: dict[str, ResourceChange], new: Mapping[str, Resource]) -> N
                         paths = _read_on_update(source.type, r, key)
                         if not paths:
                             continue
+                    paths = [p for p in paths if not _ignored(r, p)]
+                    if not paths:
+                        continue
                     before = (change.op, len(change.reasons), len(change.changed))
                     what = "replaced" if source.op != "update" else "updated"
                     _classify(change, paths, f"reads {source.name}, which is {what}")
