@@ -333,11 +333,10 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 def _preview_change(args: argparse.Namespace) -> int:
     """`preview --from`: the change from a revision or a file to now (docs/preview.md)."""
-    from components.preview.change_report import after_run, change_from
+    from components.preview.change_report import change_from
     from components.preview.text import format_findings
 
-    resources, result = after_run(args.stack)
-    change = change_from(args.stack, args.from_source, resources, args.allow_replace, result)
+    change, resources, result = change_from(args.stack, args.from_source, args.allow_replace)
     findings = [] if args.no_checks or result is None else result.findings()
     if not args.no_checks:
         findings += change.findings

@@ -132,14 +132,15 @@ def preview_change(
 
 
 def change_from(
-    stack: str, source: str, after: Sequence[Resource], allow: Sequence[str] = (),
-    result: PreviewResult | None = None,
-) -> ChangePreview:
-    """The change from `--from SOURCE` (a revision or a file) to `after`, the run now
-    (`result`: its PreviewResult, for the rollout order)."""
+    stack: str, source: str, allow: Sequence[str] = ()
+) -> tuple[ChangePreview, list[dict[str, Any]], PreviewResult | None]:
+    """The change from `--from SOURCE` (a revision or a file: read first, so a bad one fails
+    before the program runs) to the run now; with the run's resources and result."""
     start = before_run(stack, source)
+    resources, result = after_run(stack)
     order = rollout_order(stack, result.fleet_plan) if result is not None else []
-    return preview_change(stack, start.resources, after, start.label, allow, order)
+    change = preview_change(stack, start.resources, resources, start.label, allow, order)
+    return change, resources, result
 
 
 def rollout_order(stack: str, fleet: FleetPlan) -> list[str]:

@@ -306,3 +306,15 @@ def test_a_first_rollout_runs_the_stacks_in_the_rollout_order() -> None:
     assert preview.counts()["create"] == 1
     assert preview.steps == ["a first rollout: `pulumi up --stack prod.global`",
                              "a first rollout: `pulumi up --stack prod.us-east-1`"]
+
+
+def test_a_from_that_is_neither_a_file_nor_a_revision_is_an_error_naming_both(
+    capsys: Any,
+) -> None:
+    from llmfleet.cli import main
+
+    code = main(["preview", "--stack", "dev", "--from", "no-such-revision-or-file"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--from no-such-revision-or-file: neither a file nor a revision git can read" in err
+    assert "Traceback" not in err
