@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -360,9 +361,31 @@ def cmd_preview(args: argparse.Namespace) -> int:
         if args.split:
             sys.stdout.write("\n".join(split_commands(args.stack)) + "\n")
             return 0
+        if args.from_source:
+            return _preview_change(args)
         result = run_program(args.stack)
         findings = [] if args.no_checks else result.findings()
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
+    if findings:
+        sys.stderr.write(format_findings(findings))
+        return 1
+    return 0
+
+
+def _preview_change(args: argparse.Namespace) -> int:
+    """`preview --from`: the change from a revision or a file to now (docs/preview.md)."""
+    from components.preview.change_report import change_from
+    from components.preview.text import format_findings
+
+    change, resources, result = change_from(args.stack, args.from_source, args.allow_replace)
+    findings = [] if args.no_checks or result is None else result.findings()
+    if not args.no_checks:
+        findings += change.findings
+    if args.json:
+        sys.stdout.write(_dump(change.annotate(resources)))
+    else:
+        sys.stdout.write((f"{result.part}\n" if result is not None and result.part else "")
+                         + change.text())
     if findings:
         sys.stderr.write(format_findings(findings))
         return 1
@@ -444,7 +467,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
     base, head = stacks.plan_source(args.base), stacks.plan_source(args.head)
     before, after = build_fleet_plan(base.plan), build_fleet_plan(head.plan)
     d = diff_plans(base.label, before, head.label, after)
-    text = _dump(d.model_dump(mode="json")) if args.json else markdown(d)
+    change = _resource_change(args) if args.resources else None
+    if args.json:
+        data = d.model_dump(mode="json")
+        if change is not None:
+            data["resources"] = change.summary()
+        text = _dump(data)
+    else:
+        text = markdown(d) + (change.markdown() if change is not None else "")
     if args.charts:
         folder = Path(args.charts)
         files = diff_charts.chart_files(before, after, base.label, head.label)
@@ -453,7 +483,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
             links = [(t, (folder / name).as_posix()) for t, name in diff_charts.chart_titles(files)]
             text += charts_section(links) + "\n"
     sys.stdout.write(text)
-    return 0
+    return 1 if change is not None and change.findings else 0
+
+
+def _resource_change(args: argparse.Namespace) -> Any:
+    """`diff --resources`: the program run for both sides under mocks (preview --from)."""
+    with gc_paused():
+        from components.preview.change_report import resource_change
+
+        return resource_change(args.base, args.head, args.allow_replace)
 
 
 def _write_charts(files: dict[str, str], folder: Path) -> None:

@@ -192,6 +192,13 @@ def build_parser(
         )
     s.add_argument("--json", action="store_true", help="print the comparison as JSON")
     s.add_argument(
+        "--resources",
+        action="store_true",
+        help="also run the Pulumi program for both sides under mocks and show what the update "
+        "does per resource (create, update, replace, delete; why; findings, deletion blockers)",
+    )
+    add_allow_replace(s)
+    s.add_argument(
         "--charts",
         metavar="DIR",
         help="also draw before/after SVG charts into DIR (fleet.svg, <region>-batch.svg) and "
@@ -259,5 +266,25 @@ def build_parser(
         action="store_true",
         help="skip the checks of what AWS or Kubernetes would refuse (exit 1 when one fails)",
     )
+    s.add_argument(
+        "--from",
+        dest="from_source",
+        metavar="REV|FILE",
+        help="preview the change from the stack at git revision REV (its own code), or as an "
+        "edited stack or plan file FILE, to now: per resource create, update, replace or delete "
+        "and why (docs/preview.md)",
+    )
+    add_allow_replace(s)
     s.set_defaults(func=handlers["preview"])
     return p
+
+
+def add_allow_replace(s: argparse.ArgumentParser) -> None:
+    s.add_argument(
+        "--allow-replace",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a stateful resource (cluster, bucket, DNS record, warm node group, ...) this change "
+        "means to replace or delete: its name, URN or type, shell wildcards allowed; repeatable",
+    )

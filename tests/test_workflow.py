@@ -68,10 +68,25 @@ def test_the_check_job_tests_checks_rendered_and_diffs_against_the_base() -> Non
     runs = "\n".join(s.get("run", "") for s in job)
     assert "make test" in runs
     assert "venv/bin/llmfleet render --check" in runs
-    assert 'venv/bin/llmfleet diff "${base}:${stack}" "${stack}"' in runs
+    assert 'venv/bin/llmfleet diff --resources "${allow[@]}" "${base}:${stack}" "${stack}"' in runs
     assert 'base="origin/${BASE_REF}"' in runs
     comment = next(s for s in job if s.get("uses", "").startswith("marocchino/"))
     assert comment["with"] == {"header": "llmfleet-diff", "path": "diff.md"}
+
+
+def test_the_check_job_previews_the_change_and_stops_on_its_findings_after_posting() -> None:
+    """Per resource what the PR does (docs/preview.md): changed stack files through `diff
+    --resources`, a change to the program through `preview --from` the base for every
+    environment; replacements the commits mean are their Llmfleet-Allow-Replace trailers."""
+    job = steps("check")
+    runs = "\n".join(s.get("run", "") for s in job)
+    assert "%(trailers:key=Llmfleet-Allow-Replace,valueonly)" in runs
+    assert 'allow+=(--allow-replace "$pattern")' in runs
+    assert 'venv/bin/llmfleet preview --stack "$env" --from "$base" "${allow[@]}"' in runs
+    names = [s.get("name", "") for s in job]
+    assert names.index("Stop on a finding of the change") > names.index(
+        "Post the diff as a PR comment")
+    assert names[-1] == "Stop on a finding of the change"
 
 
 def test_pulumi_preview_runs_only_with_a_pulumi_token() -> None:

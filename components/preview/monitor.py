@@ -30,7 +30,8 @@ def urn_type(urn: str) -> str:
 
 class RecordingMonitor(mocks.MockMonitor):
     """MockMonitor that also records what a preview shows and MockResourceArgs leaves out:
-    each registration's inputs, parent, provider and options, and the stack's outputs."""
+    each registration's inputs, parent, provider and options (with which input reads which
+    resource), and the stack's outputs."""
 
     def __init__(self, mocks_: pulumi.runtime.Mocks) -> None:
         super().__init__(mocks_)
@@ -56,6 +57,17 @@ class RecordingMonitor(mocks.MockMonitor):
                 "ignore_changes": list(request.ignoreChanges),
                 "depends_on": sorted(request.dependencies),
                 "aliases": sorted(a.urn for a in request.aliases if a.urn),
+                # what a preview of a change needs: which input reads which resource, and
+                # how a replacement runs (components/preview/change.py)
+                "property_dependencies": {
+                    key: sorted(deps.urns)
+                    for key, deps in sorted(request.propertyDependencies.items())
+                    if deps.urns
+                },
+                "delete_before_replace": bool(request.deleteBeforeReplace),
+                "replace_on_changes": list(request.replaceOnChanges),
+                "protect": bool(request.protect),
+                "retain_on_delete": bool(request.retainOnDelete),
             }
             with self._lock:
                 self.requests[response.urn] = record
@@ -72,6 +84,11 @@ class RecordingMonitor(mocks.MockMonitor):
             "ignore_changes": [],
             "depends_on": sorted(request.dependencies),
             "aliases": [],
+            "property_dependencies": {},
+            "delete_before_replace": False,
+            "replace_on_changes": [],
+            "protect": False,
+            "retain_on_delete": False,
         }
         with self._lock:
             self.requests[response.urn] = record

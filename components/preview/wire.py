@@ -78,6 +78,15 @@ def collect(monitor: RecordingMonitor) -> list[dict[str, Any]]:
                     "depends_on": sorted(names.get(d, d) for d in req["depends_on"]),
                     "depends_on_urns": sorted(req["depends_on"]),
                     "aliases": req["aliases"],
+                    "property_dependencies": {
+                        key: sorted(names.get(d, d) for d in deps)
+                        for key, deps in req["property_dependencies"].items()
+                    },
+                    "property_dependency_urns": req["property_dependencies"],
+                    "delete_before_replace": req["delete_before_replace"],
+                    "replace_on_changes": req["replace_on_changes"],
+                    "protect": req["protect"],
+                    "retain_on_delete": req["retain_on_delete"],
                 },
             }
         )

@@ -1,0 +1,260 @@
+"""Previews of a change with the real program under mocks: the replacement table covers every
+type the program registers in every layout, a revision runs its own code, and the day-2
+procedures (upgrading Kubernetes, a new weights revision, removing a region, a new
+environment's first rollout) run as changes from one plan to the next."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from plans import (
+    EDGE,
+    FRONTIER,
+    LONG_PROMPT,
+    ONE_REGION,
+    PRODUCTION,
+    THREE_REGIONS,
+    _changed,
+    plan_dict,
+    stack_text,
+)
+
+import components.weights
+from components.preview.change_report import ChangePreview, preview_change, rollout_order
+from components.preview.replacements import covers
+from components.preview.revision import TREE, before_run
+from components.preview.run import run_program
+from llmfleet.fleetplan.fleet import build_fleet_plan
+from llmfleet.outputs.deploy_order import deploy_order
+from llmfleet.paths import PROJECT_ROOT
+from llmfleet.plan.stacks import deploy_stacks, list_stacks, parse_plan, read_plan
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+LAYOUTS: dict[str, dict[str, Any]] = {
+    "single node": ONE_REGION,
+    "single node, production, pull-through cache": plan_dict(
+        **PRODUCTION, **EDGE, **{"startup.ecr_account_id": "111122223333"}),
+    "multi node": plan_dict(**FRONTIER),
+    "disaggregated": plan_dict(**LONG_PROMPT),
+    "multi-region with DNS": THREE_REGIONS,
+}
+
+
+@cache
+def _run(plan_json: str) -> list[dict[str, Any]]:
+    plan = json.loads(plan_json)
+    config = {"aws:region": plan["regions"][0]["name"], "llmfleet:plan": plan}
+    return run_program("t", config).resources
+
+
+def run(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return _run(json.dumps(plan, sort_keys=True))
+
+
+def change(before: dict[str, Any] | None, after: dict[str, Any], **kw: Any) -> ChangePreview:
+    """The change of stack `t` from plan `before` (None: nothing deployed) to `after`."""
+    return preview_change("t", run(before) if before else [], run(after), "before", **kw)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_table_covers_every_type_the_program_registers(layout: str) -> None:
+    missing = sorted({r["type"] for r in run(LAYOUTS[layout]) if not covers(r["type"])})
+    assert missing == [], f"add rows to components/preview/replacements.csv for {missing}"
+
+
+@pytest.mark.parametrize("env", list_stacks())
+def test_the_table_covers_every_type_of_every_stack_that_deploys_an_environment(env: str) -> None:
+    for stack in deploy_stacks(env, read_plan(env)):
+        missing = sorted({r["type"] for r in run_program(stack).resources if not covers(r["type"])})
+        assert missing == [], (stack, missing)
+
+
+def test_a_plan_against_itself_changes_nothing() -> None:
+    preview = change(THREE_REGIONS, THREE_REGIONS)
+    assert set(preview.ops().values()) == {"same"}
+    assert preview.findings == preview.blockers == []
+
+
+# --- a revision runs its own code ---------------------------------------------------------
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_a_revision_runs_its_own_program_in_its_own_interpreter(tmp_path: Path) -> None:
+    """Two commits of a copy of the project: the first's reader role has another description
+    (old code) and another record name (old stack file); both runs read their own."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in TREE:
+        if name == "stacks":
+            continue
+        src = PROJECT_ROOT / name
+        copy = shutil.copytree if src.is_dir() else shutil.copy2
+        copy(src, repo / name)  # type: ignore[operator]
+    (repo / "stacks").mkdir()
+    stack_file = repo / "stacks" / "Pulumi.one.yaml"
+    stack_file.write_text(stack_text(_changed(ONE_REGION, {"dns.record_name": "old.example.com"})))
+    weights = repo / "components" / "weights.py"
+    weights.write_text(weights.read_text().replace('"read the weights"', '"read the OLD weights"'))
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "old")
+    stack_file.write_text(stack_text(ONE_REGION))
+    shutil.copy2(PROJECT_ROOT / "components" / "weights.py", weights)
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "new")
+
+    old, new = (before_run("one", rev, repo).resources for rev in ("HEAD~1", "HEAD"))
+    preview = preview_change("one", old, new, "HEAD~1")
+    reader = next(c for c in preview.changes if c.name == "chat-one-us-east-1-model-reader"
+                  and c.type == "aws:iam/role:Role")
+    assert reader.changed == ["description"]
+    assert "read the OLD weights" in reader.before["inputs"]["description"]  # type: ignore[index]
+    assert preview.ops("aws:route53/record:Record")["chat-one-dns-us-east-1"] == "replace"
+    # this process kept its own modules
+    assert "OLD" not in Path(components.weights.__file__).read_text()
+
+
+def test_a_stack_missing_at_the_revision_starts_from_nothing(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README").write_text("no stacks yet\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "empty")
+    assert before_run("one", "HEAD", repo).resources == []
+
+
+# --- day 2: upgrading Kubernetes ------------------------------------------------------------
+
+EXTENDED = {"kubernetes_support": "extended"}
+"""1.34 leaves standard support on 2026-12-02: a fleet on it runs in extended support."""
+
+
+def test_upgrading_kubernetes_updates_the_cluster_in_place_and_rolls_the_nodes() -> None:
+    before = _changed(ONE_REGION, {**EXTENDED, "kubernetes_version": "1.34"})
+    after = _changed(ONE_REGION, {**EXTENDED, "kubernetes_version": "1.35"})
+    preview = change(before, after)
+    assert preview.ops("aws:eks/cluster:Cluster") == {"chat-one-us-east-1": "update"}
+    assert preview.of("replace") == preview.of("delete") == []
+    assert preview.findings == []
+    for pool in (c for c in preview.changes if c.type == "aws:eks/nodeGroup:NodeGroup"):
+        assert [r.property for r in pool.of("recreates")] == ["version"], pool.name
+
+
+@pytest.mark.xfail(strict=True, reason="#30 day 2: add-ons, the AMI alias and the charts stay "
+                   "pinned to the old version (fixed on h30-deploy)")
+def test_upgrading_kubernetes_moves_the_add_ons_and_the_ami_alias_with_it() -> None:
+    before = _changed(ONE_REGION, {**EXTENDED, "kubernetes_version": "1.34"})
+    after = _changed(ONE_REGION, {**EXTENDED, "kubernetes_version": "1.35"})
+    preview = change(before, after)
+    addons = [c for c in preview.changes if c.type == "aws:eks/addon:Addon"]
+    assert addons and all("addonVersion" in c.changed for c in addons)
+    [node_class] = [c for c in preview.changes
+                    if c.type == "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"]
+    assert any("amiSelectorTerms" in p for p in node_class.changed)
+
+
+# --- day 2: a new weights revision ----------------------------------------------------------
+
+REVISION_A = "0123456789abcdef0123456789abcdef01234567"
+REVISION_B = "fedcba9876543210fedcba9876543210fedcba98"
+
+
+def _revision(rev: str) -> dict[str, Any]:
+    return _changed(ONE_REGION, {"model.revision": rev})
+
+
+def test_a_new_weights_revision_stages_it_again_and_rolls_the_servers() -> None:
+    preview = change(_revision(REVISION_A), _revision(REVISION_B))
+    assert preview.ops("kubernetes:batch/v1:Job") == {"chat-one-us-east-1-vllm-job": "replace"}
+    [server] = [c for c in preview.changes if c.name == "chat-one-us-east-1-vllm-deployment"]
+    assert server.op == "update" and server.of("recreates")
+    assert set(preview.ops("aws:s3/bucket:Bucket").values()) == {"same"}  # the weights stay
+
+
+@pytest.mark.xfail(strict=True, reason="#30 day 2: the readers' policy is rescoped to the new "
+                   "prefix at the start of the update (fixed on h30-deploy)")
+def test_a_new_weights_revision_keeps_the_old_prefix_readable_through_the_rollout() -> None:
+    preview = change(_revision(REVISION_A), _revision(REVISION_B))
+    assert [f for f in preview.findings if f.check == "permission-narrowed"] == []
+
+
+# --- day 2: removing a region ---------------------------------------------------------------
+
+TWO_REGIONS = _changed(THREE_REGIONS, {"regions": [
+    {"name": "us-east-1", "traffic_share": 0.55, "vpc_cidr": "10.40.0.0/16"},
+    {"name": "us-west-2", "traffic_share": 0.45, "vpc_cidr": "10.41.0.0/16"},
+]})
+
+
+def test_removing_a_region_deletes_its_stateful_resources_only_when_the_change_says_so() -> None:
+    preview = change(THREE_REGIONS, TWO_REGIONS)
+    deleted = {c.name for c in preview.of("delete")}
+    assert "chat-three-eu-north-1" in deleted  # the cluster
+    assert all("eu-north-1" in name for name in deleted)
+    stateful = {f.resource for f in preview.findings if f.check.startswith("stateful-")}
+    assert "chat-three-eu-north-1" in stateful
+    allowed = change(THREE_REGIONS, TWO_REGIONS, allow=["*eu-north-1*"])
+    assert [f for f in allowed.findings if f.check.startswith("stateful-")] == []
+
+
+def test_removing_a_region_lists_its_blockers_and_the_global_step_first() -> None:
+    preview = change(THREE_REGIONS, TWO_REGIONS, allow=["*eu-north-1*"])
+    blocked = {b.resource: b for b in preview.blockers}
+    [ingress] = [b for name, b in blocked.items() if name.endswith("eu-north-1-vllm-ingress")]
+    assert "deletion protection" in ingress.what
+    assert any("aws s3 rm" in b.step for b in preview.blockers)  # its weights bucket
+    survivors, global_part, protection, *rest, last = preview.steps
+    assert survivors.startswith("the surviving regions' floors rise in this change "
+                                "(chat-three-us-east-1-gpu, chat-three-us-west-2-gpu)")
+    assert global_part.startswith("the global part first")
+    assert protection == ingress.step  # then deletion protection off
+    assert any("aws s3 rm" in step for step in rest)
+    assert "chat-three-eu-north-1" in last  # then the destroy
+
+
+# --- day 2: a new environment's first rollout -----------------------------------------------
+
+
+def test_a_first_rollout_creates_everything_and_finds_nothing() -> None:
+    preview = change(None, THREE_REGIONS)
+    assert set(preview.ops().values()) == {"create"}
+    assert preview.findings == preview.blockers == []
+
+
+@pytest.mark.xfail(strict=True, reason="#30 day 2: `llmfleet rollout` runs the regions before "
+                   "the global stack whose records their certificates wait for (h30-deploy)")
+def test_a_first_rollout_runs_the_global_stack_first() -> None:
+    plan = parse_plan(THREE_REGIONS)
+    order = [s.stack for s in deploy_order("t", plan, build_fleet_plan(plan)).steps]
+    preview = change(None, THREE_REGIONS, order=order)
+    assert preview.steps[0] == "a first rollout: `pulumi up --stack t.global`"
+
+
+@pytest.mark.parametrize("env", list_stacks())
+def test_the_cli_previews_a_change_from_a_file_and_adds_keys_to_the_json(
+    env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`preview --from FILE --json` for each stack, from its own file unchanged."""
+    from llmfleet.cli import main
+
+    same = tmp_path / f"Pulumi.{env}.yaml"
+    same.write_text(yaml.safe_dump({"config": {
+        **yaml.safe_load((PROJECT_ROOT / "stacks" / f"Pulumi.{env}.yaml").read_text())["config"]}}))
+    code = main(["preview", "--stack", env, "--from", str(same), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code in (0, 1)  # 1: the run's own checks (the shipped stacks' business)
+    assert out and all(r["change"]["op"] == "same" for r in out)
+    assert {"type", "name", "urn", "inputs", "options"} <= set(out[0])
+    order = rollout_order(env, run_program(env).fleet_plan)  # canary first
+    assert sorted(order) == sorted(deploy_stacks(env, read_plan(env)))
