@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from llmfleet import paths
 from llmfleet.calibration import fit
-from llmfleet.calibration.fit import fit_all, leave_one_source_out, uncertainty
+from llmfleet.calibration.fit import fit_all, leave_one_source_out
 from llmfleet.calibration.measurements import load_measurements
 from llmfleet.calibration.report import summarize, validation_report
 from llmfleet.calibration.rows import predict_rows
@@ -344,12 +344,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     prior = constants.priors()
     fitted = fit_all(loaded.rows, prior)
     # Ranges come from held-out errors: a plan's model and GPU are usually not the rows'.
-    ratios = uncertainty(leave_one_source_out(loaded.rows, prior))
+    held_out = leave_one_source_out(loaded.rows, prior)
     for name, consts in (("prior", prior), ("fitted", fitted)):
         stats = summarize(p for p in predict_rows(loaded.rows, consts) if p.engine == "vllm")
         line = ", ".join(f"{m} {s['median_ape']:.1f}%" for m, s in stats.items())
         print(f"{name}: median abs error on vLLM rows: {line}")
-    text = fit.render(constants.document(), fitted, ratios)
+    text = fit.render(constants.document(), fitted, held_out)
     if args.write:
         constants.PATH.write_text(text)
         print(f"wrote {constants.PATH}")

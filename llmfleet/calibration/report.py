@@ -9,7 +9,8 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from llmfleet.calibration.fit import held_out_fits
+from llmfleet.calibration.band import coverage, coverage_by_regime, ttft_bias
+from llmfleet.calibration.fit import held_out_fits, uncertainty, uncertainty_by_regime
 from llmfleet.calibration.measurements import Loaded, Measurement
 from llmfleet.calibration.own_runs import own_runs_report
 from llmfleet.calibration.rows import Point, predict_rows
@@ -66,6 +67,26 @@ def validation_report(
     shapes = {r.source_id for r in loaded.rows if r.shape_source}
     beyond = {r.row_id for r in loaded.rows if r.beyond_one_group}
     return {
+        "band": {
+            "sizing": uncertainty(held_out),
+            "by_regime": uncertainty_by_regime(held_out),
+            "coverage": coverage(held_out),
+            "coverage_by_regime": coverage_by_regime(held_out),
+        },
+        "ttft_by_source": {
+            "in_sample": ttft_bias(points),
+            "leave_one_source_out": ttft_bias(held_out),
+        },
+        "below_compute_floor": [
+            {
+                "row_id": r.row_id,
+                "source_id": r.source_id,
+                "ttft_ms": r.measured["ttft_ms"],
+                "floor_ms": round(r.ttft_floor_ms, 1),
+            }
+            for r in loaded.rows
+            if r.below_floor
+        ],
         "ttft_by_prompt_tokens": {
             "in_sample": ttft_by_prompt(loaded.rows, points),
             "leave_one_source_out": ttft_by_prompt(loaded.rows, held_out),

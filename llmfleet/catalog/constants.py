@@ -33,7 +33,7 @@ class Constants(BaseModel):
     allreduce_latency_us: dict[str, float]
     link_efficiency: float
     engine_step_factor: dict[str, float]
-    ttft_overhead_ms: float
+    request_handling_ms: dict[str, float]
     moe_efficiency: float
     roofline_overlap: float
     moe_layer_overhead_us: float
@@ -44,6 +44,12 @@ class Constants(BaseModel):
 
     def ratio(self, metric: str, quantile: str) -> float:
         return self.uncertainty.get(metric, {}).get(quantile, 1.0)
+
+    @property
+    def ttft_overhead_ms(self) -> float:
+        """vLLM's request handling (`request_handling_ms["vllm"]`): the engine a plan deploys.
+        Kept for readers that predate the per-engine constant (the simulator)."""
+        return self.request_handling_ms["vllm"]
 
 
 def parse(doc: dict[str, Any], field: str = "value") -> Constants:

@@ -54,6 +54,12 @@ class PredictRequest(BaseModel):
     pipeline_parallel_size: int = Field(default=1, ge=1)
     data_parallel_size: int = Field(default=1, ge=1)
     enable_expert_parallel: bool = False
+    harness: Literal["server", "offline"] = Field(
+        default="server",
+        description="server: requests reach the engine through its HTTP API server (vllm "
+        "serve), whose request handling is in TTFT; offline: the engine's Python API "
+        "(LLM.generate, benchmark_latency, trtllm-bench), with no API server.",
+    )
     instance_type: str | None = Field(
         default=None,
         description="The node a replica's GPUs sit in (its GPU count, and its EFA when the "
@@ -245,6 +251,7 @@ def run_predict_with(
         req.enforce_eager,
         correction,
         parallel,
+        api_server=req.harness == "server",
     )
     load_ = Load(
         input_tokens=req.input_tokens,
