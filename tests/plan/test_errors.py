@@ -240,10 +240,11 @@ def test_every_region_names_the_vcpu_quota_it_needs() -> None:
     fp = build_fleet_plan(make_plan())
     r = fp.regions[0]
     [need] = r.capacity.quotas
-    # p5.4xlarge: 16 vCPUs per node, at the ceiling
-    assert r.instance_type == "p5.4xlarge"
-    assert need.quota_name == "Running On-Demand P instances"
-    assert need.vcpus_needed == 16 * r.nodes.max
+    # g6e.xlarge: 4 vCPUs per node, at the ceiling (a p5.4xlarge, P instances at 16 vCPUs,
+    # before #29's refit)
+    assert r.instance_type == "g6e.xlarge"
+    assert need.quota_name == "Running On-Demand G and VT instances"
+    assert need.vcpus_needed == 4 * r.nodes.max
 
 
 # --- the command line -------------------------------------------------------------------------
