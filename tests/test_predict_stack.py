@@ -22,7 +22,8 @@ def test_the_request_is_the_regions_engine_arguments_at_its_peak_per_replica(own
     rp = own_plans["three-regions"].region("us-east-1")
     req = replica_request(three_regions(), rp)
     vllm = rp.serving.vllm
-    # B200 TP 4, FP8 weights and KV, 190 sequences, 12.273 req/s per replica (135 / 11)
+    # B200 TP 4, FP8 weights and KV, 198 sequences, 13.5 req/s per replica (135 / 10; 190 and
+    # 135 / 11 before #29's refit)
     assert (req.gpu, req.tensor_parallel_size, req.precision, req.kv_cache_dtype) == (
         "B200", 4, "fp8", "fp8"
     )
@@ -30,7 +31,7 @@ def test_the_request_is_the_regions_engine_arguments_at_its_peak_per_replica(own
         vllm.max_model_len, vllm.max_num_seqs, vllm.max_num_batched_tokens
     )
     assert req.gpu_memory_utilization == vllm.gpu_memory_utilization
-    assert (req.input_tokens, req.output_tokens, req.request_rate) == (1000, 300, 12.273)
+    assert (req.input_tokens, req.output_tokens, req.request_rate) == (1000, 300, 13.5)
 
 
 def test_predict_stack_prints_the_replica_and_the_command_that_reproduces_it(

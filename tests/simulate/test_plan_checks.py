@@ -35,15 +35,16 @@ def _spike_attainment(plan: CapacityPlan, percent: float) -> float:
 
 
 def test_no_headroom_loses_attainment_in_a_spike_that_20_percent_headroom_absorbs() -> None:
-    # Llama-3.1-8B on p5.4xlarge (one H100): a replica carries 14.66 req/s at the SLO limit.
-    # A 54 req/s peak takes 4 replicas with no headroom (58.6 req/s) and 5 with 20 % (73.3):
-    # a +10 % spike (59.4 req/s) overloads the first and fits the second. Headroom 0 itself
+    # Llama-3.1-8B on p5.4xlarge (one H100): a replica carries 22.46 req/s at the SLO limit.
+    # A 66 req/s peak takes 3 replicas with no headroom (67.4 req/s) and 4 with 20 % (89.9):
+    # a +10 % spike (72.6 req/s) overloads the first and fits the second. Headroom 0 itself
     # is refused (it cannot carry any traffic growth during a cold start), so "none" is 1e-6.
-    flat = {"traffic.peak_requests_per_s": 54.0, "traffic.trough_requests_per_s": 54.0,
-            "startup.traffic_growth_per_min": 1e-9}
+    # (14.66 req/s and a 54 req/s peak before #29's refit.)
+    flat = {"traffic.peak_requests_per_s": 66.0, "traffic.trough_requests_per_s": 66.0,
+            "startup.traffic_growth_per_min": 1e-9, "allowed.gpus": ["H100"]}
     none, some = make_plan(headroom=1e-6, **flat), make_plan(headroom=0.2, **flat)
-    assert build_fleet_plan(none).regions[0].replicas.max == 4
-    assert build_fleet_plan(some).regions[0].replicas.max == 5
+    assert build_fleet_plan(none).regions[0].replicas.max == 3
+    assert build_fleet_plan(some).regions[0].replicas.max == 4
     assert _spike_attainment(none, 10) < 0.5
     assert _spike_attainment(some, 10) >= 0.99
 
