@@ -184,6 +184,7 @@ def predict_text(r: PredictResult) -> str:
         f"  KV cache {r.kv_cache_tokens:,} tokens ({r.kv_bytes_per_token:,.0f} bytes/token); "
         f"max concurrency {r.max_concurrency:.2f}x at {r.max_model_len:,} tokens",
     ]
+    lines += [f"  config.json default applied: {note}" for note in r.config_defaults]
     if r.kv_cache_tokens_per_rank is not None:
         lines.append(
             f"  {r.data_parallel_size} data-parallel ranks, each with its own pool of "

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmfleet.catalog import hardware, model_facts, network, vllm_release
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.errors import PlanError
-from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, kv_dtype_bytes
+from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, kv_dtype_bytes, with_defaults
 from llmfleet.perf.layout import layout_problem, parallel_for
 from llmfleet.perf.load import Load, OutputLengths, Prediction, predict
 from llmfleet.perf.memory import budget
@@ -99,6 +99,7 @@ class PredictResult(Prediction):
     nodes: int = 1  # nodes one replica spans
     gpus: int = 1  # GPUs of one replica: TP x PP x DP
     kv_cache_tokens_per_rank: int | None = None  # with DP: each rank's own pool
+    config_defaults: list[str] = []  # defaults a config.json model was sized with, named
 
 
 @cache
@@ -306,6 +307,7 @@ def run_predict_with(
         nodes=parallel.nodes(tp),
         gpus=parallel.ranks(tp),
         kv_cache_tokens_per_rank=mem.kv_cache_tokens // dp if dp > 1 else None,
+        config_defaults=with_defaults(config)[1] if config is not None else [],
     )
 
 

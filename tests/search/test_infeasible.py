@@ -88,3 +88,22 @@ def test_an_allowed_instance_without_a_price_is_named_as_a_price_to_add() -> Non
         "or add plan.prices for p5.4xlarge, p6-b200.48xlarge (allowed and offered in "
         "eu-north-1 without a known price, so not sized)"
     )
+
+
+def test_an_slo_no_gpu_can_meet_says_no_faster_gpu_is_offered() -> None:
+    # a 2 ms token gap on B200, the fastest GPU: the batch-1 floor is 2.3 ms, and no other
+    # instance type in us-east-1 has a faster GPU; the nearest change never names a slower
+    # one (it used to say "allow g5.12xlarge": four A10Gs, each slower)
+    err = _error(make_plan(**{"slo.itl_ms": 2, "allowed.gpus": ["B200"]}))
+    assert err.nearest.endswith(
+        "; no instance type offered in us-east-1 beyond those allowed has a faster GPU than "
+        "B200 (8 or more of it)"
+    )
+    assert "allow " not in err.nearest.split(";")[0]
+
+
+def test_an_slo_a_faster_gpu_meets_names_it() -> None:
+    # an 8 ms gap on A10G (floor 13.9 ms): the nearest change allows A100s, faster per GPU
+    err = _error(make_plan(**{"slo.itl_ms": 8, "allowed.gpus": ["A10G"]}))
+    assert "allow p4d.24xlarge (8 x A100-40GB)" in err.nearest
+    assert "g5." not in err.nearest.split("allow")[-1]
