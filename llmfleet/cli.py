@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from llmfleet import paths
 from llmfleet.calibration import fit
 from llmfleet.calibration.fit import fit_all, leave_one_source_out
-from llmfleet.calibration.measurements import load_measurements
+from llmfleet.calibration.measurements import load_measurements, regime_of
 from llmfleet.calibration.report import summarize, validation_report
 from llmfleet.calibration.rows import predict_rows
 from llmfleet.calibration.server_calibration import (
@@ -196,6 +196,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         result = result.model_copy(
             update={"calibration": args.calibration, "ranges": calibrated_ranges(result, cal)}
         )
+    else:  # the shipped band, held out by source: every prediction carries where it may land
+        result = result.model_copy(update={"ranges": band_ranges(result, shipped_band(req))})
     sys.stdout.write(
         _dump(result.model_dump(mode="json")) if args.json else header + predict_text(result)
     )
@@ -300,13 +302,29 @@ def calibrated_ranges(
     result: PredictResult, cal: ServerCalibration
 ) -> dict[str, tuple[float, float]]:
     """Where the measured value is expected: the prediction times the calibration's band."""
+    return band_ranges(result, cal.ranges)
+
+
+def band_ranges(
+    result: PredictResult, band: dict[str, dict[str, float]]
+) -> dict[str, tuple[float, float]]:
+    """The prediction times a band of measured/predicted (p10, p90) per metric."""
     values = {"ttft_ms": result.ttft_ms, "itl_ms": result.itl_ms}
     values["output_tokens_per_s"] = result.output_tokens_per_s
     return {
-        m: (round(v * cal.ranges[m]["p10"], 2), round(v * cal.ranges[m]["p90"], 2))
+        m: (round(v * band[m]["p10"], 2), round(v * band[m]["p90"], 2))
         for m, v in sorted(values.items())
-        if v is not None and m in cal.ranges
+        if v is not None and m in band
     }
+
+
+def shipped_band(req: PredictRequest) -> dict[str, dict[str, float]]:
+    """The shipped band for a request's regime of load (a burst of every prompt at once has
+    its own; a steady state, low load or an offline run the one plans are sized with)."""
+    consts = fitted()
+    if regime_of(req) == "burst":
+        return consts.uncertainty_by_regime.get("burst", consts.uncertainty)
+    return consts.uncertainty
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -331,8 +349,29 @@ def cmd_preview(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     loaded = load_measurements(Path(args.measurements))
     report = validation_report(loaded, fitted(), priors(), loso=not args.no_loso)
+    if not args.no_loso:
+        report["risk_at_p90"] = risk_at_p90()
     sys.stdout.write(_dump(report) if args.json else validation_text(report))
     return 0
+
+
+def risk_at_p90() -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per stack and region: what the chosen configuration costs sized at the p90 end of
+    the band (`fleetplan.risk`), against the plan: the price of the model's uncertainty."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for env in list_stacks():
+        fp = build_fleet_plan(read_plan(env))
+        out[env] = {
+            r.region: {
+                "monthly_cost_usd": r.monthly_cost_usd,
+                "at_p90_monthly_cost_usd": r.risk.pessimistic_monthly_cost_usd,
+                "at_p90_over_plan": round(r.risk.pessimistic_monthly_cost_usd / r.monthly_cost_usd, 3)
+                if r.risk.pessimistic_monthly_cost_usd is not None and r.monthly_cost_usd
+                else None,
+            }
+            for r in fp.regions
+        }
+    return out
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -50,7 +50,12 @@ def test_predict_stack_prints_the_replica_and_the_command_that_reproduces_it(
     assert json.loads(by_flags) == json.loads(by_stack)
     plan = three_regions()
     rp = build_fleet_plan(plan).region("us-east-1")
-    assert json.loads(by_stack) == run_predict(replica_request(plan, rp)).model_dump(mode="json")
+    stack = json.loads(by_stack)
+    # predict adds the shipped band around the prediction (#29): ITL and TTFT each p10-p90
+    assert set(stack.pop("ranges")) == {"itl_ms", "output_tokens_per_s", "ttft_ms"}
+    core = run_predict(replica_request(plan, rp)).model_dump(mode="json")
+    assert core.pop("ranges") is None
+    assert stack == core
 
 
 def test_a_one_region_plan_needs_no_region_and_the_load_may_be_changed(
