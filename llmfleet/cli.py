@@ -24,6 +24,7 @@ from llmfleet.calibration.server_calibration import (
     dumps,
     mismatch,
     read_calibration,
+    untested_length,
 )
 from llmfleet.calibration.server_fit import Server
 from llmfleet.catalog import constants, hardware, model_facts
@@ -194,7 +195,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise PlanError(as_flag(e.field), e.value, e.hint) from None
     if cal is not None:
         result = result.model_copy(
-            update={"calibration": args.calibration, "ranges": calibrated_ranges(result, cal)}
+            update={
+                "calibration": args.calibration,
+                "ranges": calibrated_ranges(result, cal, req),
+                "calibration_warning": untested_length(cal, req.input_tokens),
+            }
         )
     else:  # the shipped band, held out by source: every prediction carries where it may land
         result = result.model_copy(update={"ranges": band_ranges(result, shipped_band(req))})
@@ -210,6 +215,11 @@ def _calibration(
     """--calibration's file, refused unless it calibrates the server predicted."""
     path = Path(args.calibration)
     cal = read_calibration(path)
+    if config is not None and args.hf_repo is None:
+        raise ArgumentError(
+            f"--calibration {path} with a config.json --model: give --hf-repo ORG/NAME, the "
+            f"checkpoint served (the calibration is for {cal.server.hf_repo or cal.server.model})"
+        )
     why = mismatch(cal, server_of({**req.model_dump(), "hf_repo": args.hf_repo}, config))
     if why:
         raise CalibrationError(f"--calibration {path}: {why}")
@@ -299,10 +309,11 @@ def _plan_replica(
 
 
 def calibrated_ranges(
-    result: PredictResult, cal: ServerCalibration
+    result: PredictResult, cal: ServerCalibration, req: PredictRequest
 ) -> dict[str, tuple[float, float]]:
-    """Where the measured value is expected: the prediction times the calibration's band."""
-    return band_ranges(result, cal.ranges)
+    """Where the measured value is expected: the prediction times the calibration's band,
+    the shipped one for the metrics its runs cannot test."""
+    return band_ranges(result, {**shipped_band(req), **cal.ranges})
 
 
 def band_ranges(

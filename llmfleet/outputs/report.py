@@ -217,6 +217,8 @@ def predict_text(r: PredictResult) -> str:
         lines.append(
             f"  expected (p10-p90 of the shipped band, each source held out): {band}"
         )
+    if r.calibration_warning:
+        lines.append(f"  WARNING: {r.calibration_warning}")
     return "\n".join(lines) + "\n"
 
 
@@ -228,6 +230,8 @@ def calibration_text(cal: ServerCalibration) -> str:
         f"file(s)",
         f"  factors on the shipped constants: HBM time x{f.memory:g}, tensor time "
         f"x{f.compute:g}, host time x{f.overhead:g}, request handling x{f.ttft_overhead:g}",
+        *(f"  fitted {k}: {why}" for k, why in cal.fitted.items()),
+        *(f"  held {k} at 1: {why}" for k, why in cal.held.items()),
         "  median abs error   before    after    held out (each run, fitted on the others)",
     ]
     for m in sorted(cal.errors.before):
@@ -240,7 +244,13 @@ def calibration_text(cal: ServerCalibration) -> str:
         band = ", ".join(f"{m} {r['p10']:g}-{r['p90']:g}" for m, r in cal.ranges.items())
         lines.append(f"  band (measured / predicted, p10-p90 held out): {band}")
     else:
-        lines.append("  one run: no held-out band, plans keep the shipped band for this server")
+        lines.append(
+            "  runs at one prompt length: no held-out band (a length left out is the test), "
+            "plans keep the shipped band for this server"
+        )
+    if cal.prompt_tokens:
+        lo, hi = cal.prompt_tokens
+        lines.append(f"  tested prompt lengths: {lo:,.0f}-{hi:,.0f} tokens")
     return "\n".join(lines) + "\n"
 
 

@@ -91,6 +91,7 @@ class PredictResult(Prediction):
     tokens_per_step: float = 1.0
     enforce_eager: bool = False
     calibration: str | None = None  # the calibration file applied (predict --calibration)
+    calibration_warning: str | None = None  # a prompt length its runs never had
     ranges: dict[str, tuple[float, float]] | None = None  # its band around each prediction
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
