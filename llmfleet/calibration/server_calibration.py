@@ -92,8 +92,8 @@ class Errors(Data):
     before: dict[str, float] = Field(description="With the shipped constants alone.")
     after: dict[str, float] = Field(description="With the fitted factors (in sample).")
     held_out: dict[str, float] = Field(
-        description="Each run predicted by the factors fitted on the other runs (empty with "
-        "one run)."
+        description="Each prompt length's runs predicted by the factors fitted on the other "
+        "lengths (empty with runs at one length)."
     )
 
 

@@ -232,7 +232,8 @@ def calibration_text(cal: ServerCalibration) -> str:
         f"x{f.compute:g}, host time x{f.overhead:g}, request handling x{f.ttft_overhead:g}",
         *(f"  fitted {k}: {why}" for k, why in cal.fitted.items()),
         *(f"  held {k} at 1: {why}" for k, why in cal.held.items()),
-        "  median abs error   before    after    held out (each run, fitted on the others)",
+        "  median abs error   before    after    held out (each prompt length, fitted on the "
+        "others)",
     ]
     for m in sorted(cal.errors.before):
         held = cal.errors.held_out.get(m)
