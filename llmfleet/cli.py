@@ -372,16 +372,16 @@ def risk_at_p90() -> dict[str, dict[str, dict[str, float | None]]]:
     out: dict[str, dict[str, dict[str, float | None]]] = {}
     for env in list_stacks():
         fp = build_fleet_plan(read_plan(env))
-        out[env] = {
-            r.region: {
+        out[env] = {}
+        for r in fp.regions:
+            at = r.risk.pessimistic_monthly_cost_usd
+            out[env][r.region] = {
                 "monthly_cost_usd": r.monthly_cost_usd,
-                "at_p90_monthly_cost_usd": r.risk.pessimistic_monthly_cost_usd,
-                "at_p90_over_plan": round(r.risk.pessimistic_monthly_cost_usd / r.monthly_cost_usd, 3)
-                if r.risk.pessimistic_monthly_cost_usd is not None and r.monthly_cost_usd
+                "at_p90_monthly_cost_usd": at,
+                "at_p90_over_plan": round(at / r.monthly_cost_usd, 3)
+                if at is not None and r.monthly_cost_usd
                 else None,
             }
-            for r in fp.regions
-        }
     return out
 
 

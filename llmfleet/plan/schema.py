@@ -12,8 +12,8 @@ from pydantic import Field, field_validator, model_validator
 
 from llmfleet.catalog import model_facts
 from llmfleet.catalog.kubernetes import SupportType, default_kubernetes_version
-from llmfleet.errors import LlmfleetError
 from llmfleet.data import Data
+from llmfleet.errors import LlmfleetError
 from llmfleet.perf.architecture import KvCacheDtype, Precision
 from llmfleet.perf.queueing import length_at_percentile, length_sigma
 from llmfleet.plan.alerting import Alerting
