@@ -28,8 +28,8 @@ from llmfleet.cli import main
 # offline harness). Issue #29 took bursts of every prompt at once through an API server out
 # of the step fit and the sizing band (they measure the server's front end), fitted request
 # handling on short prompts at low load only, read TensorRT-LLM's FP8 KV default and put
-# MXFP4 experts at the FP8 rate on Blackwell. Over these rows, before -> after: ITL 17.3 ->
-# 17.7, throughput 14.7 -> 16.1, TTFT 18.3 -> 14.9, E2E 17.6 -> 17.9 %; KV unchanged.
+# MXFP4 experts at the FP8 rate on Blackwell. Over these rows, before -> after: ITL 17.9 ->
+# 17.7, throughput 14.1 -> 16.1, TTFT 18.1 -> 14.9, E2E 17.6 -> 17.9 %; KV unchanged.
 PINNED_LOSO_MEDIAN = {
     "e2e_latency_ms": 18.0,
     "itl_ms": 17.8,
@@ -38,8 +38,8 @@ PINNED_LOSO_MEDIAN = {
     "output_tokens_per_s": 16.2,
     "ttft_ms": 15.0,
 }
-# The same, in sample (#29, before -> after over these rows: ITL 8.0 -> 8.6, throughput
-# 6.6 -> 6.9, TTFT 16.4 -> 13.2, E2E 7.4 -> 8.6 %).
+# The same, in sample (#29, before -> after over these rows: ITL 7.7 -> 8.6, throughput
+# 7.1 -> 6.9, TTFT 15.6 -> 13.2, E2E 7.4 -> 8.6 %).
 PINNED_IN_SAMPLE_MEDIAN = {
     "e2e_latency_ms": 8.7,
     "itl_ms": 8.7,
