@@ -91,16 +91,17 @@ def test_the_worst_loss_recovers_in_the_plans_time(env) -> None:
 
 @pytest.mark.slow  # whole plans, drills or renders: program-check
 def test_a_survivor_at_its_slo_limit_rate_loses_its_users_to_the_slot_queue() -> None:
-    # The three-region plan's us-west-2 absorbing us-east-1 (240 req/s): at the SLO-limit rate
-    # (24.277 req/s a replica, 10 replicas) its batch is full about as often as not and the
-    # moved users wait for slots; at the loss rate stage 4 sizes (22.76, 11 replicas) they
-    # do not.
-    plan = three_regions()
+    # The three-region plan at a 335 req/s peak: us-west-2 absorbing us-east-1 (268 req/s):
+    # at the SLO-limit rate (13.71 req/s a B200 TP 2 replica, 20 replicas) its batch is full
+    # about as often as not and the moved users wait for slots; at the loss rate stage 4
+    # sizes (11.36, 24 replicas) they do not. (At the 300 req/s peak both rates give 10
+    # replicas since #29's refit; 10 and 11 before it.)
+    plan = three_regions(**{"traffic.peak_requests_per_s": 335})
     fp = build_fleet_plan(plan)
     rp = fp.region("us-west-2")
-    at_limit = -(-240 // rp.predicted.requests_per_s)
-    assert (at_limit, rp.replicas.min) == (10, 11)
-    lean = rp.model_copy(update={"replicas": MinDesiredMax(min=10, desired=10, max=10)})
+    at_limit = -(-268 // rp.predicted.requests_per_s)
+    assert (at_limit, rp.replicas.min) == (20, 24)
+    lean = rp.model_copy(update={"replicas": MinDesiredMax(min=20, desired=20, max=20)})
     leaner = fp.model_copy(update={"regions": [lean if r.region == rp.region else r
                                                for r in fp.regions]})
     loss = parse_loss("us-east-1@14:00", [r.region for r in fp.regions])
