@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from llmfleet import paths
 from llmfleet.calibration import fit
-from llmfleet.calibration.fit import fit_all, leave_one_source_out, uncertainty
-from llmfleet.calibration.measurements import load_measurements
+from llmfleet.calibration.fit import fit_all, leave_one_source_out
+from llmfleet.calibration.measurements import load_measurements, regime_of
 from llmfleet.calibration.report import summarize, validation_report
 from llmfleet.calibration.rows import predict_rows
 from llmfleet.calibration.server_calibration import (
@@ -26,6 +26,7 @@ from llmfleet.calibration.server_calibration import (
     dumps,
     mismatch,
     read_calibration,
+    untested_length,
 )
 from llmfleet.calibration.server_fit import Server
 from llmfleet.catalog import constants, hardware, model_facts
@@ -214,8 +215,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise PlanError(as_flag(e.field), e.value, e.hint) from None
     if cal is not None:
         result = result.model_copy(
-            update={"calibration": cal_path, "ranges": calibrated_ranges(result, cal)}
+            update={
+                "calibration": cal_path,
+                "ranges": calibrated_ranges(result, cal, req),
+                "calibration_warning": untested_length(cal, req.input_tokens),
+            }
         )
+    else:  # the shipped band, held out by source: every prediction carries where it may land
+        result = result.model_copy(update={"ranges": band_ranges(result, shipped_band(req))})
     sys.stdout.write(
         _dump(result.model_dump(mode="json")) if args.json else header + predict_text(result)
     )
@@ -227,6 +234,11 @@ def _calibration(
 ) -> ServerCalibration:
     """--calibration's file, refused unless it calibrates the server predicted."""
     cal = read_calibration(path)
+    if config is not None and hf_repo is None:
+        raise ArgumentError(
+            f"--calibration {path} with a config.json --model: give --hf-repo ORG/NAME, the "
+            f"checkpoint served (the calibration is for {cal.server.hf_repo or cal.server.model})"
+        )
     why = mismatch(cal, server_of({**req.model_dump(), "hf_repo": hf_repo}, config))
     if why:
         raise CalibrationError(f"--calibration {path}: {why}")
@@ -339,16 +351,33 @@ def _pools_line(rp: RegionPlan) -> str:
 
 
 def calibrated_ranges(
-    result: PredictResult, cal: ServerCalibration
+    result: PredictResult, cal: ServerCalibration, req: PredictRequest
 ) -> dict[str, tuple[float, float]]:
-    """Where the measured value is expected: the prediction times the calibration's band."""
+    """Where the measured value is expected: the prediction times the calibration's band,
+    the shipped one for the metrics its runs cannot test."""
+    return band_ranges(result, {**shipped_band(req), **cal.ranges})
+
+
+def band_ranges(
+    result: PredictResult, band: dict[str, dict[str, float]]
+) -> dict[str, tuple[float, float]]:
+    """The prediction times a band of measured/predicted (p10, p90) per metric."""
     values = {"ttft_ms": result.ttft_ms, "itl_ms": result.itl_ms}
     values["output_tokens_per_s"] = result.output_tokens_per_s
     return {
-        m: (round(v * cal.ranges[m]["p10"], 2), round(v * cal.ranges[m]["p90"], 2))
+        m: (round(v * band[m]["p10"], 2), round(v * band[m]["p90"], 2))
         for m, v in sorted(values.items())
-        if v is not None and m in cal.ranges
+        if v is not None and m in band
     }
+
+
+def shipped_band(req: PredictRequest) -> dict[str, dict[str, float]]:
+    """The shipped band for a request's regime of load (a burst of every prompt at once has
+    its own; a steady state, low load or an offline run the one plans are sized with)."""
+    consts = fitted()
+    if regime_of(req) == "burst":
+        return consts.uncertainty_by_regime.get("burst", consts.uncertainty)
+    return consts.uncertainty
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -395,8 +424,29 @@ def _preview_change(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     loaded = load_measurements(Path(args.measurements))
     report = validation_report(loaded, fitted(), priors(), loso=not args.no_loso)
+    if not args.no_loso:
+        report["risk_at_p90"] = risk_at_p90()
     sys.stdout.write(_dump(report) if args.json else validation_text(report))
     return 0
+
+
+def risk_at_p90() -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per stack and region: what the chosen configuration costs sized at the p90 end of
+    the band (`fleetplan.risk`), against the plan: the price of the model's uncertainty."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for env in list_stacks():
+        fp = build_fleet_plan(read_plan(env))
+        out[env] = {}
+        for r in fp.regions:
+            at = r.risk.pessimistic_monthly_cost_usd
+            out[env][r.region] = {
+                "monthly_cost_usd": r.monthly_cost_usd,
+                "at_p90_monthly_cost_usd": at,
+                "at_p90_over_plan": round(at / r.monthly_cost_usd, 3)
+                if at is not None and r.monthly_cost_usd
+                else None,
+            }
+    return out
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -408,12 +458,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     prior = constants.priors()
     fitted = fit_all(loaded.rows, prior)
     # Ranges come from held-out errors: a plan's model and GPU are usually not the rows'.
-    ratios = uncertainty(leave_one_source_out(loaded.rows, prior))
+    held_out = leave_one_source_out(loaded.rows, prior)
     for name, consts in (("prior", prior), ("fitted", fitted)):
         stats = summarize(p for p in predict_rows(loaded.rows, consts) if p.engine == "vllm")
         line = ", ".join(f"{m} {s['median_ape']:.1f}%" for m, s in stats.items())
         print(f"{name}: median abs error on vLLM rows: {line}")
-    text = fit.render(constants.document(), fitted, ratios)
+    text = fit.render(constants.document(), fitted, held_out)
     if args.write:
         constants.PATH.write_text(text)
         print(f"wrote {constants.PATH}")

@@ -29,17 +29,18 @@ def test_survivors_with_warm_floors_need_no_change_and_the_rest_is_left_alone() 
 
 
 def test_a_short_warm_floor_is_raised_in_the_plan_and_applied_to_the_survivor_only() -> None:
-    # 60 req/s: us-west-2 (35 %, 21 req/s) absorbs us-east-1's 27 req/s, 48 req/s in all;
-    # an H100 replica carries 13.0 req/s in a loss, so it must reach 48 / 13.0 -> 4, and half
-    # the absorbed load warm is (21 + 13.5) / 13.0 -> 3: short by one.
+    # 60 req/s on H100: us-west-2 (35 %, 21 req/s) absorbs us-east-1's 27 req/s, 48 req/s in
+    # all; an H100 replica carries 20.57 req/s in a loss (13.0 before #29's refit), so it must
+    # reach 48 / 20.57 -> 3, and half the absorbed load warm is (21 + 13.5) / 20.57 -> 2:
+    # short by one.
     plan = make_plan(
         regions=THREE, dns=DNS, routing={"warm_share": 0.5},
-        **{"traffic.peak_requests_per_s": 60.0},
+        **{"traffic.peak_requests_per_s": 60.0, "allowed.gpus": ["H100"]},
     )
     report = drill(plan, ["us-east-1"], environment="qa")
     short = [s for s in report.survivors if not s.warm_floor_holds]
     assert [(s.region, s.replicas_warm, s.replicas_must_reach) for s in short] == [
-        ("us-west-2", 3, 4)
+        ("us-west-2", 2, 3)
     ]
     for survivor in short:
         [step] = [s for s in report.operator_commands if s.stack == f"qa.{survivor.region}"]

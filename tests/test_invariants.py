@@ -18,10 +18,13 @@ from llmfleet.outputs import dashboard, karpenter, render
 
 @pytest.fixture(scope="module")
 def slots_plan() -> FleetPlan:
-    # 40 req/s on L40S: one replica per GPU, nodes of several GPUs, so the ceiling's nodes
-    # hold more replica slots than the peak needs
+    # 50 req/s on 4-GPU L40S nodes: one replica per GPU, so the ceiling's nodes hold more
+    # replica slots than the peak needs (10 replicas on 3 nodes; single-GPU g6e nodes,
+    # cheaper since #29's refit, would leave none)
     fp = build_fleet_plan(
-        make_plan(**{"traffic.peak_requests_per_s": 40, "allowed.gpus": ["L40S"]})
+        make_plan(
+            **{"traffic.peak_requests_per_s": 50, "allowed.instance_types": ["g6e.12xlarge"]}
+        )
     )
     rp = fp.regions[0]
     assert rp.nodes.max * rp.replicas_per_node > rp.replicas.desired  # the case under test

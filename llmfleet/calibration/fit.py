@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from llmfleet.calibration.measurements import Measurement
+from llmfleet.calibration.measurements import SIZING_REGIMES, Measurement
 from llmfleet.calibration.rows import Point, predict_rows
 from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import SECTIONS, Constants
@@ -40,7 +40,6 @@ TIMING: tuple[Param, ...] = (
     ("mfu", "Ada"),
     ("mfu", "Blackwell"),
     ("step_overhead_ms", "vllm"),
-    ("ttft_overhead_ms", None),
     ("moe_efficiency", None),
     ("roofline_overlap", None),
     ("moe_layer_overhead_us", None),
@@ -53,7 +52,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "mbu": (0.3, 0.92),
     "mfu": (0.1, 0.85),
     "step_overhead_ms": (0.0, 20.0),
-    "ttft_overhead_ms": (0.0, 500.0),
+    "request_handling_ms": (0.0, 500.0),
     "roofline_overlap": (0.0, 1.0),
     "moe_layer_overhead_us": (0.0, 1000.0),
     "tp_sync_overhead_us": (0.0, 200.0),
@@ -182,11 +181,17 @@ def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200)
     rows = [r for r in rows if r.fitted_on]
     vllm = [r for r in rows if r.engine == "vllm"]
     c = fit_memory(rows, prior, max_evals)
+    # Request handling first on its own rows (a short prompt at low load), then held while
+    # the step constants fit every row, then refitted under them: the step fit cannot trade
+    # a slow prefill for a large fixed cost, as one constant over every row did.
+    c = fit_request_handling(rows, c, prior, "vllm", max_evals)
     timing_params = [p for p in TIMING if _informed(p, vllm)]
     c = fit_group(vllm, c, prior, timing_params, TIMING_METRICS, max_evals).consts
+    c = fit_request_handling(rows, c, prior, "vllm", max_evals)
     c = _carry_to_unmeasured(c, prior, [p for p in TIMING if p not in timing_params])
     for engine in ("trtllm", "sglang"):
         own = [r for r in rows if r.engine == engine]
+        c = fit_request_handling(rows, c, prior, engine, max_evals)
         c = fit_group(
             own,
             c,
@@ -199,7 +204,19 @@ def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200)
             {"itl_ms", "output_tokens_per_s", "e2e_latency_ms"},
             max_evals,
         ).consts
+        c = fit_request_handling(rows, c, prior, engine, max_evals)
     return c
+
+
+def fit_request_handling(
+    rows: Sequence[Measurement], start: Constants, prior: Constants, engine: str, max_evals: int
+) -> Constants:
+    """`engine`'s request handling, on the TTFT of the rows that identify it (a short prompt
+    at low load through an API server) and on nothing else; without such rows it keeps
+    `start`'s value."""
+    own = [r for r in rows if r.engine == engine and r.identifies_request_handling]
+    param: Param = ("request_handling_ms", engine)
+    return fit_group(own, start, prior, [param], {"ttft_ms"}, max_evals).consts
 
 
 def fit_memory(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200) -> Constants:
@@ -230,11 +247,15 @@ def _informed(p: Param, rows: Sequence[Measurement]) -> bool:
     return any(hardware.gpu(r.request.gpu).architecture == p[1] for r in rows)
 
 
-def uncertainty(points: Sequence[Point]) -> dict[str, dict[str, float]]:
-    """Per metric, the 10th and 90th percentile of measured/predicted (vLLM rows)."""
+def uncertainty(
+    points: Sequence[Point], regimes: Sequence[str] = SIZING_REGIMES
+) -> dict[str, dict[str, float]]:
+    """Per metric, the 10th and 90th percentile of measured/predicted (vLLM rows) over the
+    rows of `regimes`: by default those a plan is sized for (a steady state of arrivals),
+    not bursts through an API server, which measure its front end."""
     by: dict[str, list[float]] = {}
     for pt in points:
-        if pt.engine == "vllm" and pt.predicted > 0 and pt.measured > 0:
+        if pt.engine == "vllm" and pt.regime in regimes and pt.predicted > 0 and pt.measured > 0:
             by.setdefault(pt.metric, []).append(pt.measured / pt.predicted)
     out = {}
     for metric, ratios in sorted(by.items()):
@@ -242,6 +263,12 @@ def uncertainty(points: Sequence[Point]) -> dict[str, dict[str, float]]:
         n = len(ratios)
         out[metric] = {"p10": ratios[int(0.1 * (n - 1))], "p90": ratios[math.ceil(0.9 * (n - 1))]}
     return out
+
+
+def uncertainty_by_regime(points: Sequence[Point]) -> dict[str, dict[str, dict[str, float]]]:
+    """The band per regime (low load, steady, burst, offline): each measures another thing."""
+    regimes = sorted({pt.regime for pt in points})
+    return {r: band for r in regimes if (band := uncertainty(points, (r,)))}
 
 
 def leave_one_source_out(rows: Sequence[Measurement], prior: Constants) -> list[Point]:
@@ -279,13 +306,15 @@ def _held_out_points(
     return predict_rows(held, fitted), fitted
 
 
-def render(doc: dict[str, Any], fitted: Constants, ratios: dict[str, dict[str, float]]) -> str:
-    """constants.json with new fitted values, 4 significant digits, stable key order."""
+def render(doc: dict[str, Any], fitted: Constants, held_out: Sequence[Point]) -> str:
+    """constants.json with new fitted values and the bands of the held-out points (the one
+    a plan is sized with, and one per regime), 4 significant digits, stable key order."""
     out = json.loads(json.dumps(doc))
     for section in SECTIONS:
         for key, entry in out[section].items():
             entry["value"] = _round(getattr(fitted, key))
-    out["uncertainty"]["ratios"] = _round(ratios)
+    out["uncertainty"]["ratios"] = _round(uncertainty(held_out))
+    out["uncertainty"]["by_regime"] = _round(uncertainty_by_regime(held_out))
     return json.dumps(out, indent=2) + "\n"
 
 

@@ -12,11 +12,17 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from llmfleet.catalog import model_facts, network, vllm_release
+from llmfleet.catalog import hardware, model_facts, network, vllm_release
 from llmfleet.errors import LlmfleetError, MeasurementsError
 from llmfleet.paths import MEASUREMENTS
 from llmfleet.perf.layout import layout_problem
 from llmfleet.perf.replica import PredictRequest, catalog_arch
+from llmfleet.perf.step import prefill_floor_s
+
+# Harnesses that drive the engine through its Python API, with no API server in between.
+OFFLINE = re.compile(r"offline|benchmark_latency|benchmark_throughput|trtllm-bench")
+# TensorRT-LLM's kv_cache_free_gpu_memory_fraction when a source does not state it.
+TRTLLM_KV_FRACTION = 0.9
 
 
 def normalize_engine(text: str) -> str | None:
@@ -90,6 +96,23 @@ def _int(text: str) -> int | None:
     return int(value) if value else None
 
 
+# At most this many requests in flight is "low load": a request rarely waits for another's
+# prefill, so its TTFT is request handling plus its own prefill.
+LOW_LOAD_REQUESTS = 4
+# A prompt this short prefills in a few ms on the catalog's GPUs (8B, 1,024 tokens on one
+# H100: 17 ms at the tensor peak): the rows that identify request handling.
+SHORT_PROMPT_TOKENS = 1024
+
+Regime = str  # "low_load" | "steady" | "burst" | "offline" | "startup" (KV logs only)
+REGIMES: tuple[Regime, ...] = ("low_load", "steady", "burst", "offline", "startup")
+# Regimes whose held-out spread is the band a plan is sized with (Poisson arrivals at a
+# steady state), and whose rows the model is fitted on: a burst of every prompt at once
+# through an API server measures the server's front end (the first tokens of 1,000
+# prompts arrive near the end of the run, at 30-210 requests/s whatever the GPU), not the
+# engine's steps.
+SIZING_REGIMES: tuple[Regime, ...] = ("low_load", "steady", "offline", "startup")
+
+
 @dataclass(frozen=True)
 class Measurement:
     row_id: str
@@ -100,6 +123,28 @@ class Measurement:
     legacy: bool = False  # a vLLM release of the V0 engine era (before 0.8): not fitted on
     beyond_one_group: bool = False  # pipeline stages, DP ranks or EP
     shape_source: bool = False  # its source measures layouts beyond one TP group
+    regime: Regime = "steady"
+    ttft_floor_ms: float = 0.0  # the least TTFT the GPUs' tensor peak allows (prefill_floor_s)
+
+    @property
+    def below_floor(self) -> bool:
+        """Its TTFT is below the prefill's compute floor: the prompt was not computed (a
+        prefix-cache hit, e.g. the same random prompts sent again with prefix caching on).
+        Flagged, reported, and its TTFT kept out of the fit and the error figures."""
+        ttft = self.measured.get("ttft_ms")
+        return ttft is not None and ttft < self.ttft_floor_ms
+
+    @property
+    def identifies_request_handling(self) -> bool:
+        """A short prompt at low load through an API server: its TTFT is mostly request
+        handling (what `request_handling_ms` is fitted on, and only on)."""
+        return (
+            self.regime == "low_load"
+            and self.request.harness == "server"
+            and self.request.input_tokens <= SHORT_PROMPT_TOKENS
+            and "ttft_ms" in self.measured
+            and not self.below_floor
+        )
 
     @property
     def fitted_on(self) -> bool:
@@ -108,8 +153,16 @@ class Measurement:
         beyond one TP group, its plain rows being those layouts' baselines: the constants
         describe one group's kernels, and these sources' setups are ones the catalog stands
         in for (PCIe A100s as SXM ones, stages on two VMs predicted on one node, eager L4s),
-        so fitting on them would move every prediction for hardware they do not describe."""
-        return not self.legacy and not self.shape_source
+        so fitting on them would move every prediction for hardware they do not describe; and
+        bursts of every prompt at once through an API server, which measure its front end."""
+        return not self.legacy and not self.shape_source and self.regime in SIZING_REGIMES
+
+    def fitted_metrics(self) -> dict[str, float]:
+        """What the fit and the error figures read of this row: a TTFT below the compute
+        floor is not a prefill's and is left out."""
+        if self.below_floor:
+            return {k: v for k, v in self.measured.items() if k != "ttft_ms"}
+        return self.measured
 
 
 
@@ -249,20 +302,29 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
         concurrency = None
     if not timing:
         i, o = 1, 1
+    harness = "offline" if OFFLINE.search(r["workload"].lower()) else "server"
+    precision = normalize_precision(r["precision"], r["model"])
+    kv_text = r["kv_cache_dtype"].lower()
+    kv = "fp8" if "fp8" in kv_text else "auto"
+    if engine == "trtllm" and precision == "fp8" and not kv_text.strip():
+        # TensorRT-LLM's KV cache takes the checkpoint's dtype (kv_cache_config.dtype
+        # "auto"), and a ModelOpt FP8 checkpoint declares an FP8 KV cache
+        # (kv_cache_quant_algo FP8): NIM's and trtllm-bench's FP8 profiles run so.
+        kv = "fp8"
     try:
         req = PredictRequest(
             model=model,
             engine=engine,
             gpu=gpu,
             tensor_parallel_size=tp,
-            precision=normalize_precision(r["precision"], r["model"]),
-            kv_cache_dtype="fp8" if "fp8" in r["kv_cache_dtype"].lower() else "auto",
+            precision=precision,
+            kv_cache_dtype=kv,
             input_tokens=max(1, round(i or 1)),
             output_tokens=max(1, round(o or 1)),
             concurrency=concurrency if concurrency and concurrency > 0 else None,
             request_rate=rate if rate and not concurrency and not math.isinf(rate) else None,
             gpu_memory_utilization=_num(r["gpu_memory_utilization"])
-            or (0.95 if engine == "trtllm" else 0.9),
+            or (TRTLLM_KV_FRACTION if engine == "trtllm" else 0.9),
             max_model_len=_int(r["max_model_len"]),
             max_num_seqs=_int(r.get("max_num_seqs", "")),
             max_num_batched_tokens=_int(r.get("max_num_batched_tokens", "")),
@@ -273,6 +335,7 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
             data_parallel_size=_int(r.get("data_parallel", "") or "") or 1,
             enable_expert_parallel=_flag(r.get("expert_parallel")),
             enforce_eager=_flag(r.get("enforce_eager")),
+            harness=harness,
         )
     except ValueError as e:
         return f"row does not parse: {e}"
@@ -290,4 +353,38 @@ def parse_row(r: dict[str, str]) -> Measurement | str:
         or req.data_parallel_size > 1
         or req.enable_expert_parallel
     )
-    return Measurement(r["row_id"], r["source_id"], engine, req, measured, legacy, beyond)
+    return Measurement(
+        r["row_id"], r["source_id"], engine, req, measured, legacy, beyond,
+        regime=regime_of(req) if timing else "startup",
+        ttft_floor_ms=ttft_floor_ms(req) if timing else 0.0,
+    )
+
+
+def regime_of(req: PredictRequest) -> Regime:
+    """What a row's load measures: an offline harness (no API server); low load (at most
+    LOW_LOAD_REQUESTS in flight: a closed loop of that many clients, or a burst of that many
+    prompts); a burst of more prompts at once through an API server; else a steady state
+    (a closed loop or Poisson arrivals)."""
+    if req.harness == "offline":
+        return "offline"
+    if req.concurrency is not None:
+        return "low_load" if req.concurrency <= LOW_LOAD_REQUESTS else "steady"
+    if req.request_rate is not None:
+        return "steady"
+    if req.num_requests is not None and req.num_requests <= LOW_LOAD_REQUESTS:
+        return "low_load"
+    return "burst"
+
+
+def ttft_floor_ms(req: PredictRequest) -> float:
+    """The least mean TTFT the GPUs' tensor peak allows for the row's load: one prompt's
+    linear FLOPs (`perf.step.prefill_floor_s`), and for a burst of n equal prompts (n + 1) / 2
+    of them (the k-th first token needs k prompts computed)."""
+    arch = catalog_arch(req.model)
+    one = prefill_floor_s(
+        arch, hardware.gpu(req.gpu), req.tensor_parallel_size, req.precision, req.input_tokens
+    )
+    waves = 1.0
+    if req.concurrency is None and req.request_rate is None and req.num_requests:
+        waves = (req.num_requests + 1) / 2
+    return one * waves * 1000

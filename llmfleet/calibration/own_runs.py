@@ -17,7 +17,13 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from llmfleet.calibration.measurements import Measurement
-from llmfleet.calibration.server_fit import METRICS, Observed, held_out_ratios, run_ratios
+from llmfleet.calibration.server_fit import (
+    METRICS,
+    Observed,
+    held_out_ratios,
+    prompt_lengths,
+    run_ratios,
+)
 from llmfleet.catalog.constants import Constants
 from llmfleet.errors import LlmfleetError
 from llmfleet.perf.replica import run_predict_with
@@ -53,8 +59,11 @@ def _server_ratios(job: tuple[list[Observed], Constants]) -> Ratios:
     if len(runs) < 2:
         return []
     source = runs[0].label.split(":")[0]
-    before = run_ratios(runs, consts, NO_CORRECTION)
-    after = held_out_ratios(runs, consts)
+    after = held_out_ratios(runs, consts)  # each prompt length fitted on the others
+    if not after:
+        return []  # one prompt length: nothing the calibration can be tested on
+    ordered = [r for group in prompt_lengths(runs) for r in group]
+    before = run_ratios(ordered, consts, NO_CORRECTION)
     return [(source, b, a) for b, a in zip(before, after, strict=True)]
 
 

@@ -9,8 +9,9 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from llmfleet.calibration.fit import held_out_fits
-from llmfleet.calibration.measurements import Loaded, Measurement
+from llmfleet.calibration.band import coverage, coverage_by_regime, ttft_bias
+from llmfleet.calibration.fit import held_out_fits, uncertainty, uncertainty_by_regime
+from llmfleet.calibration.measurements import SIZING_REGIMES, Loaded, Measurement
 from llmfleet.calibration.own_runs import own_runs_report
 from llmfleet.calibration.rows import Point, predict_rows
 from llmfleet.catalog.constants import Constants
@@ -66,9 +67,30 @@ def validation_report(
     shapes = {r.source_id for r in loaded.rows if r.shape_source}
     beyond = {r.row_id for r in loaded.rows if r.beyond_one_group}
     return {
+        "band": {
+            "sizing": uncertainty(held_out),
+            "by_regime": uncertainty_by_regime(held_out),
+            "coverage": coverage(held_out),
+            "coverage_by_regime": coverage_by_regime(held_out),
+        },
+        "ttft_by_source": {
+            "in_sample": ttft_bias(points),
+            "leave_one_source_out": ttft_bias(held_out),
+        },
+        "below_compute_floor": [
+            {
+                "row_id": r.row_id,
+                "source_id": r.source_id,
+                "ttft_ms": r.measured["ttft_ms"],
+                "floor_ms": round(r.ttft_floor_ms, 1),
+            }
+            for r in loaded.rows
+            if r.below_floor
+        ],
+        # over the rows a plan is sized with (bursts through an API server are apart)
         "ttft_by_prompt_tokens": {
-            "in_sample": ttft_by_prompt(loaded.rows, points),
-            "leave_one_source_out": ttft_by_prompt(loaded.rows, held_out),
+            "in_sample": ttft_by_prompt(loaded.rows, _sizing(points, set())),
+            "leave_one_source_out": ttft_by_prompt(loaded.rows, _sizing(held_out, set())),
         },
         "by_source_own_runs": own_runs_report(loaded.rows, fold_constants) if loso else {},
         "rows": len(loaded.rows),
@@ -85,6 +107,16 @@ def validation_report(
             "leave_one_source_out": _by_engine(
                 [p for p in held_out if p.source_id not in shapes]
             ),
+        },
+        # The rows the constants are fitted on and a plan is sized with (one TP group, a
+        # steady state, low load or offline), and the bursts through an API server apart.
+        "sizing_regimes": {
+            "in_sample": _by_engine(_sizing(points, shapes)),
+            "leave_one_source_out": _by_engine(_sizing(held_out, shapes)),
+        },
+        "bursts": {
+            "in_sample": _by_engine([p for p in points if p.regime == "burst"]),
+            "leave_one_source_out": _by_engine([p for p in held_out if p.regime == "burst"]),
         },
         "beyond_one_group": {
             "in_sample": _by_engine([p for p in points if p.row_id in beyond]),
@@ -128,6 +160,10 @@ def ttft_by_prompt(
         for band in order
         if band in by
     }
+
+
+def _sizing(points: list[Point], shapes: set[str]) -> list[Point]:
+    return [p for p in points if p.source_id not in shapes and p.regime in SIZING_REGIMES]
 
 
 def _by_engine(points: list[Point]) -> dict[str, dict[str, dict[str, float | None]]]:

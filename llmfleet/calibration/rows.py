@@ -33,6 +33,7 @@ class Point:
     metric: str
     measured: float
     predicted: float
+    regime: str = "steady"  # measurements.Regime: what the row's load measures
 
     @property
     def infeasible(self) -> bool:
@@ -58,14 +59,15 @@ def predict_rows(rows: Iterable[Measurement], consts: Constants) -> list[Point]:
             p = run_predict_with(m.request, consts)
         except LlmfleetError:
             continue
-        for metric, value in sorted(m.measured.items()):
+        for metric, value in sorted(m.fitted_metrics().items()):
             if value == 0:
                 continue
             pred = predicted_value(metric, p)
             infeasible = not p.fits and metric not in ("kv_cache_gib", "kv_cache_tokens")
             points.append(
                 Point(
-                    m.row_id, m.source_id, m.engine, metric, value, math.nan if infeasible else pred
+                    m.row_id, m.source_id, m.engine, metric, value,
+                    math.nan if infeasible else pred, m.regime,
                 )
             )
     return points

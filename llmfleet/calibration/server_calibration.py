@@ -29,6 +29,7 @@ from llmfleet.calibration.server_fit import (
     check_runs,
     fit_correction,
     held_out_ratios,
+    identify,
     median_ape,
     observe,
     run_ratios,
@@ -91,8 +92,8 @@ class Errors(Data):
     before: dict[str, float] = Field(description="With the shipped constants alone.")
     after: dict[str, float] = Field(description="With the fitted factors (in sample).")
     held_out: dict[str, float] = Field(
-        description="Each run predicted by the factors fitted on the other runs (empty with "
-        "one run)."
+        description="Each prompt length's runs predicted by the factors fitted on the other "
+        "lengths (empty with runs at one length)."
     )
 
 
@@ -105,10 +106,22 @@ class ServerCalibration(Data):
     factors: Factors
     errors: Errors
     ranges: dict[str, dict[str, float]] = Field(
-        description="Per metric, p10 and p90 of held-out measured/predicted, never narrower "
-        "than 0.95-1.05; empty with one run (the shipped band then stays)."
+        description="Per metric, p10 and p90 of measured/predicted, each prompt length "
+        "predicted by the factors fitted on the others, never narrower than 0.95-1.05; empty "
+        "with runs at one prompt length (the shipped band then stays)."
     )
     runs: list[RunRecord]
+    fitted: dict[str, str] = Field(
+        default_factory=dict, description="The factors the runs identify, with what does."
+    )
+    held: dict[str, str] = Field(
+        default_factory=dict,
+        description="The factors held at 1 (the shipped constants), with what would identify "
+        "them.",
+    )
+    prompt_tokens: tuple[float, float] | None = Field(
+        default=None, description="The shortest and longest mean prompt of the runs."
+    )
 
     @property
     def bench_runs(self) -> list[BenchRun]:
@@ -147,6 +160,8 @@ def fitted_calibration(
     observed = observe(server, runs)
     correction = fit_correction(observed, consts, config)
     held = held_out_ratios(observed, consts, config)
+    ident = identify(observed)
+    prompts = [r.input_tokens for r in runs]
     return ServerCalibration(
         llmfleet_version=__version__,
         constants_sha256=constants_sha256(consts),
@@ -160,6 +175,29 @@ def fitted_calibration(
         ),
         ranges=band(held),
         runs=[RunRecord(**asdict(r)) for r in runs],
+        fitted=ident.fitted,
+        held=ident.held,
+        prompt_tokens=(round(min(prompts), 1), round(max(prompts), 1)) if prompts else None,
+    )
+
+
+LENGTH_MARGIN = 1.5
+"""A prompt more than this factor outside the runs' shortest and longest is a length the
+calibration never saw."""
+
+
+def untested_length(cal: ServerCalibration, prompt_tokens: float) -> str | None:
+    """A warning when a prediction needs a prompt length the calibration's runs never had,
+    or None."""
+    if cal.prompt_tokens is None:
+        return None
+    lo, hi = cal.prompt_tokens
+    if lo / LENGTH_MARGIN <= prompt_tokens <= hi * LENGTH_MARGIN:
+        return None
+    held = "; ".join(f"{k} held at 1: {v}" for k, v in cal.held.items())
+    return (
+        f"a {prompt_tokens:,.0f}-token prompt is outside the {lo:,.0f}-{hi:,.0f} tokens of "
+        f"the calibration's runs: its TTFT there is untested" + (f" ({held})" if held else "")
     )
 
 

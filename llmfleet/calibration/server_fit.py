@@ -12,10 +12,12 @@ prompt lengths and loads the runs did not try:
 - `ttft_overhead` scales the request handling before the first token (TTFT of a short
   prompt at light load).
 
-Fewer runs than factors cannot tell them apart, so each factor is pulled toward 1 (the
-shipped constants) by `PRIOR_WEIGHT` per unit of log change against per-run log errors:
-a factor moves only as far as the runs ask for it. The fit is least squares on the log
-error of each run's TTFT, TPOT and output throughput, all weighted the same."""
+A factor moves only where the runs identify it (`identify`: one prompt length cannot tell
+prefill compute from the fixed request cost), and only as far as they ask: each is pulled
+toward 1 (the shipped constants) with the spread of the shipped band, held out by source,
+as its prior, against a run-to-run noise of a few per cent. The TTFT factors are fitted on
+low-load TTFT only (at a higher load TTFT is mostly queueing, which the step factors set).
+The band is each prompt length predicted by the factors fitted on the other lengths."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from llmfleet.calibration.bench import BenchRun
+from llmfleet.calibration.measurements import LOW_LOAD_REQUESTS, SHORT_PROMPT_TOKENS
 from llmfleet.catalog import model_facts
 from llmfleet.catalog.constants import Constants
 from llmfleet.data import Data
@@ -38,7 +41,6 @@ from llmfleet.perf.step import Correction
 FACTORS = ("memory", "compute", "overhead", "ttft_overhead")
 # The metrics a run's error is measured on: each is a mean `vllm bench serve` prints.
 METRICS = ("ttft_ms", "itl_ms", "output_tokens_per_s")
-PRIOR_WEIGHT = 0.3
 # No factor leaves [1/5, 5]: beyond that the server is not the one described (another GPU,
 # another precision), which the runs' model and the flags given should have said.
 BOUNDS = (math.log(0.2), math.log(5.0))
@@ -130,7 +132,8 @@ def check_runs(server: Server, runs: Sequence[BenchRun]) -> None:
             raise BenchError(
                 f"{run.label}: model_id {run.model_id!r} is not the server's model "
                 f"{server.model} (its runs carry one of: {', '.join(sorted(names))}); "
-                "calibrate each model on its own runs"
+                "calibrate each model on its own runs, or, if it is a checkpoint of "
+                f"{server.model} (a re-quantized copy), give --hf-repo {run.model_id}"
             )
         if hit and hit != server.precision:
             raise BenchError(
@@ -175,28 +178,151 @@ def predict_run(
     return {k: v for k, v in out.items() if v is not None and v > 0}
 
 
+# Each factor, the metric whose shipped band is its prior's spread, and what identifies it.
+PRIOR_METRIC = {
+    "memory": "itl_ms", "overhead": "itl_ms", "compute": "ttft_ms", "ttft_overhead": "ttft_ms",
+}
+TTFT_FACTORS = ("compute", "ttft_overhead")
+DECODE_FACTORS = ("memory", "overhead")
+RUN_NOISE = 0.05
+"""Two benchmark runs of one server differ by a few per cent: the spread of a run's log
+error the fit expects (`MIN_BAND` below is the same figure)."""
+Z90 = 1.2816  # the normal quantile of 0.9: p10-p90 spans 2 x Z90 standard deviations
+LENGTH_STEP = 1.5
+"""Runs whose mean prompts differ by less than this factor are one prompt length (a
+random-range ratio draws lengths around the nominal)."""
+SWEEP_SPAN = 4.0
+"""A batch sweep: runs with a TPOT at concurrencies at least this far apart."""
+
+
+@dataclass(frozen=True)
+class Identified:
+    """Which factors the runs identify (fitted) and which they cannot (held at 1), and why."""
+
+    fitted: dict[str, str]
+    held: dict[str, str]
+
+
+def _concurrency(run: Observed) -> float | None:
+    return run.request.concurrency
+
+
+def _low_load(run: Observed) -> bool:
+    c = _concurrency(run)
+    return c is not None and c <= LOW_LOAD_REQUESTS
+
+
+def prompt_lengths(runs: Sequence[Observed]) -> list[list[Observed]]:
+    """The runs grouped by prompt length (means within LENGTH_STEP of the group's first)."""
+    groups: list[list[Observed]] = []
+    for run in sorted(runs, key=lambda r: r.request.input_tokens):
+        if groups and run.request.input_tokens < groups[-1][0].request.input_tokens * LENGTH_STEP:
+            groups[-1].append(run)
+        else:
+            groups.append([run])
+    return groups
+
+
+def identify(runs: Sequence[Observed]) -> Identified:
+    """What each factor needs to be told apart from the others: prefill compute, low-load
+    TTFT at two or more prompt lengths (one length cannot separate it from the fixed
+    request cost); request handling, a short prompt at low load; HBM time, a low-load TPOT;
+    host time per step and sequence, TPOT over a batch sweep."""
+    fitted, held = {}, {}
+    low_ttft = [r for r in runs if _low_load(r) and "ttft_ms" in r.measured]
+    lengths = prompt_lengths(low_ttft)
+    if len(lengths) >= 2:
+        fitted["compute"] = f"low-load TTFT at {len(lengths)} prompt lengths"
+    else:
+        held["compute"] = (
+            "needs low-load TTFT (at most 4 in flight) at two or more prompt lengths; the runs "
+            f"have {len(lengths)}"
+        )
+    short = [r for r in low_ttft if r.request.input_tokens <= SHORT_PROMPT_TOKENS]
+    if short:
+        fitted["ttft_overhead"] = f"TTFT of {len(short)} short-prompt low-load run(s)"
+    else:
+        held["ttft_overhead"] = (
+            f"needs a short prompt (at most {SHORT_PROMPT_TOKENS:,} tokens) at low load (at most "
+            f"{LOW_LOAD_REQUESTS} in flight)"
+        )
+    tpot = [r for r in runs if "itl_ms" in r.measured and _concurrency(r) is not None]
+    if any(_low_load(r) for r in tpot):
+        fitted["memory"] = "TPOT at low load"
+    else:
+        held["memory"] = f"needs a TPOT at low load (at most {LOW_LOAD_REQUESTS} in flight)"
+    levels = [c for r in tpot if (c := _concurrency(r)) is not None]
+    if levels and max(levels) >= SWEEP_SPAN * min(levels):
+        fitted["overhead"] = f"TPOT over a batch sweep ({min(levels):g}-{max(levels):g})"
+    else:
+        held["overhead"] = f"needs TPOT over a batch sweep (concurrencies {SWEEP_SPAN:g}x apart)"
+    return Identified(fitted, held)
+
+
 def fit_correction(
     runs: Sequence[Observed],
     consts: Constants,
     config: dict[str, object] | None = None,
 ) -> Correction:
-    """The factors that bring these runs' predictions closest to what they measured."""
+    """The factors that bring these runs' predictions closest to what they measured, each
+    moving only where the runs identify it (`identify`) and pulled toward 1 by the spread
+    of the shipped band (leave one source out): HBM and host time on every run's TPOT and
+    throughput, then prefill compute and request handling on low-load TTFT only, then HBM
+    and host time again under those."""
+    ident = identify(runs)
+    logs = dict.fromkeys(FACTORS, 0.0)
+    decode = [f for f in DECODE_FACTORS if f in ident.fitted]
+    ttft = [f for f in TTFT_FACTORS if f in ident.fitted]
+    low = [r for r in runs if _low_load(r)]
+    for group, on, metrics in (
+        (decode, runs, ("itl_ms", "output_tokens_per_s")),
+        (ttft, low, ("ttft_ms",)),
+        (decode, runs, ("itl_ms", "output_tokens_per_s")),
+    ):
+        if group and on:
+            logs.update(_fit(group, logs, on, metrics, consts, config))
+    return as_correction([logs[f] for f in FACTORS])
+
+
+def _prior_sigma(factor: str, consts: Constants) -> float:
+    """How far a factor may move before the runs must insist: the shipped band's spread of
+    its metric, as a log standard deviation."""
+    metric = PRIOR_METRIC[factor]
+    lo, hi = consts.ratio(metric, "p10"), consts.ratio(metric, "p90")
+    return max(math.log(hi / lo) / (2 * Z90), RUN_NOISE) if hi > lo > 0 else 0.25
+
+
+def _fit(
+    factors: Sequence[str],
+    start: dict[str, float],
+    runs: Sequence[Observed],
+    metrics: Sequence[str],
+    consts: Constants,
+    config: dict[str, object] | None,
+) -> dict[str, float]:
     # scipy takes a quarter of a second to import; only a fit needs it.
     from scipy.optimize import least_squares
 
+    sigmas = [_prior_sigma(f, consts) for f in factors]
+
     def residuals(x: Any, /) -> list[float]:
-        correction = as_correction([float(v) for v in x], digits=None)
+        logs = {**start, **dict(zip(factors, (float(v) for v in x), strict=True))}
+        correction = as_correction([logs[f] for f in FACTORS], digits=None)
         out = []
         for run in runs:
             pred, measured = predict_run(run, consts, correction, config), run.measured
-            out += [math.log(pred[m] / measured[m]) for m in METRICS if m in pred and m in measured]
-        return out + [PRIOR_WEIGHT * v for v in x]
+            out += [
+                math.log(pred[m] / measured[m]) / RUN_NOISE
+                for m in metrics
+                if m in pred and m in measured
+            ]
+        return out + [v / s for v, s in zip(x, sigmas, strict=True)]
 
     lo, hi = BOUNDS
-    result = least_squares(
-        residuals, [0.0] * len(FACTORS), bounds=([lo] * 4, [hi] * 4), max_nfev=100
-    )
-    return as_correction([float(v) for v in result.x])
+    x0 = [start[f] for f in factors]
+    n = len(factors)
+    result = least_squares(residuals, x0, bounds=([lo] * n, [hi] * n), max_nfev=100)
+    return dict(zip(factors, (float(v) for v in result.x), strict=True))
 
 
 def as_correction(log_factors: Sequence[float], digits: int | None = 4) -> Correction:
@@ -227,14 +353,17 @@ def held_out_ratios(
     consts: Constants,
     config: dict[str, object] | None = None,
 ) -> list[dict[str, float]]:
-    """Per run, measured / predicted with the correction fitted on the other runs: where a
-    run the fit did not see lands. Empty with fewer than two runs."""
-    if len(runs) < 2:
+    """Per run, measured / predicted with the correction fitted on the runs of the other
+    prompt lengths: runs at one length share its errors, so a run held out beside its
+    siblings would flatter the fit. Empty with runs at one length (the shipped band then
+    stands)."""
+    lengths = prompt_lengths(runs)
+    if len(lengths) < 2:
         return []
     out = []
-    for k, run in enumerate(runs):
-        rest = [r for j, r in enumerate(runs) if j != k]
-        out += run_ratios([run], consts, fit_correction(rest, consts, config), config)
+    for k, group in enumerate(lengths):
+        rest = [r for j, g in enumerate(lengths) if j != k for r in g]
+        out += run_ratios(group, consts, fit_correction(rest, consts, config), config)
     return out
 
 

@@ -33,22 +33,31 @@ class Constants(BaseModel):
     allreduce_latency_us: dict[str, float]
     link_efficiency: float
     engine_step_factor: dict[str, float]
-    ttft_overhead_ms: float
+    request_handling_ms: dict[str, float]
     moe_efficiency: float
     roofline_overlap: float
     moe_layer_overhead_us: float
     tp_sync_overhead_us: float
     sequence_overhead_us: dict[str, float]
-    # measured/predicted quantiles per metric: {"itl_ms": {"p10": .., "p90": ..}}
+    # measured/predicted quantiles per metric: {"itl_ms": {"p10": .., "p90": ..}}: the band a
+    # plan is sized with; and the same per regime of load (low_load, steady, burst, ...)
     uncertainty: dict[str, dict[str, float]] = {}
+    uncertainty_by_regime: dict[str, dict[str, dict[str, float]]] = {}
 
     def ratio(self, metric: str, quantile: str) -> float:
         return self.uncertainty.get(metric, {}).get(quantile, 1.0)
+
+    @property
+    def ttft_overhead_ms(self) -> float:
+        """vLLM's request handling (`request_handling_ms["vllm"]`): the engine a plan deploys.
+        Kept for readers that predate the per-engine constant (the simulator)."""
+        return self.request_handling_ms["vllm"]
 
 
 def parse(doc: dict[str, Any], field: str = "value") -> Constants:
     flat = {k: v[field] for section in SECTIONS for k, v in doc[section].items()}
     flat["uncertainty"] = doc.get("uncertainty", {}).get("ratios", {})
+    flat["uncertainty_by_regime"] = doc.get("uncertainty", {}).get("by_regime", {})
     return Constants.model_validate(flat)
 
 

@@ -22,8 +22,8 @@ class CalibrationUse(Data):
         "time per step and sequence (overhead), request handling (ttft_overhead)."
     )
     held_out_error_pct: dict[str, float] = Field(
-        description="Median absolute error of each run predicted by the factors fitted on the "
-        "other runs."
+        description="Median absolute error of each prompt length's runs predicted by the "
+        "factors fitted on the other lengths."
     )
     band: dict[str, tuple[float, float]] = Field(
         description="p10-p90 of measured/predicted from its runs (held out), per metric."

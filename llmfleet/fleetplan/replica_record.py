@@ -107,7 +107,9 @@ class StepEfficiencies(Data):
     node_link: str = Field(description="nvlink or pcie: the link inside a node.")
     node_link_latency_us: float = Field(description="An all-reduce's latency on node_link.")
     tp_sync_overhead_us: float
-    ttft_overhead_ms: float
+    request_handling_ms: float = Field(
+        description="The engine's API server before the first token (no step carries it)."
+    )
 
 
 class CorrectionRecord(Data):
@@ -248,7 +250,7 @@ def _step_inputs(sm: StepModel, calibration: str | None) -> StepInputs:
             node_link=link,
             node_link_latency_us=c.allreduce_latency_us[link],
             tp_sync_overhead_us=c.tp_sync_overhead_us,
-            ttft_overhead_ms=c.ttft_overhead_ms,
+            request_handling_ms=sm.per_engine(c.request_handling_ms),
         ),
         correction=CorrectionRecord(
             memory=k.memory, compute=k.compute, overhead=k.overhead,
@@ -367,7 +369,9 @@ def step_model_of(pool: PoolRecord, model: ResolvedModel) -> StepModel:
                 **base.allreduce_latency_us, e.node_link: e.node_link_latency_us
             },
             "tp_sync_overhead_us": e.tp_sync_overhead_us,
-            "ttft_overhead_ms": e.ttft_overhead_ms,
+            "request_handling_ms": {
+                **base.request_handling_ms, step.engine: e.request_handling_ms
+            },
         }
     )
     return StepModel(

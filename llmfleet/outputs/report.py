@@ -184,6 +184,7 @@ def predict_text(r: PredictResult) -> str:
         f"  KV cache {r.kv_cache_tokens:,} tokens ({r.kv_bytes_per_token:,.0f} bytes/token); "
         f"max concurrency {r.max_concurrency:.2f}x at {r.max_model_len:,} tokens",
     ]
+    lines += [f"  config.json default applied: {note}" for note in r.config_defaults]
     if r.kv_cache_tokens_per_rank is not None:
         lines.append(
             f"  {r.data_parallel_size} data-parallel ranks, each with its own pool of "
@@ -206,12 +207,18 @@ def predict_text(r: PredictResult) -> str:
             lines.append(f"  a request's mean latency (E2E) {r.e2e_latency_ms / 1000:.2f} s")
     else:
         lines.append("  does not fit: the KV pool cannot hold one request")
+    band = ", ".join(f"{m} {lo:g}-{hi:g}" for m, (lo, hi) in (r.ranges or {}).items())
     if r.calibration:
-        band = ", ".join(f"{m} {lo:g}-{hi:g}" for m, (lo, hi) in (r.ranges or {}).items())
         lines.append(
             f"  calibrated by {r.calibration}"
             + (f"; expected (p10-p90 of its held-out runs): {band}" if band else "")
         )
+    elif band:
+        lines.append(
+            f"  expected (p10-p90 of the shipped band, each source held out): {band}"
+        )
+    if r.calibration_warning:
+        lines.append(f"  WARNING: {r.calibration_warning}")
     return "\n".join(lines) + "\n"
 
 
@@ -223,7 +230,10 @@ def calibration_text(cal: ServerCalibration) -> str:
         f"file(s)",
         f"  factors on the shipped constants: HBM time x{f.memory:g}, tensor time "
         f"x{f.compute:g}, host time x{f.overhead:g}, request handling x{f.ttft_overhead:g}",
-        "  median abs error   before    after    held out (each run, fitted on the others)",
+        *(f"  fitted {k}: {why}" for k, why in cal.fitted.items()),
+        *(f"  held {k} at 1: {why}" for k, why in cal.held.items()),
+        "  median abs error   before    after    held out (each prompt length, fitted on the "
+        "others)",
     ]
     for m in sorted(cal.errors.before):
         held = cal.errors.held_out.get(m)
@@ -235,7 +245,13 @@ def calibration_text(cal: ServerCalibration) -> str:
         band = ", ".join(f"{m} {r['p10']:g}-{r['p90']:g}" for m, r in cal.ranges.items())
         lines.append(f"  band (measured / predicted, p10-p90 held out): {band}")
     else:
-        lines.append("  one run: no held-out band, plans keep the shipped band for this server")
+        lines.append(
+            "  runs at one prompt length: no held-out band (a length left out is the test), "
+            "plans keep the shipped band for this server"
+        )
+    if cal.prompt_tokens:
+        lo, hi = cal.prompt_tokens
+        lines.append(f"  tested prompt lengths: {lo:,.0f}-{hi:,.0f} tokens")
     return "\n".join(lines) + "\n"
 
 
@@ -264,6 +280,16 @@ def validation_text(report: dict[str, Any]) -> str:
         _error_table("By source", "source", report["by_source"], report["by_source_held_out"])
     )
     con.print(_ttft_table(report["ttft_by_prompt_tokens"]))
+    con.print(_ttft_source_table(report["ttft_by_source"]))
+    con.print(_band_table(report["band"]))
+    if report.get("risk_at_p90"):
+        con.print(_risk_table(report["risk_at_p90"]))
+    if report["below_compute_floor"]:
+        rows = ", ".join(
+            f"{r['row_id']} ({r['ttft_ms']:g} ms < {r['floor_ms']:g})"
+            for r in report["below_compute_floor"]
+        )
+        con.print(f"TTFT below the prefill's compute floor (prefix-cache hits), not fitted: {rows}")
     if report["by_source_own_runs"]:
         con.print(_own_runs_table(report["by_source_own_runs"]))
     reasons: dict[str, int] = {}
@@ -297,6 +323,58 @@ def _ttft_table(bands: dict[str, Any]) -> Table:
     for band, s in bands["in_sample"].items():
         h = held.get(band)
         t.add_row(band, _bias(s), _bias(h) if h else "-")
+    return t
+
+
+def _ttft_source_table(by_source: dict[str, Any]) -> Table:
+    """Median predicted/measured TTFT per source: the rows plans are sized with, and bursts
+    through an API server apart."""
+    t = Table(title="TTFT median predicted/measured per source (n): sized-with rows | bursts")
+    for col in ("source", "in sample", "leave one source out"):
+        t.add_column(col)
+    held = by_source["leave_one_source_out"]
+    for source, parts in by_source["in_sample"].items():
+        t.add_row(source, _parts(parts), _parts(held.get(source, {})))
+    return t
+
+
+def _parts(parts: dict[str, Any]) -> str:
+    return " | ".join(
+        f"{name} x{p['median_predicted_over_measured']:.2f} ({p['n']})" for name, p in parts.items()
+    ) or "-"
+
+
+def _band_table(band: dict[str, Any]) -> Table:
+    """The sizing band (held-out measured/predicted, p10-p90) and how often a source's
+    held-out measurements land in the band the other sources make; per regime too."""
+    t = Table(title="Band: measured/predicted p10-p90 (held out), and its coverage of each "
+              "source's held-out rows by the band of the others (nominal 80 %)")
+    for col in ("regime", "metric", "p10-p90", "coverage (n)"):
+        t.add_column(col)
+    parts = [("sizing", band["sizing"], band["coverage"])]
+    parts += [(r, b, band["coverage_by_regime"].get(r, {})) for r, b in band["by_regime"].items()]
+    for regime, ratios, cov in parts:
+        for metric, q in ratios.items():
+            c = cov.get(metric)
+            t.add_row(
+                regime, metric, f"{q['p10']:.2f}-{q['p90']:.2f}",
+                f"{c['inside_p10_p90']:.0%} ({c['n']})" if c else "-",
+            )
+    return t
+
+
+def _risk_table(risk: dict[str, Any]) -> Table:
+    t = Table(title="Cost sized at the band's p90 end (fleetplan.risk) against the plan")
+    for col in ("stack", "region", "$/month", "at p90", "ratio"):
+        t.add_column(col)
+    for env, regions in risk.items():
+        for region, r in regions.items():
+            at = r["at_p90_monthly_cost_usd"]
+            t.add_row(
+                env, region, f"{r['monthly_cost_usd']:,.0f}",
+                f"{at:,.0f}" if at is not None else "cannot hold the SLO",
+                f"{r['at_p90_over_plan']:.2f}x" if r["at_p90_over_plan"] else "-",
+            )
     return t
 
 

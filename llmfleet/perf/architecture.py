@@ -160,10 +160,65 @@ def _int(cfg: dict[str, object], key: str, default: int | None = None) -> int:
     return int(value)
 
 
-def from_config(name: str, cfg: dict[str, object]) -> Arch:
-    """Build an Arch from a Hugging Face config.json dict (dense, MoE, MLA, sliding window)."""
+# transformers' config classes' own defaults for the keys an MoE architecture needs, where a
+# config.json leaves them out: transformers fills them so when it loads the file, and vLLM
+# builds the model from what transformers loaded. (huggingface/transformers
+# src/transformers/models/qwen3_moe/configuration_qwen3_moe.py: num_experts 128,
+# num_experts_per_tok 8, moe_intermediate_size 768, decoder_sparse_step 1;
+# models/mixtral/configuration_mixtral.py: num_local_experts 8, num_experts_per_tok 2.)
+MOE_CONFIG_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
+    "qwen3_moe": (
+        "Qwen3MoeConfig",
+        {"num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768},
+    ),
+    "mixtral": ("MixtralConfig", {"num_local_experts": 8, "num_experts_per_tok": 2}),
+}
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token")
+MOE_MODEL_TYPES = {
+    "qwen3_moe", "qwen2_moe", "mixtral", "deepseek_v2", "deepseek_v3", "gpt_oss", "glm4_moe",
+    "olmoe", "phimoe", "granitemoe", "dbrx", "llama4_text", "minimax", "ernie4_5_moe",
+}
+
+
+def is_moe_config(cfg: dict[str, object]) -> bool:
+    """An architecture with routed experts, by its model_type or its class name."""
+    names = cfg.get("architectures") or []
+    named = isinstance(names, list) and any(
+        "moe" in str(n).lower() or "mixtral" in str(n).lower() for n in names
+    )
+    return named or str(cfg.get("model_type", "")) in MOE_MODEL_TYPES
+
+
+def with_defaults(cfg: dict[str, object]) -> tuple[dict[str, object], list[str]]:
+    """The config as it is sized, and each default applied to it, named: the ones
+    transformers' config class applies for a missing key (no num_key_value_heads is
+    multi-head attention; an MoE class's expert counts)."""
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}  # type: ignore[dict-item]
+    cfg, notes = dict(cfg), []
+    heads = cfg.get("num_attention_heads")
+    if "num_key_value_heads" not in cfg and isinstance(heads, int) and heads > 0:
+        cfg["num_key_value_heads"] = heads
+        notes.append(
+            f"no num_key_value_heads: multi-head attention, one KV head per query head "
+            f"({heads}), as transformers reads it"
+        )
+    moe = MOE_CONFIG_DEFAULTS.get(str(cfg.get("model_type", "")))
+    if moe is not None:
+        cls, defaults = moe
+        for key, value in defaults.items():
+            aliases = EXPERT_KEYS if key in EXPERT_KEYS else (key,)
+            if not any(cfg.get(k) is not None for k in aliases):
+                cfg[key] = value
+                notes.append(f"no {key}: {value}, transformers' {cls} default")
+    return cfg, notes
+
+
+def from_config(name: str, cfg: dict[str, object]) -> Arch:
+    """Build an Arch from a Hugging Face config.json dict (dense, MoE, MLA, sliding window),
+    with the defaults transformers applies for missing keys (`with_defaults`)."""
+    cfg = with_defaults(cfg)[0]
     model_type = str(cfg.get("model_type", "unknown"))
     hidden = _int(cfg, "hidden_size")
     layers = _int(cfg, "num_hidden_layers")
@@ -315,6 +370,40 @@ def check_config(cfg: dict[str, object], path: str, field: str) -> None:
                 f"model's own value (at least 1), as its published config.json has it",
             )
     check_config_heads(cfg, path, field)
+    check_config_experts(with_defaults(cfg)[0], path, field)
+
+
+def check_config_experts(cfg: dict[str, object], path: str, field: str) -> None:
+    """An MoE architecture is sized with its experts or refused, never as a dense model: a
+    class without an expert count and without a transformers default for it is refused, and
+    so is a top-k of 0 or above the experts."""
+    experts = next((cfg[k] for k in EXPERT_KEYS if cfg.get(k) is not None), None)
+    top_k = next((cfg[k] for k in TOP_K_KEYS if cfg.get(k) is not None), None)
+    if experts is None and is_moe_config(cfg):
+        raise PlanError(
+            field,
+            path,
+            f"config.json describes an MoE model ({cfg.get('model_type')}) without its expert "
+            f"count ({' or '.join(EXPERT_KEYS)}), and llmfleet knows no transformers default "
+            "for it: give the model's own num_experts and num_experts_per_tok, as its "
+            "published config.json has them",
+        )
+    if experts is None:
+        return
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k <= 0:
+        raise PlanError(
+            field,
+            path,
+            f"config.json has {experts} experts and num_experts_per_tok: {top_k}; every token "
+            "is routed to at least one expert: give the model's own top-k (at least 1)",
+        )
+    if isinstance(experts, int) and top_k > experts:
+        raise PlanError(
+            field,
+            path,
+            f"config.json routes each token to {top_k} of {experts} experts: "
+            f"num_experts_per_tok must be at most {experts}",
+        )
 
 
 def check_config_heads(cfg: dict[str, object], path: str, field: str) -> None:

@@ -75,19 +75,31 @@ def assess(
     if n is None:
         reason += ": the queue and TTFT grow without bound"
         return mu, Overload(i, o, chunk, batch, mu, token_s, None, batch / token_s, reason)
-    ttft, duration = fluid_run(n, rate, int(cap), service, token_s, o)
+    mixed = mixed_steps(step_model, batch, i, o, chunk).mixed_s
+    lane = min(service, i / chunk * mixed)  # a chunk packs prompts: the lane is by tokens
+    ttft, duration = fluid_run(n, rate, int(cap), service, lane, token_s, o)
     reason += f"; mean wait over a run of {n} requests"
     return mu, Overload(i, o, chunk, batch, mu, token_s, ttft, n * o / duration, reason)
 
 
 def fluid_run(
-    n: int, rate: float, slots: int, prefill_s_: float, token_s: float, output_tokens: int
+    n: int,
+    rate: float,
+    slots: int,
+    prefill_s_: float,
+    lane_s: float,
+    token_s: float,
+    output_tokens: int,
 ) -> tuple[float, float]:
     """(mean TTFT, duration) of n requests arriving 1/rate apart, served in order.
 
-    Request k arrives at k / rate, starts its prefill once a slot is free (request k - slots
-    has finished) and the prefill lane is done with request k - 1, prefills in
-    `prefill_s_`, then decodes its remaining tokens at `token_s` each.
+    Request k arrives at k / rate and starts its prefill once a slot is free (request
+    k - slots has finished) and the prefill lane has room: the lane is a chunk of prompt
+    tokens per step, so a prompt holds it for `lane_s` (its tokens' share of the chunk's
+    steps, all of `prefill_s_` for a prompt longer than a chunk, a fraction of one step for a
+    short one: one step packs many short prompts). Its first token comes `prefill_s_` after
+    it starts (the steps its own chunks ride on); it then decodes its remaining tokens at
+    `token_s` each.
     """
     slots = max(1, slots)
     finish: list[float] = []
@@ -96,8 +108,9 @@ def fluid_run(
     for k in range(n):
         arrive = k / rate
         slot_free = finish[k - slots] if k >= slots else 0.0
-        first_token = max(arrive, slot_free, lane_free) + prefill_s_
-        lane_free = first_token
+        start = max(arrive, slot_free, lane_free)
+        lane_free = start + lane_s
+        first_token = start + prefill_s_
         ttft_sum += first_token - arrive
         finish.append(first_token + (output_tokens - 1) * token_s)
     return ttft_sum / n, max(finish)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmfleet.catalog import hardware, model_facts, network, vllm_release
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.errors import PlanError
-from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, kv_dtype_bytes
+from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, kv_dtype_bytes, with_defaults
 from llmfleet.perf.layout import layout_problem, parallel_for
 from llmfleet.perf.load import Load, OutputLengths, Prediction, predict
 from llmfleet.perf.memory import MemoryBudget, budget
@@ -54,6 +54,12 @@ class PredictRequest(BaseModel):
     pipeline_parallel_size: int = Field(default=1, ge=1)
     data_parallel_size: int = Field(default=1, ge=1)
     enable_expert_parallel: bool = False
+    harness: Literal["server", "offline"] = Field(
+        default="server",
+        description="server: requests reach the engine through its HTTP API server (vllm "
+        "serve), whose request handling is in TTFT; offline: the engine's Python API "
+        "(LLM.generate, benchmark_latency, trtllm-bench), with no API server.",
+    )
     instance_type: str | None = Field(
         default=None,
         description="The node a replica's GPUs sit in (its GPU count, and its EFA when the "
@@ -85,6 +91,7 @@ class PredictResult(Prediction):
     tokens_per_step: float = 1.0
     enforce_eager: bool = False
     calibration: str | None = None  # the calibration file applied (predict --calibration)
+    calibration_warning: str | None = None  # a prompt length its runs never had
     ranges: dict[str, tuple[float, float]] | None = None  # its band around each prediction
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
@@ -93,6 +100,7 @@ class PredictResult(Prediction):
     nodes: int = 1  # nodes one replica spans
     gpus: int = 1  # GPUs of one replica: TP x PP x DP
     kv_cache_tokens_per_rank: int | None = None  # with DP: each rank's own pool
+    config_defaults: list[str] = []  # defaults a config.json model was sized with, named
 
 
 @cache
@@ -253,8 +261,12 @@ def run_predict_with(
         req.enforce_eager,
         correction,
         parallel,
+        api_server=req.harness == "server",
     )
-    return predict_replica(req, name, step_model, mem, node.instance_type)
+    result = predict_replica(req, name, step_model, mem, node.instance_type)
+    if config is None:
+        return result
+    return result.model_copy(update={"config_defaults": with_defaults(config)[1]})
 
 
 def predict_replica(

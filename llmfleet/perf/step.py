@@ -70,6 +70,34 @@ class Correction:
 NO_CORRECTION = Correction()
 
 
+def dense_flops(gpu: Gpu, precision: str) -> float:
+    """Dense tensor FLOP/s per GPU of the layers a checkpoint keeps at its compute
+    precision: W8A8 FP8 only on FP8 parts; elsewhere low-bit weights are widened and the math
+    runs at 16-bit. An MXFP4 checkpoint quantizes only the routed experts (attention, router,
+    embeddings and LM head stay BF16: `expert_flops` has the experts' rate)."""
+    if precision == "fp8" and gpu.fp8_dense_tflops:
+        return gpu.fp8_dense_tflops * 1e12
+    return gpu.bf16_dense_tflops * 1e12
+
+
+def expert_flops(gpu: Gpu, precision: str) -> float:
+    """Dense tensor FLOP/s per GPU of the routed experts. MXFP4 experts multiply with 8-bit
+    activations where tensor cores take FP8 (vLLM's FlashInfer MXFP4 x MXFP8 MoE on
+    Blackwell, as InferenceMAX runs it: VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1), never at the
+    FP4 rate, which needs 4-bit activations; on parts without FP8 with 16-bit activations."""
+    if precision == "mxfp4" and gpu.fp4_dense_tflops and gpu.fp8_dense_tflops:
+        return gpu.fp8_dense_tflops * 1e12
+    return dense_flops(gpu, precision)
+
+
+def prefill_floor_s(arch: Arch, gpu: Gpu, tp: int, precision: str, prompt_tokens: float) -> float:
+    """The least time any engine can prefill `prompt_tokens`: 2 FLOPs per active weight per
+    token at the GPUs' full dense tensor peak (no attention, no overhead). A measured first
+    token sooner than this was not computed: a prefix-cache hit."""
+    peak = max(dense_flops(gpu, precision), expert_flops(gpu, precision))
+    return 2.0 * arch.active_params * prompt_tokens / (tp * peak)
+
+
 @dataclass(frozen=True)
 class StepModel:
     """What a step's cost depends on besides the batch: model, GPU, parallelism, precision."""
@@ -85,11 +113,17 @@ class StepModel:
     enforce_eager: bool = False  # no CUDA graphs: a step waits on Python's kernel launches
     correction: Correction = NO_CORRECTION  # a measured server's own factors (calibrate --bench)
     parallel: Parallel = SINGLE  # pipeline stages, DP ranks with EP, nodes (perf.parallel)
+    api_server: bool = True  # requests reach the engine through its HTTP API server
 
     @property
     def ttft_overhead_s(self) -> float:
-        """Request handling before the first token that no step carries."""
-        return self.consts.ttft_overhead_ms / 1000 * self.correction.ttft_overhead
+        """Request handling before the first token that no step carries: the engine's API
+        server (HTTP, templating and tokenisation, detokenising the first chunk); none when
+        requests come through the engine's Python API (an offline harness)."""
+        if not self.api_server:
+            return 0.0
+        handling_ms = self.per_engine(self.consts.request_handling_ms)
+        return handling_ms / 1000 * self.correction.ttft_overhead
 
     @property
     def step_factor(self) -> float:
@@ -114,14 +148,7 @@ class StepModel:
 
     @property
     def compute_flops(self) -> float:
-        """Dense tensor FLOP/s per GPU at the compute precision: W8A8 FP8 only on FP8 parts,
-        MXFP4 at the FP4 rate only where tensor cores take FP4 (Blackwell); elsewhere the
-        low-bit weights are widened and the math runs at 16-bit."""
-        if self.precision == "fp8" and self.gpu.fp8_dense_tflops:
-            return self.gpu.fp8_dense_tflops * 1e12
-        if self.precision == "mxfp4" and self.gpu.fp4_dense_tflops:
-            return self.gpu.fp4_dense_tflops * 1e12
-        return self.gpu.bf16_dense_tflops * 1e12
+        return dense_flops(self.gpu, self.precision)
 
     @property
     def weight_bytes_per_gpu(self) -> float:
@@ -160,6 +187,8 @@ class StepModel:
             body=body,
             att4=4.0 * a.layers * att_dim,
             flops=self.tp * self.compute_flops * c.mfu[g.architecture] / k.compute,
+            expert_flops=self.tp * expert_flops(g, self.precision) * c.mfu[g.architecture]
+            / k.compute,
             link_bw=tp_link.bus_b_s,
             latency_s=tp_link.latency_s,
             ring=2 * (self.tp - 1) / self.tp,
@@ -223,6 +252,7 @@ class StepTerms:
     body: float
     att4: float
     flops: float
+    expert_flops: float  # the routed experts' FLOP/s (`expert_flops`)
     link_bw: float
     latency_s: float
     ring: float
@@ -306,12 +336,13 @@ def step_time(
 
     # FLOPs: 2 per active weight per token (the LM head only for sampled rows) + attention.
     sampled = decode * per_seq + (1 if prefill else 0)
-    linear = 2.0 * t.body * tokens + 2.0 * t.lm_head * sampled
+    linear = 2.0 * (t.body - t.routed) * tokens + 2.0 * t.lm_head * sampled
+    experts = 2.0 * t.routed * tokens
     attention = t.att4 * decode * per_seq * ctx
     if prefill:
         mid = _attended_context(a, prefill_context + prefill / 2)
         attention += t.att4 * prefill * mid
-    compute_s = (linear + attention) / t.flops
+    compute_s = (linear + attention) / t.flops + experts / t.expert_flops
 
     # Two all-reduces of the activations per layer across the TP group.
     comm_s = 0.0
@@ -415,12 +446,12 @@ def _rank_step(
     sampled = own * per_seq + (1 if prefill else 0)
     imbalance = ep_imbalance(all_tokens * a.experts_per_token, ep) if par.ep else 1.0
     routed_tokens = all_tokens * imbalance / par.dp if par.ep else own_tokens
-    linear = 2.0 * (t.body - t.routed) * own_tokens + 2.0 * t.routed * routed_tokens
-    linear += 2.0 * t.lm_head * sampled
+    linear = 2.0 * (t.body - t.routed) * own_tokens + 2.0 * t.lm_head * sampled
+    experts = 2.0 * t.routed * routed_tokens
     attention = t.att4 * own * per_seq * ctx
     if prefill:
         attention += t.att4 * prefill * _attended_context(a, prefill_context + prefill / 2)
-    compute_s = (linear + attention) / t.flops
+    compute_s = (linear + attention) / t.flops + experts / t.expert_flops
 
     comm_s = t.moe_fixed_s
     msg = own_tokens * a.hidden * 2

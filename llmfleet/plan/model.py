@@ -9,7 +9,7 @@ from llmfleet.catalog import model_facts
 from llmfleet.catalog.model_facts import published
 from llmfleet.errors import PlanError
 from llmfleet.paths import PROJECT_ROOT
-from llmfleet.perf.architecture import Arch, check_config, from_config
+from llmfleet.perf.architecture import Arch, check_config, from_config, with_defaults
 from llmfleet.plan.schema import CapacityPlan
 
 
@@ -60,10 +60,12 @@ def resolve_model(plan: CapacityPlan, base_dir: Path = PROJECT_ROOT) -> Resolved
         check_config(cfg, spec.config_path, "model.config_path")
         quant = cfg.get("quantization_config")
         native = str(quant.get("quant_method", "bf16")) if isinstance(quant, dict) else "bf16"
+        defaults = with_defaults(cfg)[1]
         model = ResolvedModel(
             spec.hf_repo,
             spec.hf_repo,
-            f"config.json at {spec.config_path}",
+            f"config.json at {spec.config_path}"
+            + (f" (defaults applied: {'; '.join(defaults)})" if defaults else ""),
             from_config(spec.hf_repo, cfg),
             native,
         )

@@ -10,8 +10,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from llmfleet.catalog import model_facts
 from llmfleet.catalog.kubernetes import SupportType, default_kubernetes_version
 from llmfleet.data import Data
+from llmfleet.errors import LlmfleetError
 from llmfleet.perf.architecture import KvCacheDtype, Precision
 from llmfleet.perf.queueing import length_at_percentile, length_sigma
 from llmfleet.plan.alerting import Alerting
@@ -366,20 +368,22 @@ class CapacityPlan(Data):
         t = self.traffic
         longest_output = t.output_tokens.p99
         if longest_output is not None and longest_output >= self.max_model_len:
+            after_mean = longest_output + t.input_tokens.mean
             raise ValueError(
                 f"traffic.output_tokens.p99 ({longest_output}) is at or above max_model_len "
                 f"({self.max_model_len}): vLLM stops every such request at max_model_len "
-                f"minus its prompt, so one in 100 answers would be cut; raise max_model_len "
-                f"above {longest_output + t.input_tokens.mean} (the p99 output after a mean "
-                "prompt) or lower output_tokens.p99"
+                f"minus its prompt, so one in 100 answers would be cut; "
+                + self._longer_context(after_mean, f"above {after_mean} (the p99 output "
+                                       "after a mean prompt)")
+                + " or lower output_tokens.p99"
             )
         p95 = t.input_tokens.p95_or_mean + t.output_tokens.p95_or_mean
         if p95 > self.max_model_len:
             raise ValueError(
                 f"max_model_len ({self.max_model_len}) is below a p95 request (input p95 "
                 f"{t.input_tokens.p95_or_mean} + output p95 {t.output_tokens.p95_or_mean} = "
-                f"{p95}): vLLM would refuse about one request in 20; raise max_model_len to "
-                f"{p95} or more"
+                f"{p95}): vLLM would refuse about one request in 20; "
+                + self._longer_context(p95, f"to {p95} or more")
             )
         if self.environment == "production" and self.cluster.endpoint_public_access:
             open_to_all = [c for c in self.cluster.public_access_cidrs if c.endswith("/0")]
@@ -390,6 +394,31 @@ class CapacityPlan(Data):
                     "give your CI and office CIDRs, or cluster.endpoint_public_access: false"
                 )
         return self
+
+    def _longer_context(self, tokens: int, raise_to: str) -> str:
+        """The advice for requests of `tokens`: raise max_model_len, or, where the model's
+        own context is shorter, that no max_model_len holds them on this model."""
+        ctx = _catalog_context(self.model.id)
+        if ctx is not None and tokens > ctx:
+            return (
+                f"{self.model.id} holds at most {ctx:,} tokens (max_position_embeddings), so "
+                f"no max_model_len serves {tokens:,}: shorten the requests to {ctx:,} tokens "
+                "or serve a model with a longer context"
+            )
+        return f"raise max_model_len {raise_to}"
+
+
+def _catalog_context(model_id: str | None) -> int | None:
+    """The context a catalog model holds (max_position_embeddings), None when not known here
+    (a config.json model is read after the plan: `plan.model.resolve_model` checks it)."""
+    if model_id is None:
+        return None
+    try:
+        config = model_facts.model_entry(model_id).config
+    except LlmfleetError:
+        return None  # an unknown name is the model check's to refuse, with the names
+    ctx = config.get("max_position_embeddings")
+    return ctx if isinstance(ctx, int) and ctx > 0 else None
 
 
 def _check_routing(plan: CapacityPlan) -> None:

@@ -163,7 +163,7 @@ def size_prefill(
         prompt_s=prefill_alone_s(step_model, prompt, PREFILL_CHUNK),
         transfer_s=kv_transfer_s(kv_b, link, decode.tp),
         first_step_s=decode.sizing.steps.decode_only_s,
-        overhead_s=consts.ttft_overhead_ms / 1000,
+        overhead_s=step_model.ttft_overhead_s,
     )
     target = plan.slo.ttft_ms / 1000
     capacity = load.capacity_requests_per_s(target, plan.slo.percentile)

@@ -99,7 +99,13 @@ def infeasible(
             f"add plan.prices for {', '.join(unpriced)} (allowed and offered in {region.name} "
             "without a known price, so not sized)"
         )
-    return InfeasibleError(summary, reasons, " or ".join(hints) or _fallback(region, others))
+    nearest = " or ".join(hints) or _fallback(region, others)
+    if r.kind in ("itl", "ttft") and not _faster(others, inst, tp) and not unpriced:
+        nearest += (
+            f"; no instance type offered in {region.name} beyond those allowed has a faster "
+            f"GPU than {inst.gpu} ({tp} or more of it)"
+        )
+    return InfeasibleError(summary, reasons, nearest)
 
 
 def _not_allowed(region: Region, offered: list[Instance]) -> list[Instance]:
@@ -143,13 +149,7 @@ def _hints(
         return _support_hints(plan, model, region, others, r)
     if r.kind == "memory":
         return _memory_hints(plan, model, region, offered, others, precisions, r)
-    # a replica that can be faster at both: more memory bandwidth and more tensor FLOP/s
-    faster = [
-        o
-        for o in others
-        if o.gpu_count * hardware.gpu(o.gpu).hbm_bandwidth_gb_s > tp * gpu.hbm_bandwidth_gb_s
-        and o.gpu_count * hardware.gpu(o.gpu).bf16_dense_tflops > tp * gpu.bf16_dense_tflops
-    ]
+    faster = _faster(others, inst, tp)
     hints = _relax(plan, r)
     if "fp8" not in precisions and gpu.has_fp8:
         hints.append(_allow_fp8(plan))
@@ -157,6 +157,20 @@ def _hints(
         cheapest = min(faster, key=lambda o: (_price(o, region), o.instance_type))
         hints.append(f"allow {cheapest.instance_type} ({cheapest.gpu_count} x {cheapest.gpu})")
     return hints
+
+
+def _faster(others: list[Instance], inst: Instance, tp: int) -> list[Instance]:
+    """Instance types with a faster GPU than `inst`'s (more memory bandwidth and more tensor
+    FLOP/s per GPU) and at least `tp` of them. More GPUs of a slower part are no faster
+    option: a step waits on its slowest GPU, plus the all-reduces between them."""
+    gpu = hardware.gpu(inst.gpu)
+    return [
+        o
+        for o in others
+        if hardware.gpu(o.gpu).hbm_bandwidth_gb_s > gpu.hbm_bandwidth_gb_s
+        and hardware.gpu(o.gpu).bf16_dense_tflops > gpu.bf16_dense_tflops
+        and o.gpu_count >= tp
+    ]
 
 
 def _price(inst: Instance, region: Region) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from crd_schema import problems
-from plans import make_plan
+from plans import make_plan, one_region
 
 from llmfleet import cli
 from llmfleet.errors import LlmfleetError, PlanError, UnknownNameError
@@ -194,27 +194,27 @@ def test_spot_burst_is_costed_at_the_plans_spot_price_above_an_on_demand_floor()
 
 
 def test_quotas_are_the_p_family_vcpus_at_the_ceiling(own_plans) -> None:
-    # three regions, us-east-1: 6 x p6-b200.48xlarge x 192 vCPUs = 1152 (its warm floor is
-    # its ceiling)
+    # three regions, us-east-1: 5 x p6-b200.48xlarge x 192 vCPUs = 960 (its warm floor is
+    # its ceiling; 6 nodes, 1152 vCPUs, before #29's refit)
     rp = own_plans["three-regions"].region("us-east-1")
     [q] = rp.capacity.quotas
     assert (q.quota_code, q.quota_name, q.vcpus_needed) == (
         "L-417A185B",
         "Running On-Demand P instances",
-        1152,
+        960,
     )
     [dev] = own_plans["one-region"].regions[0].capacity.quotas
     assert (dev.quota_code, dev.vcpus_needed) == ("L-DB2E81BA", 2 * 4)  # 2 x g6e.xlarge
 
 
 def test_eu_north_1_costs_over_the_day_profile(own_plans) -> None:
-    # 8 h at 6 nodes, 8 h at 2, 8 h at 4, x $67.72672/h (p5en.48xlarge): mean 4 nodes,
-    # $270.90688/h x 730 h = $197,762.02. (6 p5.48xlarge until a request waited for the step
-    # under way, issue #23: a p5.48xlarge replica now carries slightly less inside TTFT
-    # 500 ms and 7 of them cost $300,942 against 6 p5en.48xlarge at $296,643.)
+    # 4 nodes at the peak, 1 at the trough, a mean of 2.5 over the day, x $67.72672/h
+    # (p5en.48xlarge) x 730 h: $197,762.02, $49,440.51, $123,601.26. (6, 2 and a mean of 4
+    # nodes of TP 8 before issue #29's refit: Hopper prefill at MFU 0.53, not 0.41, and TP 4
+    # replicas now hold TTFT 500 ms.)
     costs = own_plans["three-regions"].region("eu-north-1").costs
-    assert (costs.gpu_peak, costs.gpu_trough) == (296_643.03, 98_881.01)
-    assert costs.gpu_day_profile == pytest.approx(197_762.02)
+    assert (costs.gpu_peak, costs.gpu_trough) == (197_762.02, 49_440.51)
+    assert costs.gpu_day_profile == pytest.approx(123_601.26)
     assert costs.eks_control_plane == 73.0  # $0.10 x 730 h
     # two zones (eun1-az1 and eun1-az3 offer p5en.48xlarge), a NAT each
     assert costs.nat_gateways == pytest.approx(2 * 0.045 * 730)
@@ -240,12 +240,14 @@ def test_the_trough_cost_is_the_floor_the_fleet_keeps(stack_plans) -> None:
 def test_the_pdb_fits_a_node_replacement_where_the_other_replicas_carry_the_peak(
     own_plans,
 ) -> None:
-    # three regions, us-east-1: 10 of its 11 (warm-floor) replicas x 23.61 req/s = 236 req/s
-    # >= the 135 req/s peak (175 %)
+    # three regions, us-east-1: 9 of its 10 (warm-floor) replicas x 26.0 req/s = 234 req/s
+    # >= the 135 req/s peak (173 %)
     three = own_plans["three-regions"]
     [note] = [n for n in three.region("us-east-1").capacity.notes if "Budget" in n]
-    fits = "fits: during a node replacement (919 s, one cold start) 10 replica(s) carry 175%"
+    fits = "fits: during a node replacement (919 s, one cold start) 9 replica(s) carry 173%"
     assert fits in note
-    # one region: 1 of 2 replicas cannot carry the peak: the report says to disrupt off-peak
-    [dev] = [n for n in own_plans["one-region"].regions[0].capacity.notes if "Budget" in n]
-    assert "does NOT fit at the peak" in dev
+    # one region at 8 req/s: 1 of 2 replicas carries 76 % of the peak: the report says to
+    # disrupt off-peak (at its own 6 req/s one replica carries 101 % since #29's refit)
+    small = build_fleet_plan(one_region(**{"traffic.peak_requests_per_s": 8}))
+    [dev] = [n for n in small.regions[0].capacity.notes if "Budget" in n]
+    assert "does NOT fit at the peak" in dev and "1 replica(s) carry 76%" in dev

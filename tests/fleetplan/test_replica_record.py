@@ -100,13 +100,14 @@ def test_a_multi_node_record_carries_the_link_between_its_nodes() -> None:
 
 
 def test_a_data_parallel_replica_is_simulated_at_its_whole_batch() -> None:
-    # MOE_DP: vLLM's max_num_seqs is 49 a rank; the replica's two ranks run 98 (before the
-    # record the simulator capped the replica at 49 and found 0 % of the peak inside).
+    # MOE_DP: vLLM's max_num_seqs is 54 a rank; the replica's two ranks run 108 (before the
+    # record the simulator capped the replica at one rank's batch and found 0 % of the peak
+    # inside; 49 and 98 before #29's refit).
     plan = moe_dp_plan()
     fp = build_fleet_plan(plan)
     rec = fp.regions[0].replica
     [model] = replica_models(plan, fp).values()
-    assert (rec.max_num_seqs, rec.batch, model.max_num_seqs) == (49, 98, 98)
+    assert (rec.max_num_seqs, rec.batch, model.max_num_seqs) == (54, 108, 108)
     assert model.budget_tokens == rec.batch + rec.chunk_tokens
 
 

@@ -133,50 +133,54 @@ def test_two_losses_of_three_regions_are_every_single_and_pair() -> None:
 def test_three_regions_keep_a_warm_floor_for_the_worst_loss_it_absorbs() -> None:
     fp = build_fleet_plan(three_regions())
     floors = {f.region: f for f in fp.resilience.regions}
-    # us-east-1 takes us-west-2's 105 req/s: 240 req/s. A replica (B200 TP 4, FP8 weights,
-    # 16-bit KV) holds the SLO up to 23.608 req/s, where max_num_seqs (189) is its mean batch;
-    # in a loss it runs at 21.948 (93.0 %), where an arrival finds the batch full no more than
-    # 1 % of the time: 240 / 21.948 = 10.9 -> 11 replicas, two per 8-GPU node -> 6 nodes (12
-    # slots: max 12).
+    # us-east-1 takes us-west-2's 105 req/s: 240 req/s. A replica (B200 TP 4, FP8) holds the
+    # SLO up to 25.999 req/s, where max_num_seqs (198) is its mean batch; in a loss it runs at
+    # 24.496 (94.2 %), where an arrival finds the batch full no more than 1 % of the time:
+    # 240 / 24.496 = 9.8 -> 10 replicas, two per 8-GPU node -> 5 nodes (10 slots: max 10).
+    # (24.277 and 22.76 req/s, 11 replicas on 6 nodes, before #29's refit.)
     east = floors["us-east-1"]
-    assert fp.region("us-east-1").predicted.requests_per_s == 23.608
-    assert fp.region("us-east-1").predicted.requests_per_s_in_loss == 21.948
+    assert fp.region("us-east-1").predicted.requests_per_s == 25.999
+    assert fp.region("us-east-1").predicted.requests_per_s_in_loss == 24.496
     assert (east.worst_load_requests_per_s, east.worst_case_lost) == (240.0, ["us-west-2"])
-    assert east.replicas_without_resilience == {"min": 2, "desired": 8, "max": 8}
-    assert fp.region("us-east-1").replicas.model_dump() == {"min": 11, "desired": 11, "max": 12}
-    assert fp.region("us-east-1").nodes.min == 6
-    # eu-north-1 is nobody's nearest survivor: unchanged.
-    assert fp.region("eu-north-1").replicas.model_dump() == {"min": 2, "desired": 6, "max": 6}
+    assert east.replicas_without_resilience == {"min": 2, "desired": 7, "max": 7}
+    assert fp.region("us-east-1").replicas.model_dump() == {"min": 10, "desired": 10, "max": 10}
+    assert fp.region("us-east-1").nodes.min == 5
+    # eu-north-1 is nobody's nearest survivor: unchanged by the losses.
+    assert fp.region("eu-north-1").replicas.model_dump() == {"min": 2, "desired": 8, "max": 8}
 
 
 def test_the_search_prices_a_survivor_with_the_loss_it_absorbs() -> None:
-    # us-east-2 carries 10% of 10 req/s; alone, one g6e.xlarge ($1,359/month) is cheapest.
+    # us-east-2 carries 10% of 20 req/s; alone, one g6e.xlarge ($1,359/month) is cheapest.
     regions = [
         {"name": "us-east-1", "traffic_share": 0.9},
         {"name": "us-east-2", "traffic_share": 0.1},
     ]
+    peak = {"traffic.peak_requests_per_s": 20}
     alone = build_fleet_plan(
-        make_plan(regions=regions, **{"routing.survive_region_losses": 0})
+        make_plan(regions=regions, **peak, **{"routing.survive_region_losses": 0})
     ).region("us-east-2")
     assert (alone.instance_type, alone.monthly_cost_usd) == ("g6e.xlarge", 1358.53)
-    # Surviving us-east-1's loss it must carry all 10 req/s at the rate a replica carries in a
-    # loss: six g6e.xlarge ($8,151.18; an L40S replica carries 1.71 req/s there) or one
-    # p5.4xlarge (one H100 at 13.0 req/s, $6.88/h x 730 = $5,022.40).
-    fp = build_fleet_plan(make_plan(regions=regions, **{"routing.survive_region_losses": 1}))
+    # Surviving us-east-1's loss it must carry all 20 req/s at the rate a replica carries in a
+    # loss: four g6e.xlarge ($5,434.12; an L40S replica carries 5.057 req/s there) or one
+    # p5.4xlarge (one H100 at 20.57 req/s, $6.88/h x 730 = $5,022.40). (At 10 req/s before
+    # #29's refit: six g6e.xlarge at 1.71 req/s against one p5.4xlarge at 13.0.)
+    fp = build_fleet_plan(
+        make_plan(regions=regions, **peak, **{"routing.survive_region_losses": 1})
+    )
     east2 = fp.region("us-east-2")
     assert (east2.instance_type, east2.monthly_cost_usd) == ("p5.4xlarge", 5022.4)
     g6e = next(a for a in east2.alternatives if a.instance_type == "g6e.xlarge" and a.feasible)
-    assert (g6e.monthly_cost_usd, g6e.reason) == (8151.18, "1.62x the cost (6 x g6e.xlarge)")
+    assert (g6e.monthly_cost_usd, g6e.reason) == (5434.12, "1.08x the cost (4 x g6e.xlarge)")
 
 
 def test_a_floor_raised_by_stage_4_says_so_and_a_trough_floor_names_the_trough() -> None:
     fp = build_fleet_plan(three_regions())
     [east] = [n for n in fp.region("us-east-1").capacity.notes if n.startswith("floor:")]
-    assert east.startswith("floor: stage 4 keeps 11 replica(s) warm, above the 2 the trough")
+    assert east.startswith("floor: stage 4 keeps 10 replica(s) warm, above the 2 the trough")
     assert "with us-west-2 lost this region carries 240 req/s" in east
     [eu] = [n for n in fp.region("eu-north-1").capacity.notes if n.startswith("floor:")]
     assert eu == (
-        "floor: the trough (12.00 req/s) needs 2 replica(s) with 20% headroom, on 2 node(s)"
+        "floor: the trough (12.00 req/s) needs 2 replica(s) with 20% headroom, on 1 node(s)"
     )
 
 
@@ -223,8 +227,11 @@ def test_three_regions_pass_the_drill_for_every_single_region_loss(region) -> No
 def test_a_plan_sized_without_resilience_fails_the_drill_and_passes_with_it() -> None:
     bare = drill(three_regions_with(survive_region_losses=0), ["us-east-1"])
     [west] = [s for s in bare.survivors if s.region == "us-west-2"]
-    # 240 req/s on 6 replicas of 23.61 req/s: overloaded, and 6 warm < 11 needed.
-    assert (west.replicas_max, west.replicas_must_reach, west.ttft_ms) == (6, 11, None)
+    # 240 req/s on at most 12 replicas (B200 TP 2, 16-bit KV: FP8 KV ties at 3 nodes and the
+    # tie goes to the plainer lever) of 13.31 req/s: overloaded, and 12 < the 19 needed (18
+    # of 13.71 req/s with FP8 KV before #28's tie rule met #29's refit; 6 and 11 of TP 4
+    # before the refit).
+    assert (west.replicas_max, west.replicas_must_reach, west.ttft_ms) == (12, 19, None)
     assert not bare.passed
     assert drill(three_regions_with(), ["us-east-1"]).passed
 

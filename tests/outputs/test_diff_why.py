@@ -26,32 +26,36 @@ def test_an_slo_change_names_the_binding_constraint_in_every_region(tighter_ttft
         [batch] = [c for c in r.causes if c.startswith("batch ")]
         assert rp.binding.text in batch and batch.count("TTFT binds") == 1
     east = next(r for r in d.regions if r.region == "us-east-1")
-    # B200 TP 4: the batch falls 189 -> 97, as 98 sequences would take TTFT p99 to 301 ms;
-    # the 4,057-token p99 prompt alone takes 145 ms, 48 % of the new 300 ms
+    # B200 TP 4: the batch falls 198 -> 109, as 110 sequences would take TTFT p99 to 301 ms;
+    # the 4,057-token p99 prompt alone takes 139 ms, 46 % of the new 300 ms (190 -> 98 and
+    # 145 ms before #29's refit)
     assert east.causes[0] == (
-        "batch 189 → 97: TTFT binds: 98 running sequences would take TTFT p99 to 301 ms, "
-        "over the 300 ms SLO; a lone p99 prompt (4,057 tokens) already takes 145 ms of it on "
-        "B200 TP 4 (48%)"
+        "batch 198 → 109: TTFT binds: 110 running sequences would take TTFT p99 to 301 ms, "
+        "over the 300 ms SLO; a lone p99 prompt (4,057 tokens) already takes 139 ms of it on "
+        "B200 TP 4 (46%)"
     )
     assert east.causes[1].startswith(
-        "GPUs at the peak 48 → 56 (11 → 14 replicas): a replica carries 23.61 → 20.04 req/s"
+        "GPUs at the peak 40 → 48 (10 → 12 replicas): a replica carries 26.00 → 22.70 req/s"
     )
     text = markdown(d)
-    assert "#### Why" in text and "- **us-east-1**\n  - batch 189 → 97: TTFT binds" in text
+    assert "#### Why" in text and "- **us-east-1**\n  - batch 198 → 109: TTFT binds" in text
 
 
 def test_a_new_configuration_says_what_became_of_the_old_one(own_plans) -> None:
-    # TTFT 500 -> 400 ms: eu-north-1 moves from 6 p5en.48xlarge to 8 p5.48xlarge; the old
-    # configuration would now need 8 nodes, and the new one cost 7 nodes before
+    # TTFT 500 -> 400 ms: eu-north-1 moves from 4 p5en.48xlarge (TP 4, FP8 KV) to 5
+    # p5.48xlarge (TP 8, 16-bit KV: FP8 KV costs the same 5 nodes there and the tie goes to
+    # the plainer lever; FP8 KV before #28's tie rule met #29's refit); the old configuration
+    # would now need 7 nodes, and the new one cost 5 before (6 p5en.48xlarge TP 8 -> 8
+    # p5.48xlarge before #29's refit)
     after = build_fleet_plan(three_regions(**{"slo.ttft_ms": 400}))
     d = diff_plans("500", own_plans["three-regions"], "400", after)
     north = next(r for r in d.regions if r.region == "eu-north-1")
     [config] = [c for c in north.causes if c.startswith("configuration ")]
     assert config.startswith(
-        "configuration p5en.48xlarge TP 8 (fp8, KV auto, no speculation) → p5.48xlarge TP 8 "
-        "(fp8, KV auto, no speculation): the old one now costs $395,524/month, 1.15x the cost"
+        "configuration p5en.48xlarge TP 4 (fp8, KV fp8, no speculation) → p5.48xlarge TP 8 "
+        "(fp8, KV auto, no speculation): the old one now costs $346,084/month, 1.61x the cost"
     )
-    assert "before, the new one costs $300,942/month, 1.01x the cost" in config
+    assert "before, the new one costs $214,959/month, 1.09x the cost" in config
 
 
 def test_doubling_the_peak_names_the_load_and_the_warm_floor(own_plans) -> None:
@@ -59,12 +63,12 @@ def test_doubling_the_peak_names_the_load_and_the_warm_floor(own_plans) -> None:
     after = build_fleet_plan(three_regions(**{"traffic.peak_requests_per_s": 600}))
     east = next(r for r in diff_plans("b", before, "a", after).regions if r.region == "us-east-1")
     assert east.causes[0] == (
-        "GPUs at the peak 48 → 88 (11 → 22 replicas): the region's peak 135 → 270 req/s; the "
+        "GPUs at the peak 40 → 80 (10 → 20 replicas): the region's peak 135 → 270 req/s; the "
         "warm floor for a lost region adds 3 → 7 replicas"
     )
     [trough] = [c for c in east.causes if c.startswith("trough floor")]
-    assert trough.startswith("trough floor 6 → 11 node(s), $499,026 → $914,880/month: stage 4 "
-                             "keeps 22 replica(s) warm")
+    assert trough.startswith("trough floor 5 → 10 node(s), $415,855 → $831,709/month: stage 4 "
+                             "keeps 20 replica(s) warm")
 
 
 def test_an_unchanged_plan_has_no_cause(own_plans) -> None:
@@ -77,9 +81,15 @@ def test_an_unchanged_plan_has_no_cause(own_plans) -> None:
 def test_the_headline_and_table_show_precision_kv_and_speculation(tighter_ttft) -> None:
     _, _, d = tighter_ttft
     text = markdown(d)
-    assert "chat-three: Llama-3.3-70B-Instruct served as fp8, KV auto, no speculation." in text
+    # eu-north-1 moves to p5en.48xlarge TP 8, where 16-bit KV ties FP8 KV at 6 nodes and the
+    # tie goes to the plainer lever; the B200 regions keep FP8 KV, a node cheaper (every
+    # region on FP8 KV before #28's tie rule met #29's refit, 16-bit KV before the refit)
+    assert (
+        "chat-three: Llama-3.3-70B-Instruct served as fp8, KV fp8, no speculation → us-east-1, "
+        "us-west-2: fp8, KV fp8, no speculation; eu-north-1: fp8, KV auto, no speculation."
+    ) in text
     assert "| region | instance | TP | precision | KV | speculation | batch |" in text
-    assert "| us-east-1 | p6-b200.48xlarge | 4 | fp8 | auto | none | 189 → 97 |" in text
+    assert "| us-east-1 | p6-b200.48xlarge | 4 | fp8 | fp8 | none | 198 → 109 |" in text
 
 
 @pytest.mark.slow  # whole plans, drills or renders: program-check

@@ -41,13 +41,13 @@ def test_the_validator_rejects_a_misspelt_field_and_a_bad_enum(own_plans) -> Non
 
 
 def test_the_nodepool_ceiling_covers_the_peak_above_the_floor(own_plans) -> None:
-    # eu-north-1 of the three regions: 6 nodes at the peak, 2 on the floor node group:
-    # Karpenter adds 4 x 8 = 32 GPUs. (us-east-1 keeps its whole resilience floor warm: 0
-    # above it.)
+    # eu-north-1 of the three regions: 4 nodes at the peak, 1 on the floor node group:
+    # Karpenter adds 3 x 8 = 24 GPUs (6 and 2 nodes before #29's refit). (us-east-1 keeps its
+    # whole resilience floor warm: 0 above it.)
     rp = own_plans["three-regions"].region("eu-north-1")
-    assert (rp.nodes.max, rp.capacity.floor_nodes, rp.gpus_per_node) == (6, 2, 8)
+    assert (rp.nodes.max, rp.capacity.floor_nodes, rp.gpus_per_node) == (4, 1, 8)
     pool = karpenter.nodepool(own_plans["three-regions"], rp)
-    assert pool["spec"]["limits"] == {"nvidia.com/gpu": "32"}
+    assert pool["spec"]["limits"] == {"nvidia.com/gpu": "24"}
     assert "replicas" not in pool["spec"]  # static pools may not carry GPU limits (CEL rule)
 
 

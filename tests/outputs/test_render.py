@@ -602,15 +602,16 @@ def test_a_g6e_xlarge_startup_budget_is_540_s_streaming_at_its_baseline(
 
 def test_the_startup_budget_outlasts_streaming_the_fp8_checkpoint_from_s3(own_plans) -> None:
     # Llama-3.3-70B served from its FP8 checkpoint: 67.7 GiB streamed from S3 at the measured
-    # 3.51 GiB/s per node. p6-b200 (TP 4) starts two replicas per node: 1.75 GiB/s each,
-    # 38.6 s; 95 + 38.6 + 195 = 328.6 s; x 1.5 = 492.9 s -> 50 probes. p5.48xlarge or
-    # p5en.48xlarge (TP 8), one replica: 19.3 s -> 309.3 s; x 1.5 = 464 s -> 47 probes.
+    # 3.51 GiB/s per node. p6-b200 or p5en.48xlarge at TP 4 start two replicas per node:
+    # 1.75 GiB/s each, 38.6 s; 95 + 38.6 + 195 = 328.6 s; x 1.5 = 492.9 s -> 50 probes. A TP 8
+    # node (p5.48xlarge, as eu-north-1 was before #29's refit), one replica: 19.3 s ->
+    # 309.3 s; x 1.5 = 464 s -> 47 probes.
     fp = own_plans["three-regions"]
     expected = {
         "p6-b200.48xlarge": (328.6, 500, 50),
-        "p5.48xlarge": (309.3, 470, 47),
-        "p5en.48xlarge": (309.3, 470, 47),
+        "p5en.48xlarge": (328.6, 500, 50),
     }
+    assert {rp.tensor_parallel_size for rp in fp.regions} == {4}
     for rp in fp.regions:
         container_s, budget_s, probes = expected[rp.instance_type]
         assert rp.cold_start.container_s == pytest.approx(container_s, abs=0.1)

@@ -50,14 +50,14 @@ def test_the_alternatives_table_leaves_out_the_chosen_row_and_names_what_differs
     table = section.split("Top alternatives not chosen")[1].split("\n\n")[1]
     rows = table.splitlines()[2:]
     assert len(rows) == 5
-    # p6-b200.48xlarge TP 4 with FP8 KV: the same instance and TP, another KV, and the same
-    # 6 nodes (the warm floor for a lost region sets them; the tie goes to 16-bit KV, the
-    # plainer lever, though FP8 KV leaves more capacity spare)
+    # p6-b200.48xlarge TP 4 with 16-bit KV: the same instance and TP, another KV, and one
+    # node more (6 against 5: the 16-bit KV pool holds fewer sequences; a tie at 6 nodes
+    # before #29's refit)
     assert (
-        "| p6-b200.48xlarge | 4 | fp8 | fp8 | - | yes | $499,025.66 | 1.00x the cost "
-        "(6 x p6-b200.48xlarge) | KV fp8 (chosen auto) |"
+        "| p6-b200.48xlarge | 4 | fp8 | auto | - | yes | $499,025.66 | 1.20x the cost "
+        "(6 x p6-b200.48xlarge) | KV auto (chosen fp8) |"
     ) in rows
-    assert not any("| p6-b200.48xlarge | 4 | fp8 | auto | - |" in row for row in rows)
+    assert not any("| p6-b200.48xlarge | 4 | fp8 | fp8 | - |" in row for row in rows)  # chosen
 
 
 def test_a_region_without_a_faster_gpu_says_so(mixed) -> None:

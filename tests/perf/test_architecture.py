@@ -3,7 +3,8 @@
 import pytest
 
 from llmfleet.catalog import model_facts
-from llmfleet.perf.architecture import from_config
+from llmfleet.errors import PlanError
+from llmfleet.perf.architecture import check_config, from_config, with_defaults
 from llmfleet.units import GIB
 
 
@@ -87,3 +88,48 @@ def test_a_config_json_without_a_required_key_names_it():
 
     with pytest.raises(PlanError, match="config.json:num_hidden_layers"):
         from_config("x", {"hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10})
+
+
+# --- config.json defaults, named or refused (#29) ---------------------------------------------
+
+
+def _qwen3_moe() -> dict:
+    return dict(catalog_config("Qwen3-235B-A22B"))
+
+
+def test_a_qwen3_moe_config_without_num_experts_takes_transformers_default_and_says_so():
+    # transformers' Qwen3MoeConfig defaults num_experts to 128: the same 235B model, never a
+    # dense 22B one, and the default is named
+    cfg = _qwen3_moe()
+    full = from_config("q", cfg)
+    del cfg["num_experts"]
+    arch = from_config("q", cfg)
+    assert arch.experts == 128 and arch.total_params == full.total_params
+    assert with_defaults(cfg)[1] == ["no num_experts: 128, transformers' Qwen3MoeConfig default"]
+
+
+def test_a_top_k_of_zero_is_refused():
+    cfg = {**_qwen3_moe(), "num_experts_per_tok": 0}
+    with pytest.raises(PlanError, match="num_experts_per_tok: 0; every token is routed"):
+        check_config(cfg, "c.json", "--model")
+
+
+def test_an_moe_class_without_experts_or_a_known_default_is_refused():
+    cfg = {**_qwen3_moe(), "model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"]}
+    del cfg["num_experts"]
+    with pytest.raises(PlanError, match="describes an MoE model .qwen2_moe. without its expert"):
+        check_config(cfg, "c.json", "--model")
+
+
+def test_no_num_key_value_heads_is_multi_head_attention_and_says_so():
+    cfg = dict(catalog_config("Llama-3.1-8B-Instruct"))
+    del cfg["num_key_value_heads"]
+    assert from_config("l", cfg).kv_heads == 32
+    assert with_defaults(cfg)[1] == [
+        "no num_key_value_heads: multi-head attention, one KV head per query head (32), as "
+        "transformers reads it"
+    ]
+
+
+def catalog_config(model_id: str) -> dict:
+    return dict(model_facts.model_entry(model_id).config)

@@ -31,7 +31,8 @@ def test_how_a_prompt_is_chunked_does_not_change_its_attention():
 
 def test_a_lone_request_decodes_undisturbed_by_its_own_prefill():
     # its own four prefill chunks are in its TTFT, not between its tokens: the same ITL
-    # however large the chunks (it was 27.1 ms, the mean step with its own chunks in it)
+    # however large the chunks (it was 27.1 ms, the mean step with its own chunks in it;
+    # 6.91 ms before #29's refit moved Hopper's MBU 0.77 -> 0.74)
     coarse = run_predict(PredictRequest(**QWEN_32K, concurrency=1, max_num_batched_tokens=8192))
     fine = run_predict(PredictRequest(**QWEN_32K, concurrency=1, max_num_batched_tokens=2048))
-    assert coarse.itl_ms == pytest.approx(fine.itl_ms) == pytest.approx(6.91, abs=0.01)
+    assert coarse.itl_ms == pytest.approx(fine.itl_ms) == pytest.approx(7.19, abs=0.01)

@@ -56,8 +56,11 @@ def test_predict_takes_enforce_eager_and_says_so(capsys):
 
 def test_the_vllm_config_says_enforce_eager_only_when_the_plan_asks():
     assert "--enforce-eager" in vllm_release()["flags"]
-    eager = build_fleet_plan(make_plan(**{"model.enforce_eager": True})).regions[0]
-    graphs = build_fleet_plan(make_plan()).regions[0]
+    # on H100, whose decode step is short enough for the eager launches to show (the plan's
+    # default GPUs pick an L40S since #29's refit, whose step is longer than the launches)
+    h100 = {"allowed.gpus": ["H100"]}
+    eager = build_fleet_plan(make_plan(**{"model.enforce_eager": True, **h100})).regions[0]
+    graphs = build_fleet_plan(make_plan(**h100)).regions[0]
     assert eager.serving.vllm.config()["enforce-eager"] is True
     assert "enforce-eager" not in graphs.serving.vllm.config()
     # the plan's steps are eager too: at the same batch (94 on a p5.4xlarge) the step

@@ -10,7 +10,8 @@ from llmfleet.perf.overload import fluid_run
 from llmfleet.perf.replica import PredictRequest, run_predict
 
 # The issue's example: Llama-3.1-70B fp8 on 4 x H100, 2000 in / 500 out, 20 requests/s,
-# while the replica completes about 5.2 requests/s at its saturated batch of ~280.
+# while the replica completes about 6.1 requests/s at its saturated batch of ~280 (5.2 before
+# #29's refit).
 OVERLOADED = dict(
     model="Llama-3.1-70B-Instruct",
     gpu="H100",
@@ -29,23 +30,32 @@ def test_fluid_run_queues_each_request_behind_the_slot_it_waits_for():
     # one slot, arrivals 1 s apart, 0.5 s prefill, 3 tokens at 1 s each: first tokens at
     # 0.5, 3.0, 5.5, 8.0 s for arrivals at 0, 1, 2, 3 s (waits 0.5, 2, 3.5, 5); the last
     # request finishes at 8.0 + 2 tokens = 10 s
-    mean_ttft, duration = fluid_run(4, 1.0, 1, 0.5, 1.0, 3)
+    mean_ttft, duration = fluid_run(4, 1.0, 1, 0.5, 0.5, 1.0, 3)
     assert mean_ttft == 2.75
     assert duration == 10.0
 
 
 def test_fluid_run_queues_on_the_prefill_lane_when_slots_are_free():
-    # ten slots, arrivals 0.1 s apart, 0.3 s prefill: the k-th first token at 0.3 (k + 1),
-    # waits 0.3, 0.5, 0.7 s (mean 0.5); the last decodes 1 more token to 0.9 + 1 = 1.9 s
-    mean_ttft, duration = fluid_run(3, 10.0, 10, 0.3, 1.0, 2)
+    # ten slots, arrivals 0.1 s apart, prompts longer than a chunk (0.3 s of the lane each):
+    # the k-th first token at 0.3 (k + 1), waits 0.3, 0.5, 0.7 s (mean 0.5); the last
+    # decodes 1 more token to 0.9 + 1 = 1.9 s
+    mean_ttft, duration = fluid_run(3, 10.0, 10, 0.3, 0.3, 1.0, 2)
     assert mean_ttft == pytest.approx(0.5)
     assert duration == pytest.approx(1.9)
+
+
+def test_short_prompts_share_the_prefill_lane_by_tokens():
+    # ten slots, arrivals 0.01 s apart, a 0.1 s prefill step of which each prompt holds the
+    # lane 0.005 s (a chunk packs 20 of them): the lane keeps up, every first token is
+    # 0.1 s after its arrival (one prompt per step would wait 0.1, 0.19, 0.28 s: mean 0.19)
+    mean_ttft, _ = fluid_run(3, 100.0, 10, 0.1, 0.005, 1.0, 2)
+    assert mean_ttft == pytest.approx(0.1)
 
 
 def test_rate_above_capacity_without_a_run_length_has_no_ttft_and_says_why():
     r = run_predict(PredictRequest(**OVERLOADED))
     assert r.overloaded and r.saturated
-    assert 4.5 < r.capacity_requests_per_s < 6.0  # ~5.2 req/s at the saturated batch
+    assert 5.5 < r.capacity_requests_per_s < 6.5  # ~6.1 req/s at the saturated batch
     assert r.ttft_ms is None and r.e2e_latency_ms is None
     assert "grow without bound" in r.ttft_reason
     # at capacity: the completions are the capacity, not the arrival rate

@@ -12,6 +12,7 @@ import pytest
 from plans import EDGE, PRODUCTION, make_plan, plan_dict, production_plan
 
 from llmfleet import cli
+from llmfleet.catalog import model_facts
 from llmfleet.errors import LlmfleetError, PlanError, RenderError, StackError
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.outputs import render, rendered_files
@@ -240,10 +241,11 @@ def test_every_region_names_the_vcpu_quota_it_needs() -> None:
     fp = build_fleet_plan(make_plan())
     r = fp.regions[0]
     [need] = r.capacity.quotas
-    # p5.4xlarge: 16 vCPUs per node, at the ceiling
-    assert r.instance_type == "p5.4xlarge"
-    assert need.quota_name == "Running On-Demand P instances"
-    assert need.vcpus_needed == 16 * r.nodes.max
+    # g6e.xlarge: 4 vCPUs per node, at the ceiling (a p5.4xlarge, P instances at 16 vCPUs,
+    # before #29's refit)
+    assert r.instance_type == "g6e.xlarge"
+    assert need.quota_name == "Running On-Demand G and VT instances"
+    assert need.vcpus_needed == 4 * r.nodes.max
 
 
 # --- the command line -------------------------------------------------------------------------
@@ -353,3 +355,32 @@ def test_plan_text_names_the_quota_to_request(capsys, own_stacks) -> None:
 
 def test_a_stack_error_is_a_plan_error_family_member() -> None:
     assert issubclass(StackError, LlmfleetError)
+
+
+def test_a_request_longer_than_the_models_context_says_the_model_cannot_hold_it() -> None:
+    # Qwen3-32B holds 40,960 tokens: a p95 request of 51,200 cannot be served at any
+    # max_model_len (it used to say "raise max_model_len to 51200")
+    with pytest.raises(LlmfleetError) as e:
+        make_plan(**{"model.id": "Qwen3-32B", "max_model_len": 40960,
+                     "traffic.input_tokens": {"mean": 30000, "p95": 50000},
+                     "traffic.output_tokens": {"mean": 500, "p95": 1200}})
+    assert "Qwen3-32B holds at most 40,960 tokens (max_position_embeddings), so no " \
+        "max_model_len serves 51,200" in str(e.value)
+    assert "raise max_model_len" not in str(e.value)
+
+
+def test_a_request_the_model_holds_asks_for_a_longer_max_model_len() -> None:
+    with pytest.raises(LlmfleetError, match="raise max_model_len to 36200 or more"):
+        make_plan(**{"model.id": "Qwen3-32B", "max_model_len": 32768,
+                     "traffic.input_tokens": {"mean": 20000, "p95": 35000},
+                     "traffic.output_tokens": {"mean": 500, "p95": 1200}})
+
+
+def test_a_config_json_with_a_top_k_of_zero_exits_2_naming_the_field(tmp_path, capsys) -> None:
+    cfg = dict(model_facts.model_entry("Qwen3-235B-A22B").config, num_experts_per_tok=0)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    args = ["predict", "--model", str(path), "--gpu", "H100", "--tensor-parallel-size", "8",
+            "--input-tokens", "1000", "--output-tokens", "200"]
+    assert cli.main(args) == 2
+    assert "num_experts_per_tok: 0" in capsys.readouterr().err

@@ -12,25 +12,24 @@ def test_ttft_binds_the_three_regions_b200_replica_and_says_what_a_lone_prompt_t
     rp = own_plans["three-regions"].region("us-east-1")
     b = rp.binding
     assert (b.constraint, b.batch) == ("ttft", rp.serving.vllm.max_num_seqs)
-    # 190 sequences would take TTFT p99 past 500 ms (16-bit KV since the tie between KV
-    # dtypes goes to the plainer one: 191 with FP8 KV); the 4,057-token p99 prompt alone
-    # takes 145 ms of it in 1,024-token chunks on B200 TP 4 (the request waits for the step
-    # under way since #23: 195 and 145.8 ms before)
+    # 199 sequences would take TTFT p99 past 500 ms; the 4,057-token p99 prompt alone
+    # takes 139 ms of it in 1,024-token chunks on B200 TP 4 (the request waits for the step
+    # under way since #23: 195 and 145.8 ms before; 191 and 145.1 ms before #29's refit)
     assert b.next_ms is not None and b.slo_ms == 500 and b.next_ms > 500
-    assert b.lone_prompt_ttft_ms == pytest.approx(145.1, abs=0.1)
-    assert b.text.startswith("TTFT binds: 190 running sequences would take TTFT p99 to 502 ms")
-    assert "a lone p99 prompt (4,057 tokens) already takes 145 ms of it on B200 TP 4 (29%)" in (
+    assert b.lone_prompt_ttft_ms == pytest.approx(139.3, abs=0.1)
+    assert b.text.startswith("TTFT binds: 199 running sequences would take TTFT p99 to 503 ms")
+    assert "a lone p99 prompt (4,057 tokens) already takes 139 ms of it on B200 TP 4 (28%)" in (
         b.text
     )
     assert b.text in rp.reasons
 
 
 def test_a_tight_tpot_binds_on_itl() -> None:
-    plan = make_plan(**{"slo.itl": "tpot", "slo.itl_ms": 9, "slo.ttft_ms": 20000,
+    plan = make_plan(**{"slo.itl": "tpot", "slo.itl_ms": 9.5, "slo.ttft_ms": 20000,
                         "allowed.gpus": ["H100"]})
     b = build_fleet_plan(plan).regions[0].binding
-    assert b.constraint == "itl" and b.slo_ms == 9
-    assert b.next_ms is not None and b.next_ms > 9 >= b.lone_itl_ms
+    assert b.constraint == "itl" and b.slo_ms == 9.5
+    assert b.next_ms is not None and b.next_ms > 9.5 >= b.lone_itl_ms
     assert "TPOT p99" in b.text and "one sequence alone already takes" in b.text
 
 
@@ -44,10 +43,13 @@ def test_loose_slos_on_a_small_gpu_leave_the_kv_pool_binding() -> None:
 
 
 def test_a_tiny_token_gap_fills_every_step_with_prefill() -> None:
-    plan = make_plan(**{"slo.itl_ms": 12, "slo.ttft_ms": 20000, "allowed.gpus": ["H100"]})
+    # 2,000-token prompts under a 12 ms gap (1,000-token ones since #29's refit made H100's
+    # prefill faster leave the gap, not the prefill, binding)
+    plan = make_plan(**{"slo.itl_ms": 12, "slo.ttft_ms": 20000, "allowed.gpus": ["H100"],
+                        "traffic.input_tokens": {"mean": 2000, "p95": 4000}})
     b = build_fleet_plan(plan).regions[0].binding
     assert b.constraint == "prefill"
-    assert "every step would carry a 128-token prefill chunk" in b.text
+    assert "every step would carry a 256-token prefill chunk" in b.text
 
 
 def test_every_stacks_binding_is_one_more_sequence_than_the_operating_point(stack_plans) -> None:

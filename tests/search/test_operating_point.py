@@ -103,12 +103,12 @@ def test_allowed_gpus_limit_the_candidates():
 def test_a_price_override_changes_the_choice():
     l40s = {"allowed.gpus": ["L40S"]}
     base = build_fleet_plan(make_plan(**l40s)).regions[0]
-    # one g6e.12xlarge (4 x L40S, $10.493/h) beats six g6e.xlarge ($1.861/h each): a 40 ms
-    # token gap leaves a one-GPU replica little batch
-    assert (base.instance_type, base.nodes.desired) == ("g6e.12xlarge", 1)
-    cheap = make_plan(prices=[{"instance_type": "g6e.2xlarge", "usd_per_hour": 1.0}], **l40s)
+    # two g6e.xlarge ($1.861/h each) are the cheapest L40S nodes (one g6e.12xlarge, $10.493/h,
+    # before #29's refit let a one-GPU replica batch more inside the 40 ms token gap)
+    assert (base.instance_type, base.nodes.desired) == ("g6e.xlarge", 2)
+    cheap = make_plan(prices=[{"instance_type": "g6e.2xlarge", "usd_per_hour": 0.5}], **l40s)
     chosen = build_fleet_plan(cheap).regions[0]
-    assert (chosen.instance_type, chosen.price_usd_per_hour) == ("g6e.2xlarge", 1.0)
+    assert (chosen.instance_type, chosen.price_usd_per_hour) == ("g6e.2xlarge", 0.5)
     assert chosen.price_source == "plan.prices override"
 
 

@@ -22,8 +22,10 @@ def test_lossy_levers_count_against_a_setting_and_speculation_only_as_a_lever() 
 
 
 def test_at_equal_cost_16_bit_kv_beats_fp8_kv_however_much_capacity_fp8_leaves_spare() -> None:
-    # Llama-3.1-8B at BF16 on one p5.4xlarge ($5,022.40/month) either way: FP8 KV holds more
-    # sequences (more spare capacity on the node paid for), and before the tie rule won.
+    # Llama-3.1-8B at BF16 on two g6e.xlarge ($2,717.06/month) either way: FP8 KV holds twice
+    # the tokens and a replica carries 6.91 req/s against 6.32 (more spare capacity on the
+    # nodes paid for), and before the tie rule won. (One p5.4xlarge, $5,022.40, either way
+    # before #29's refit.)
     data = plan_dict()
     data["model"] = {"id": "Llama-3.1-8B-Instruct", "precision": "bf16"}  # KV left free
     rp = build_fleet_plan(parse_plan(data)).regions[0]
@@ -33,7 +35,8 @@ def test_at_equal_cost_16_bit_kv_beats_fp8_kv_however_much_capacity_fp8_leaves_s
         if a.feasible and a.instance_type == rp.instance_type and a.kv_cache_dtype == "fp8"
         and a.tensor_parallel_size == 1
     ]
-    assert fp8.monthly_cost_usd == rp.monthly_cost_usd == 5022.4
+    assert (rp.instance_type, rp.nodes.desired) == ("g6e.xlarge", 2)
+    assert fp8.monthly_cost_usd == rp.monthly_cost_usd == 2717.06
     assert fp8.differs == "KV fp8 (chosen auto)"
 
 
@@ -46,8 +49,9 @@ def test_lifting_a_plans_pins_keeps_everything_else() -> None:
 
 
 def test_the_405b_plan_pinned_to_bf16_names_what_fp8_would_cost() -> None:
-    # Llama-3.1-405B pinned to bf16 on H100 only: TP 8 x PP 2 on 18 p5.48xlarge ($723,226 a
-    # month); FP8 weights fit one node at TP 8, and 4 nodes ($160,717) carry the peak.
+    # Llama-3.1-405B pinned to bf16 on H100 only: TP 8 x PP 2 on 8 p5.48xlarge ($321,434 a
+    # month); FP8 weights fit one node at TP 8, and 3 nodes ($120,538) carry the peak. (18
+    # nodes, $723,226, against 4, $160,717, at TTFT 5,000 ms before #29's refit.)
     plan = frontier_plan()
     fp = build_fleet_plan(plan)
     rp = fp.regions[0]
@@ -56,11 +60,11 @@ def test_the_405b_plan_pinned_to_bf16_names_what_fp8_would_cost() -> None:
     assert (alt.precision, alt.kv_cache_dtype, alt.instance_type, alt.layout) == (
         "fp8", "auto", "p5.48xlarge", "TP 8"
     )
-    assert (alt.nodes, alt.monthly_cost_usd) == (4, 160716.8)
-    assert alt.pinned_monthly_cost_usd == rp.monthly_cost_usd == 723225.6
+    assert (alt.nodes, alt.monthly_cost_usd) == (3, 120537.6)
+    assert alt.pinned_monthly_cost_usd == rp.monthly_cost_usd == 321433.6
     line = (
-        "FP8 weights would serve this on 4 nodes (p5.48xlarge, TP 8) at $160,717/month; the "
-        "plan pins bf16 (model.precision), which costs 4.5x that ($723,226/month)"
+        "FP8 weights would serve this on 3 nodes (p5.48xlarge, TP 8) at $120,538/month; the "
+        "plan pins bf16 (model.precision), which costs 2.7x that ($321,434/month)"
     )
     assert line in rp.reasons
     assert line in fleet_text(fp)
@@ -79,9 +83,12 @@ def test_a_plan_without_pins_has_no_pinned_alternative() -> None:
 
 
 def test_a_pinned_bf16_8b_plan_says_fp8_halves_it_on_l40s() -> None:
-    # BASE: one H100 node ($5,022) at bf16; FP8 weights fit 2 g6e.xlarge ($2,717)
+    # BASE: two g6e.xlarge ($2,717) at bf16 and 16-bit KV; FP8 weights with an FP8 KV cache
+    # carry the peak on one ($1,359), where FP8 weights alone or FP8 KV alone need two (one
+    # H100 node, $5,022, against two g6e.xlarge, 1.85x, before #29's refit)
     alt = build_fleet_plan(make_plan()).regions[0].pinned_alternative
     assert alt is not None
     assert (alt.instance_type, alt.nodes, alt.monthly_cost_usd, alt.cost_multiple) == (
-        "g6e.xlarge", 2, 2717.06, 1.85
+        "g6e.xlarge", 1, 1358.53, 2.0
     )
+    assert (alt.precision, alt.kv_cache_dtype) == ("fp8", "fp8")

@@ -8,7 +8,8 @@ from llmfleet.simulate.control import RegionControl
 
 @pytest.fixture
 def eu(stack_plans):
-    """prod's eu-north-1: replicas 2-6, one per p5.48xlarge node, floor 2 nodes, ceiling 6."""
+    """prod's eu-north-1: replicas 2-8, two per p5en.48xlarge node (TP 4), floor 1 node,
+    ceiling 4 (one replica per node, floor 2, ceiling 6 before #29's refit)."""
     return stack_plans["prod"].region("eu-north-1")
 
 
@@ -51,24 +52,24 @@ def test_scale_down_waits_out_the_stabilization_window(eu) -> None:
 
 
 def test_a_replica_on_a_new_node_serves_after_the_whole_cold_start(eu) -> None:
-    rc = RegionControl.start(eu, 0.0, 2)  # both floor nodes full (one replica each)
+    rc = RegionControl.start(eu, 0.0, 2)  # the floor node full (two replicas)
     rc.poll(0.0, quiet(eu, waiting=10.0))  # ceil(10 / 4) = 3
     cold = eu.cold_start
     new = max(p.serves_at for p in rc.pods)
-    # node 410 s + image 178.6 s + container 309.3 s, the probe's next 10 s, the ALB's 2 x 15 s
+    # node 410 s + image 178.6 s + container 328.6 s, the probe's next 10 s, the ALB's 2 x 15 s
     probed = -(-cold.container_s // eu.serving.startup_period_s) * eu.serving.startup_period_s
     assert new == pytest.approx(cold.total_s - cold.container_s + probed + 30)
-    assert rc.launches == 1 and len(rc.nodes) == 3
+    assert rc.launches == 1 and len(rc.nodes) == 2
 
 
 def test_an_empty_karpenter_node_goes_after_consolidate_after_and_the_floor_never(eu) -> None:
     rc = RegionControl.start(eu, 0.0, 3)  # the third replica on a Karpenter node
-    assert [n.karpenter for n in rc.nodes] == [False, False, True]
+    assert [n.karpenter for n in rc.nodes] == [False, True]
     after = eu.cold_start.consolidate_after_s
     for t in range(0, 4000, 15):
         rc.poll(float(t), quiet(eu))
-        if len(rc.nodes) == 2:
+        if len(rc.nodes) == 1:
             break
     # the pod goes once the 600 s window passes; its node after consolidateAfter (900 s) more
     assert t >= 600 + after - 15
-    assert [n.karpenter for n in rc.nodes] == [False, False]
+    assert [n.karpenter for n in rc.nodes] == [False]
