@@ -47,12 +47,6 @@ class Constants(BaseModel):
     def ratio(self, metric: str, quantile: str) -> float:
         return self.uncertainty.get(metric, {}).get(quantile, 1.0)
 
-    @property
-    def ttft_overhead_ms(self) -> float:
-        """vLLM's request handling (`request_handling_ms["vllm"]`): the engine a plan deploys.
-        Kept for readers that predate the per-engine constant (the simulator)."""
-        return self.request_handling_ms["vllm"]
-
 
 def parse(doc: dict[str, Any], field: str = "value") -> Constants:
     flat = {k: v[field] for section in SECTIONS for k, v in doc[section].items()}

@@ -53,7 +53,7 @@ def _fate(rp: RegionPlan, of: RegionPlan) -> str:
     if alt.feasible and chosen is not None and alt.monthly_cost_usd == chosen.monthly_cost_usd:
         return (
             f"costs the same (${alt.monthly_cost_usd or 0:,.0f}/month) and loses the tie-break "
-            "(fewer GPUs, then more spare capacity)"
+            "(the plainer levers, then fewer GPUs, then more spare capacity)"
         )
     if alt.feasible:
         return f"costs ${alt.monthly_cost_usd or 0:,.0f}/month, {alt.reason}"

@@ -155,7 +155,7 @@ def replica_model(plan: CapacityPlan, rp: RegionPlan, sm: StepModel) -> ReplicaM
         prompt_cv2=length_cv2(tin.mean, tin.p95_or_mean),
         service_cv2=math.exp(out_sigma**2) - 1,
         tokens_per_step=tokens_per_step(sm),
-        ttft_overhead_s=sm.consts.ttft_overhead_ms / 1000,
+        ttft_overhead_s=sm.ttft_overhead_s,
         decode_s=decode,
         mixed_s=mixed,
         chunk=chunks,

@@ -7,7 +7,7 @@ from plans import three_regions
 from llmfleet.cli import main
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.outputs import diff_charts
-from llmfleet.outputs.diff import diff_plans
+from llmfleet.outputs.diff import PlanDiff, diff_plans
 from llmfleet.outputs.diff_markdown import markdown
 
 
@@ -17,6 +17,19 @@ def tighter_ttft(own_plans):
     after = build_fleet_plan(three_regions(**{"slo.ttft_ms": 300}))
     return own_plans["three-regions"], after, diff_plans("500", own_plans["three-regions"],
                                                          "300", after)
+
+
+@pytest.fixture(scope="module")
+def ttft_400(own_plans):
+    """The three-region plan's diff with TTFT 500 -> 400 ms."""
+    after = build_fleet_plan(three_regions(**{"slo.ttft_ms": 400}))
+    return diff_plans("500", own_plans["three-regions"], "400", after)
+
+
+def _configuration_cause(d: PlanDiff, region: str) -> str:
+    [config] = [c for r in d.regions if r.region == region for c in r.causes
+                if c.startswith("configuration ")]
+    return config
 
 
 def test_an_slo_change_names_the_binding_constraint_in_every_region(tighter_ttft) -> None:
@@ -41,21 +54,30 @@ def test_an_slo_change_names_the_binding_constraint_in_every_region(tighter_ttft
     assert "#### Why" in text and "- **us-east-1**\n  - batch 198 → 109: TTFT binds" in text
 
 
-def test_a_new_configuration_says_what_became_of_the_old_one(own_plans) -> None:
+def test_a_new_configuration_says_what_became_of_the_old_one(ttft_400) -> None:
     # TTFT 500 -> 400 ms: eu-north-1 moves from 4 p5en.48xlarge (TP 4, FP8 KV) to 5
     # p5.48xlarge (TP 8, 16-bit KV: FP8 KV costs the same 5 nodes there and the tie goes to
     # the plainer lever; FP8 KV before #28's tie rule met #29's refit); the old configuration
     # would now need 7 nodes, and the new one cost 5 before (6 p5en.48xlarge TP 8 -> 8
     # p5.48xlarge before #29's refit)
-    after = build_fleet_plan(three_regions(**{"slo.ttft_ms": 400}))
-    d = diff_plans("500", own_plans["three-regions"], "400", after)
-    north = next(r for r in d.regions if r.region == "eu-north-1")
-    [config] = [c for c in north.causes if c.startswith("configuration ")]
+    config = _configuration_cause(ttft_400, "eu-north-1")
     assert config.startswith(
         "configuration p5en.48xlarge TP 4 (fp8, KV fp8, no speculation) → p5.48xlarge TP 8 "
         "(fp8, KV auto, no speculation): the old one now costs $346,084/month, 1.61x the cost"
     )
     assert "before, the new one costs $214,959/month, 1.09x the cost" in config
+
+
+def test_an_old_configuration_that_ties_says_the_plainer_levers_won(ttft_400) -> None:
+    # TTFT 500 -> 400 ms: us-east-1's B200 TP 4 needs 6 nodes with FP8 KV or 16-bit KV (FP8
+    # KV was a node cheaper at 500 ms); the tie goes to 16-bit KV, the plainer lever, not to
+    # fewer GPUs or spare capacity (FP8 KV holds more sequences)
+    assert _configuration_cause(ttft_400, "us-east-1").startswith(
+        "configuration p6-b200.48xlarge TP 4 (fp8, KV fp8, no speculation) → p6-b200.48xlarge "
+        "TP 4 (fp8, KV auto, no speculation): the old one now costs the same ($499,026/month) "
+        "and loses the tie-break (the plainer levers, then fewer GPUs, then more spare "
+        "capacity)"
+    )
 
 
 def test_doubling_the_peak_names_the_load_and_the_warm_floor(own_plans) -> None:

@@ -38,6 +38,15 @@ def test_a_calibrated_region_is_simulated_on_the_corrected_step_model() -> None:
     assert model.correction != NO_CORRECTION
 
 
+def test_a_calibrated_region_is_simulated_with_its_calibrated_request_handling() -> None:
+    # The file scales vLLM's 39.74 ms of request handling by 0.8187: 32.5 ms before the first
+    # token, as the search counts it (the simulator added the shipped 39.74 ms before).
+    plan = make_plan(**GPT_OSS_TP1)
+    [model] = replica_models(plan, build_fleet_plan(plan)).values()
+    assert model.ttft_overhead_s == model.step_model.ttft_overhead_s
+    assert model.ttft_overhead_s == pytest.approx(0.03974 * 0.8187, abs=1e-6)
+
+
 @pytest.mark.parametrize("env", ["three-regions", "one-region"])
 def test_each_region_is_simulated_on_the_step_model_the_search_sized_it_with(
     env, own_plans
