@@ -75,6 +75,13 @@ KPS_CRDS = (
     "thanosrulers",
 )
 """charts/kube-prometheus-stack/charts/crds/crds/crd-<name>.yaml at the chart's tag."""
+LWS_CRDS = (
+    "leaderworkerset.x-k8s.io_leaderworkersets",
+    "disaggregatedset.x-k8s.io_disaggregatedsets",
+    "disaggregatedset.x-k8s.io_disaggregatedsetrolescalers",
+)
+"""kubernetes-sigs/lws charts/lws/crds/<name>.yaml at the tag: the chart's controller watches
+all three (its values.yaml: 'The CRD (under crds/) ... always installed')."""
 
 
 def crd_urls(component: str) -> list[str]:
@@ -86,6 +93,9 @@ def crd_urls(component: str) -> list[str]:
             f"kube-prometheus-stack-{c.version}/charts/kube-prometheus-stack/charts/crds/crds"
         )
         return [f"{base}/crd-{name}.yaml" for name in KPS_CRDS]
+    if component == "lws":
+        base = f"https://raw.githubusercontent.com/kubernetes-sigs/lws/v{c.version}/charts/lws/crds"
+        return [f"{base}/{name}.yaml" for name in LWS_CRDS]
     if component == "aws-load-balancer-controller":
         return [
             "https://raw.githubusercontent.com/kubernetes-sigs/aws-load-balancer-controller/"
@@ -198,6 +208,9 @@ DCGM_EXPORTER = HelmChart(
             {"key": workload.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
         ],
         "serviceMonitor": {"enabled": True},
+        # The exporter GPU Operator v26.7 ships (catalog/charts.csv app_version), on the
+        # newest chart (its values.yaml: image.tag overrides the chart's appVersion).
+        "image": {"tag": chart("dcgm-exporter").app_version},
     },
     pool="gpu",
     after=(KUBE_PROMETHEUS_STACK.release,),

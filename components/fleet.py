@@ -27,7 +27,7 @@ import pulumi_aws as aws
 
 from components.alarms import AlertTopic, AlertTopicArgs, LoadBalancerAlarms
 from components.capacity_alarm import CapacityAlarm, CapacityAlarmArgs
-from components.cluster import InferenceCluster, InferenceClusterArgs
+from components.cluster import InferenceCluster, InferenceClusterArgs, core_addons
 from components.cluster_addons import (
     KUBE_PROMETHEUS_STACK,
     ClusterAddons,
@@ -190,11 +190,16 @@ class Fleet(pulumi.ComponentResource):
                 default_tags={"tags": default_tags(plan.name, args.tags)},
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            # The deploying account: a plan without account_id names its buckets with a
+            # placeholder the program replaces (components.account).
+            account = plan.account_id or aws.get_caller_identity_output(
+                opts=pulumi.InvokeOutputOptions(provider=provider)
+            ).account_id
             logs = None
-            if rp.logs_bucket is not None and plan.account_id is not None:
+            if rp.logs_bucket is not None:
                 logs = LogBucket(
                     f"{base}-logs",
-                    LogBucketArgs(rp.logs_bucket, rp.region, plan.account_id, provider),
+                    LogBucketArgs(rp.logs_bucket, rp.region, account, provider),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
             cluster = InferenceCluster(
@@ -222,9 +227,10 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pool_opts,
             )
-            # A replica across nodes: placement group, EFA device plugin, LWS controller.
+            core_addons(base, cluster, provider, [system.node_group])
+            # Traffic between GPU nodes: placement group, EFA device plugin, LWS controller.
             multi = None
-            if rp.multi_node is not None:
+            if rp.fabric is not None:
                 multi = MultiNodeSupport(
                     f"{base}-multi-node",
                     MultiNodeArgs(rp, cluster.k8s_provider, [system.node_group]),
@@ -236,9 +242,8 @@ class Fleet(pulumi.ComponentResource):
                     gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name
                 )
                 if multi is not None:
-                    floor_args = replace(
-                        floor_args, efa=rp.multi_node, placement_group=multi.placement_group.name
-                    )
+                    group = multi.placement_group.name if multi.placement_group else None
+                    floor_args = replace(floor_args, fabric=rp.fabric, placement_group=group)
                 gpu = NodePool(f"{base}-gpu", floor_args, opts=pool_opts)
             karpenter = Karpenter(
                 f"{base}-karpenter",
@@ -259,6 +264,7 @@ class Fleet(pulumi.ComponentResource):
                     cluster_name=cluster.cluster.name,
                     node_roles=[cluster.node_role, karpenter.node_role],
                     depends_on=[cluster.pod_identity_agent],
+                    account=account,
                 ),
                 opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
             )
@@ -338,6 +344,7 @@ class Fleet(pulumi.ComponentResource):
                         system.node_group, store.stager_association, store.bucket
                     ],
                     hf_token=args.hf_token,
+                    account=account,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

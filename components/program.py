@@ -17,12 +17,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import date
 from typing import Any
 
 import pulumi
 
 from components.fleet import Fleet, FleetArgs
 from components.global_endpoint import RegionEntry
+from llmfleet.catalog.kubernetes import support_notice
 from llmfleet.errors import ProgramError
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.plan.stacks import (
@@ -60,7 +62,12 @@ def deploy(
     hf_token: pulumi.Input[str] | None = None,
 ) -> None:
     """Register the stack's resources and outputs (`hf_token`: the staging Jobs', for a
-    gated checkpoint)."""
+    gated checkpoint). Warns, against today's date, when the fleet's Kubernetes version
+    leaves EKS standard support within the margin (`support_notice`)."""
+    notice = support_notice(fleet_plan.kubernetes_version, fleet_plan.kubernetes_support,
+                            date.today())
+    if notice:
+        pulumi.log.warn(notice)
     if target.scope == "global":
         pulumi.run(lambda: _global(target, fleet_plan))
         return

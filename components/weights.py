@@ -25,6 +25,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import iam
+from components.account import with_account
 from components.iam import partition
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
@@ -105,6 +106,9 @@ class ModelStoreArgs:
     cluster_name: pulumi.Input[str]
     node_roles: Sequence[aws.iam.Role]
     depends_on: Sequence[pulumi.Resource] = ()
+    account: pulumi.Input[str] = ""
+    """The deploying account (`components.account`): a plan without account_id names the
+    bucket with the placeholder this replaces."""
 
 
 class ModelStore(pulumi.ComponentResource):
@@ -126,7 +130,7 @@ class ModelStore(pulumi.ComponentResource):
         staging = rp.staging
         self.bucket = aws.s3.Bucket(
             f"{name}-weights",
-            bucket=staging.bucket,
+            bucket=with_account(staging.bucket, args.account),
             force_destroy=False,
             opts=child,
         )

@@ -50,7 +50,11 @@ from llmfleet.catalog.kubernetes import charts
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
-CORE_GROUPS = {"core", "apps", "batch", "networking.k8s.io", "policy", "helm.sh", "yaml"}
+CORE_GROUPS = {
+    "core", "apps", "batch", "networking.k8s.io", "policy", "rbac.authorization.k8s.io",
+    "helm.sh", "yaml",
+}
+"""API groups every cluster serves (Kubernetes' built-in APIs: no CRD installs them)."""
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ADDON = "aws:eks/addon:Addon"
 

@@ -317,7 +317,7 @@ def build_entry_point(
     dereg = min(MAX_DEREGISTRATION_DELAY_S, prestop_sleep_s + shutdown_timeout_s)
     production = plan.environment == "production"
     account = account_of(plan)
-    logs = logs_bucket(plan.name, region_name, account) if account else None
+    logs = logs_bucket(plan.name, region_name, account)
     lb_attributes = {
         "idle_timeout.timeout_seconds": str(idle),
         "routing.http.drop_invalid_header_fields.enabled": "true",

@@ -14,6 +14,7 @@ from pydantic import Field
 from llmfleet import __version__
 from llmfleet.calibration.server_calibration import Coverage
 from llmfleet.catalog.constants import Constants, fitted
+from llmfleet.catalog.kubernetes import SupportType
 from llmfleet.data import Data, MinDesiredMax
 from llmfleet.fleetplan.calibrations import CalibrationUse, build_calibrations
 from llmfleet.fleetplan.capacity import check_region_size
@@ -67,7 +68,7 @@ class FleetPlan(Data):
     headroom: float
     confidence: str
     kubernetes_version: str
-    kubernetes_support: str = Field(
+    kubernetes_support: SupportType = Field(
         description="standard or extended (plan.kubernetes_support): the cluster's EKS "
         "upgrade policy; control_plane_support is what the cost model bills."
     )

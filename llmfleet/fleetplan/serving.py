@@ -14,11 +14,16 @@ import math
 
 from pydantic import ConfigDict, Field, computed_field
 
-from llmfleet.catalog.vllm_release import VLLM_VERSION, vllm_release
+from llmfleet.catalog.images import serving_image
+from llmfleet.catalog.vllm_release import VLLM_VERSION
 from llmfleet.data import Data
 from llmfleet.fleetplan.autoscaling import custom_buckets
 from llmfleet.fleetplan.cold_start import STARTUP_PERIOD_S, ColdStart
-from llmfleet.fleetplan.multi_node import MASTER_PORT
+from llmfleet.fleetplan.multi_node import (
+    DATA_PARALLEL_RPC_PORT,
+    MASTER_PORT,
+    data_parallel_ranks_per_node,
+)
 from llmfleet.fleetplan.workload import PORT, VLLM_UID
 from llmfleet.plan.cluster import Startup
 from llmfleet.search.choice import Choice
@@ -89,11 +94,17 @@ class VllmArgs(Data):
     nnodes: int | None = Field(
         default=None, description="Nodes of one replica (vLLM's mp multi-node launch)."
     )
+    data_parallel_size_local: int | None = Field(
+        default=None, description="DP ranks on each node when DP ranks span nodes."
+    )
+    data_parallel_rpc_port: int | None = Field(
+        default=None, description="The leader's DP RPC port when DP ranks span nodes."
+    )
     master_port: int | None = Field(
         default=None, description="The leader's torch.distributed port (multi-node)."
     )
     distributed_executor_backend: str | None = Field(
-        default=None, description="mp across nodes (--nnodes/--node-rank, no Ray)."
+        default=None, description="mp across nodes (no Ray): the mp or data-parallel launch."
     )
     kv_transfer_config: dict[str, object] | None = Field(
         default=None, description="Disaggregated serving: the KV connector (NixlConnector)."
@@ -154,12 +165,32 @@ ECR_PREFIX = "docker-hub"
 DOCKER_HUB = "registry-1.docker.io"
 
 
-def image_ref(startup: Startup, region: str) -> str:
-    image = str(vllm_release()["image"])  # vllm/vllm-openai:v0.33.0
-    if startup.ecr_account_id:
+def docker_hub_ref(startup: Startup, image: str, region: str) -> str:
+    """A Docker Hub image as the pods pull it: through the region's ECR pull-through cache
+    once the plan says its credentials are in (`startup.pull_through_ready`: ECR refuses a
+    Docker Hub pull without them, so a pod pulling through it before would sit in
+    ErrImagePull), else from Docker Hub directly."""
+    if startup.ecr_account_id and startup.pull_through_ready:
         registry = f"{startup.ecr_account_id}.dkr.ecr.{region}.amazonaws.com"
-        image = f"{registry}/{ECR_PREFIX}/{image}"
+        return f"{registry}/{ECR_PREFIX}/{image}"
+    return image
+
+
+def image_ref(startup: Startup, region: str) -> str:
+    row = serving_image(startup.image)
+    image = row.ref(region)
+    if row.registry == "docker-hub":
+        image = docker_hub_ref(startup, image, region)
     return f"{image}@{startup.image_digest}" if startup.image_digest else image
+
+
+def image_through_nat(startup: Startup) -> bool:
+    """Whether nodes pull the serving image from Docker Hub through the NAT gateways (an ECR
+    image, or one through the cache, comes through the VPC's S3 endpoint)."""
+    row = serving_image(startup.image)
+    return row.registry == "docker-hub" and not (
+        startup.ecr_account_id and startup.pull_through_ready
+    )
 
 
 def scanner_skips(startup: Startup) -> dict[str, str]:
@@ -189,6 +220,12 @@ def image_notes(startup: Startup) -> list[str]:
         notes.append(
             "image pulled from Docker Hub through the NAT gateways: give "
             "startup.ecr_account_id to pull through the region's ECR cache"
+        )
+    elif not startup.pull_through_ready:
+        notes.append(
+            "image pulled from Docker Hub until the ECR pull-through cache's secret holds a "
+            "Docker Hub username and access token: put them in, then set "
+            "startup.pull_through_ready: true"
         )
     return notes
 
@@ -225,6 +262,7 @@ def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
     plan, s, lv = choice.plan, choice.sizing, choice.lever
     checkpoint = served(plan, choice.model, lv)
     shape, nodes = choice.layout, choice.nodes_per_replica
+    dp_local = data_parallel_ranks_per_node(choice)
     return VllmArgs(
         model=cold.weights_uri,
         load_format=cold.load_format,
@@ -252,8 +290,10 @@ def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
         data_parallel_size=shape.dp if shape.dp > 1 else None,
         enable_expert_parallel=True if shape.ep else None,
         all2all_backend=ALL2ALL_BACKEND if shape.ep else None,
-        nnodes=nodes if nodes > 1 else None,
-        master_port=MASTER_PORT if nodes > 1 else None,
+        nnodes=nodes if nodes > 1 and dp_local is None else None,
+        master_port=MASTER_PORT if nodes > 1 and dp_local is None else None,
+        data_parallel_size_local=dp_local,
+        data_parallel_rpc_port=DATA_PARALLEL_RPC_PORT if dp_local is not None else None,
         distributed_executor_backend="mp" if nodes > 1 else None,
     )
 

@@ -18,7 +18,10 @@ restaging can never change files under running pods. Without `model.revision` (a
 outside production) the Job stages the repository's `main` once.
 
 Bucket names carry the account (`plan.account_id`): S3 names are global, and a name another
-account holds fails with BucketAlreadyExists."""
+account holds fails with BucketAlreadyExists. A plan without `account_id` (a new user's first
+stack) names it `ACCOUNT_PLACEHOLDER`, which the Pulumi program replaces with the deploying
+account (`aws.get_caller_identity`) in every name and rendered document before it creates
+anything: a real run always knows the caller's account."""
 
 from __future__ import annotations
 
@@ -80,14 +83,20 @@ class WeightStaging(Data):
     reasons: list[str]
 
 
-def account_of(plan: CapacityPlan) -> str | None:
-    """The account global names carry: plan.account_id, else the ECR cache's account."""
-    return plan.account_id or plan.startup.ecr_account_id
+ACCOUNT_PLACEHOLDER = "{account}"
+"""Stands for the deploying account in names of a plan without account_id; the program
+replaces it (`components.account.with_account`)."""
 
 
-def weights_bucket(fleet_name: str, region: str, account_id: str | None) -> str:
+def account_of(plan: CapacityPlan) -> str:
+    """The account global names carry: plan.account_id, else the ECR cache's account, else
+    the placeholder for the deploying account."""
+    return plan.account_id or plan.startup.ecr_account_id or ACCOUNT_PLACEHOLDER
+
+
+def weights_bucket(fleet_name: str, region: str, account_id: str) -> str:
     """The region's weight bucket (S3 names are global: the account id makes it unique)."""
-    return f"{fleet_name}-weights-{region}" + (f"-{account_id}" if account_id else "")
+    return f"{fleet_name}-weights-{region}-{account_id}"
 
 
 def weights_prefix(repo: str, revision: str | None) -> str:
@@ -116,9 +125,10 @@ def build_weight_staging(
     if plan.model.revision is None:
         reasons.append("model.revision unset: the branch main is staged once and never "
                        "restaged; pin a commit to know what is served")
-    if account is None:
-        reasons.append("account_id unset: the bucket name has no account part and may be "
-                       "taken by another account (BucketAlreadyExists); give account_id")
+    if account == ACCOUNT_PLACEHOLDER:
+        reasons.append(f"account_id unset: the bucket name carries {ACCOUNT_PLACEHOLDER}, "
+                       "which the program replaces with the deploying account "
+                       "(aws.get_caller_identity); give account_id to pin it")
     return WeightStaging(
         bucket=weights_bucket(plan.name, region, account),
         prefix=prefix,
