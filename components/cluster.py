@@ -113,6 +113,8 @@ class InferenceClusterArgs:
     """FleetPlan.account_id: refuse credentials of another account (None: no check)."""
     logs_bucket_arn: pulumi.Input[str] | None = None
     """The region's log bucket (components.logs): a new VPC's flow logs go there."""
+    logs_bucket_policy: pulumi.Resource | None = None
+    """Its policy, which the flow log waits for (else CreateFlowLogs writes one of its own)."""
 
 
 def cluster_args(
@@ -421,7 +423,9 @@ class InferenceCluster(pulumi.ComponentResource):
                 log_destination=pulumi.Output.concat(args.logs_bucket_arn, "/vpc-flow-logs/"),
                 max_aggregation_interval=600,
                 tags=tags,
-                opts=aws_opts(),
+                opts=aws_opts(
+                    depends_on=[args.logs_bucket_policy] if args.logs_bucket_policy else []
+                ),
             )
 
         self.cluster_security_group_id = self.cluster.vpc_config.apply(_cluster_security_group)

@@ -312,12 +312,15 @@ class ClusterAddonsArgs:
     charts: the releases to install (default CHARTS).
     values: per release name, values that replace the chart's own (the Prometheus stack's,
         with the region's Alertmanager routing: `prometheus_values`).
+    release_after: per release name, what else it waits for (the Prometheus stack waits for
+        Alertmanager's Pod Identity association).
     """
 
     k8s_provider: k8s.Provider
     pool_nodes: Mapping[PoolKind, Sequence[pulumi.Resource]]
     charts: Sequence[HelmChart] = CHARTS
     values: Mapping[str, pulumi.Input[Mapping[str, Any]]] = field(default_factory=dict)
+    release_after: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
 
 
 class ClusterAddons(pulumi.ComponentResource):
@@ -355,7 +358,8 @@ class ClusterAddons(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=args.k8s_provider,
-                    depends_on=[*args.pool_nodes[helm.pool], *after, *crds, *namespace],
+                    depends_on=[*args.pool_nodes[helm.pool], *after, *crds, *namespace,
+                                *args.release_after.get(helm.release, ())],
                 ),
             )
         self.register_outputs({"releases": {r: rel.status for r, rel in self.releases.items()}})

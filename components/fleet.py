@@ -199,7 +199,8 @@ class Fleet(pulumi.ComponentResource):
             if rp.logs_bucket is not None:
                 logs = LogBucket(
                     f"{base}-logs",
-                    LogBucketArgs(rp.logs_bucket, rp.region, account, provider),
+                    LogBucketArgs(rp.logs_bucket, rp.region, account, provider,
+                                  retiring=rp.retiring),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
             cluster = InferenceCluster(
@@ -211,6 +212,7 @@ class Fleet(pulumi.ComponentResource):
                     kubernetes_support=plan.kubernetes_support,
                     account_id=plan.account_id,
                     logs_bucket_arn=logs.bucket.arn if logs else None,
+                    logs_bucket_policy=logs.policy if logs else None,
                     fleet_name=plan.name,
                     access=plan.cluster,
                     aws_profile=args.aws_profile,
@@ -278,6 +280,7 @@ class Fleet(pulumi.ComponentResource):
                     region_plan=rp,
                     cluster_name=cluster.cluster.name,
                     aws_provider=provider,
+                    account=account,
                     depends_on=[cluster.pod_identity_agent],
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
@@ -291,6 +294,11 @@ class Fleet(pulumi.ComponentResource):
                         KUBE_PROMETHEUS_STACK.release: topic.topic.arn.apply(
                             partial(prometheus_values, plan.alerting, rp.region)
                         )
+                    },
+                    # Alertmanager's pods get their credentials only if its association
+                    # exists when they are created.
+                    release_after={
+                        KUBE_PROMETHEUS_STACK.release: [topic.alertmanager_association]
                     },
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
@@ -364,7 +372,7 @@ class Fleet(pulumi.ComponentResource):
                 LoadBalancerAlarms(
                     f"{base}-alb-alarms",
                     rp,
-                    topic.topic.arn,
+                    topic.topic.arn if topic.reaches_someone else None,
                     lb_hostname(service.resources["Ingress"]),
                     provider,
                     opts=pulumi.ResourceOptions(parent=self),
@@ -377,6 +385,9 @@ class Fleet(pulumi.ComponentResource):
         entries = args.global_entries
         if entries is None:
             entries = {r: e for r, res in self.regions.items() if (e := res.entry())}
+        # A retiring region leaves the global name first (docs/day2.md).
+        retiring = {rp.region for rp in plan.regions if rp.retiring}
+        entries = {r: e for r, e in entries.items() if r not in retiring}
         # No entry at all: a global stack before any region (certificate validation only).
         if route53 is not None and zone is not None and global_part and entries:
             self.global_endpoint = GlobalEndpoint(

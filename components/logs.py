@@ -109,6 +109,9 @@ class LogBucketArgs:
     """The deploying account; it also replaces the placeholder in `bucket` (components.account)."""
     aws_provider: aws.Provider
     retention_days: int = RETENTION_DAYS
+    retiring: bool = False
+    """A retiring region: `pulumi destroy` leaves the bucket (its logs expire on their own
+    lifecycle) rather than fail on a non-empty bucket."""
 
 
 class LogBucket(pulumi.ComponentResource):
@@ -125,7 +128,9 @@ class LogBucket(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=args.aws_provider)
         self.bucket = aws.s3.Bucket(
             name, bucket=with_account(args.bucket, args.account_id), force_destroy=False,
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(retain_on_delete=args.retiring)
+            ),
         )
         block = aws.s3.BucketPublicAccessBlock(
             name,

@@ -30,6 +30,10 @@ agent or the kubelet reports unhealthy, e.g. a GPU with an XID error). The
 managed `ami_type` picks the image, so the launch template sets none and EKS keeps merging
 its own bootstrap user data.
 
+An update of the GPU floor (a new AMI, a Kubernetes upgrade) replaces one replica's nodes
+at a time and `pulumi up` waits for every round (`RegionPlan.node_update`: each round a drain
+sized for the longest request plus a cold start), far past the provider's 60 minutes.
+
 `pulumi up` sets `desired_size` once and then ignores drift in it (a hand scale-up during an
 incident is not undone by the next deploy). Min and max stay under Pulumi's control.
 """
@@ -83,6 +87,10 @@ class PoolSpec:
     ami_type: str
     labels: Mapping[str, str]
     taints: Sequence[Mapping[str, str]] = ()
+    update_max_unavailable: int = 1
+    """Nodes an update replaces at a time (the GPU floor: `RegionPlan.node_update`)."""
+    update_timeout_s: int | None = None
+    """How long `pulumi up` waits for an update (None: the provider's 60 minutes)."""
 
 
 def pool_node_selector(kind: PoolKind) -> dict[str, str]:
@@ -112,6 +120,8 @@ def gpu_pool(region_plan: RegionPlan) -> PoolSpec:
         ami_type=AMI_TYPE,
         labels=dict(sorted(labels.items())),
         taints=node_taints(region_plan),
+        update_max_unavailable=region_plan.node_update.max_unavailable,
+        update_timeout_s=region_plan.node_update.timeout_s,
     )
 
 
@@ -240,7 +250,7 @@ def node_group_args(
             "desired_size": pool.nodes.desired,
             "max_size": pool.nodes.max,
         },
-        "update_config": {"max_unavailable": 1},
+        "update_config": {"max_unavailable": pool.update_max_unavailable},
         "node_repair_config": {"enabled": True},
         "labels": dict(pool.labels),
         "launch_template": {"id": launch_template_id, "version": launch_template_version},
@@ -334,6 +344,9 @@ class NodePool(pulumi.ComponentResource):
                 parent=self,
                 depends_on=list(args.depends_on),
                 ignore_changes=[DESIRED_SIZE_PATH],
+                custom_timeouts=pulumi.CustomTimeouts(update=f"{pool.update_timeout_s}s")
+                if pool.update_timeout_s
+                else None,
             ),
         )
         self.register_outputs(

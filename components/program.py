@@ -27,6 +27,7 @@ from components.global_endpoint import RegionEntry
 from llmfleet.catalog.kubernetes import support_notice
 from llmfleet.errors import ProgramError
 from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.outputs.deploy_order import GLOBAL_VALIDATION_OUTPUT
 from llmfleet.plan.stacks import (
     AWS_REGION_KEY,
     ENVIRONMENT_KEY,
@@ -138,11 +139,6 @@ def _export_regions(fleet_plan: FleetPlan, fleet: Fleet, regions: list[str]) -> 
     )
 
 
-GLOBAL_VALIDATION_OUTPUT = "global_validation_fqdn"
-"""Exported once the global name's validation record exists: a deploy that finds it missing
-runs the global stack first (the regions' certificates need the record)."""
-
-
 def _export_global(fleet: Fleet) -> None:
     if fleet.global_validation is not None:
         pulumi.export(GLOBAL_VALIDATION_OUTPUT, fleet.global_validation.fqdn)
@@ -176,7 +172,8 @@ def region_entry(stack: str, value: Any) -> RegionEntry:
 def check_entries(target: StackTarget, found: Mapping[str, Any]) -> dict[str, RegionEntry]:
     """Every region's entry point, or none (a new environment); anything between is an
     error naming the region stacks to deploy first."""
-    stacks = {r.name: region_stack(target.environment, r.name) for r in target.plan.regions}
+    stacks = {r.name: region_stack(target.environment, r.name) for r in target.plan.regions
+              if not r.retire}  # a retiring region leaves the global name first
     missing = [stacks[r] for r in stacks if found.get(r) is None]
     if missing and len(missing) < len(stacks):
         raise ProgramError(

@@ -31,7 +31,8 @@ from pulumi.runtime import settings
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_in_stack
 
-from components.preview.checks import Finding, run_checks
+from components.preview.checks import run_checks
+from components.preview.graph import Finding
 from components.preview.mocks import MOCK_ACCOUNT, FleetMocks
 from components.preview.monitor import RecordingMonitor
 from components.preview.text import format_preview

@@ -295,7 +295,7 @@ def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: LossSizing) -> Regi
     if entry is not None:
         check = build_capacity_check(
             rp.region, rp.peak_requests_per_s, rp.predicted.requests_per_s, rp.replicas.min,
-            rp.workload.pdb_max_unavailable,
+            rp.workload.pdb_max_unavailable // rp.nodes_per_replica,
         )
         entry = entry.model_copy(update={"capacity_check": check})
     return rp.model_copy(update={"entry_point": entry, "reasons": reasons})

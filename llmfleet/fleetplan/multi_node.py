@@ -29,6 +29,7 @@ from pydantic import Field
 from llmfleet.catalog import network
 from llmfleet.catalog.kubernetes import chart
 from llmfleet.data import Data
+from llmfleet.errors import PlanError
 from llmfleet.search.choice import Choice
 
 LWS_NAMESPACE = "lws-system"
@@ -85,7 +86,32 @@ def data_parallel_ranks_per_node(choice: Choice) -> int | None:
     return gpus // (shape.tp * shape.pp)
 
 
-def build_multi_node(choice: Choice) -> MultiNode | None:
+RESERVED = ("reservation", "capacity_block")
+
+
+def capacity_note(choice: Choice, field: str) -> str:
+    """Where a replica's nodes come from: on demand, `nodes_per_replica` large GPU nodes in
+    one cluster placement group at once are rarely had (InsufficientInstanceCapacity), so
+    production buys them (an On-Demand Capacity Reservation targeted at the placement group,
+    or a Capacity Block); PlanError otherwise."""
+    purchase = choice.region.capacity
+    n, inst = choice.nodes_per_replica, choice.instance.instance_type
+    if purchase.type in RESERVED:
+        return (f"the nodes come from {purchase.type} {', '.join(purchase.reservation_ids)} "
+                f"({purchase.reserved_nodes} {inst})")
+    ask = (f"{n} {inst} at once in one cluster placement group per replica, on demand: EC2 "
+           "rarely has that many free in one spot (InsufficientInstanceCapacity)")
+    if choice.plan.environment == "production":
+        raise PlanError(
+            f"{field}.capacity.type", purchase.type,
+            f"a replica spans {n} nodes: {ask}; buy them: type reservation (an On-Demand "
+            "Capacity Reservation in the placement group) or capacity_block, with "
+            "reservation_ids, instance_type and reserved_nodes",
+        )
+    return f"{ask}; production requires a reservation or a Capacity Block"
+
+
+def build_multi_node(choice: Choice, field: str = "regions[0]") -> MultiNode | None:
     """The region's multi-node settings, or None when a replica fits one node."""
     n = choice.nodes_per_replica
     if n <= 1:
@@ -126,5 +152,6 @@ def build_multi_node(choice: Choice) -> MultiNode | None:
             f"collective and {row.collective_busbw_gb_s:g} GB/s bus bandwidth (two-node "
             f"nccl-tests on {row.measured_on})",
             "its nodes in one cluster placement group",
+            capacity_note(choice, field),
         ],
     )

@@ -36,6 +36,7 @@ from llmfleet.fleetplan.fabric import Fabric, build_fabric
 from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, download_gib
 from llmfleet.fleetplan.multi_node import MultiNode, build_multi_node
 from llmfleet.fleetplan.network import SubnetPlan, subnet_layout
+from llmfleet.fleetplan.node_update import NodeUpdate, build_node_update
 from llmfleet.fleetplan.predicted import (
     BatchPoint,
     Binding,
@@ -50,7 +51,7 @@ from llmfleet.fleetplan.predicted import (
 from llmfleet.fleetplan.risk import Risk, build_risk
 from llmfleet.fleetplan.serving import Serving, build_serving
 from llmfleet.fleetplan.weights import WeightStaging, account_of, build_weight_staging
-from llmfleet.fleetplan.workload import Workload, build_workload
+from llmfleet.fleetplan.workload import Workload, build_workload, pods_per_node
 from llmfleet.search.choice import Choice
 from llmfleet.search.levers import served
 from llmfleet.search.optimizer import Alternative, allowed_instances
@@ -130,6 +131,15 @@ class RegionPlan(Data):
     multi_node: MultiNode | None = Field(
         default=None,
         description="A replica spanning nodes: its LeaderWorkerSet, launch, placement group.",
+    )
+    retiring: bool = Field(
+        default=False,
+        description="regions[].retire: the region is leaving the fleet (docs/day2.md): no "
+        "global routing, its ALB unprotected, its weight bucket emptied on destroy.",
+    )
+    node_update: NodeUpdate = Field(
+        description="How the GPU floor's node group replaces its nodes and how long `pulumi "
+        "up` waits for it."
     )
     fabric: Fabric | None = Field(
         default=None,
@@ -318,10 +328,14 @@ def build_region_plan(
     zone_ids = cluster_zone_ids(region.name, gpu_zone_ids)
     floor = build_always_on(choice, stage4)
     cold = build_cold_start(choice, weights_gib)
-    multi = build_multi_node(choice)
-    work = build_workload(plan, inst, "LeaderWorkerSet" if multi else "Deployment")
+    multi = build_multi_node(choice, field)
+    work = build_workload(
+        plan, inst, "LeaderWorkerSet" if multi else "Deployment",
+        pods_per_node(choice.replicas_per_node, choice.nodes_per_replica),
+    )
     capacity = build_node_capacity(
-        choice, floor, gpu_zone_ids, field, cold, work.pdb_max_unavailable
+        choice, floor, gpu_zone_ids, field, cold,
+        work.pdb_max_unavailable // choice.nodes_per_replica,
     )
     if not cold.headroom_carries_growth:
         raise PlanError(
@@ -339,6 +353,9 @@ def build_region_plan(
     disagg = build_disaggregation(
         choice, weights_gib, cold, work.labels, work.namespace, serve.vllm.served_model_name,
         fabric.kv_backend if fabric else "",
+    )
+    update = build_node_update(
+        capacity.floor_nodes, choice.nodes_per_replica, cold.total_s, serve.termination_grace_s
     )
     expected = build_predicted(choice, consts)
     bound = build_binding(choice, consts)
@@ -397,6 +414,7 @@ def build_region_plan(
             *([faster_note] if faster_note else []),
             *(disagg.reasons if disagg else []),
             *(fabric.reasons if fabric else []),
+            update.reason,
         ],
         faster_gpus=faster,
         alternatives=alternatives,
@@ -415,4 +433,6 @@ def build_region_plan(
         multi_node=multi,
         disaggregation=disagg,
         fabric=fabric,
+        node_update=update,
+        retiring=region.retire,
     )

@@ -26,6 +26,7 @@ from llmfleet.fleetplan.multi_node import (
 )
 from llmfleet.fleetplan.workload import PORT, VLLM_UID
 from llmfleet.plan.cluster import Startup
+from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
 from llmfleet.search.levers import served
 
@@ -248,11 +249,22 @@ READINESS_FAILURE_THRESHOLD = 3
 LIVENESS_FAILURE_THRESHOLD = 6
 
 
-def longest_request_s(choice: Choice) -> float:
-    """A p95 request at the SLO: TTFT + its p95 output tokens at the ITL target."""
-    plan = choice.plan
-    itl_s = plan.slo.itl_ms / 1000
-    return plan.slo.ttft_ms / 1000 + plan.traffic.output_tokens.p95_or_mean * itl_s
+MAX_DRAIN_S = 3600 - PRESTOP_SLEEP_S
+"""The longest drain: the ALB keeps a draining target's requests at most 3600 s
+(deregistration_delay.timeout_seconds 0-3600), preStop included."""
+
+
+def longest_request_s(plan: CapacityPlan) -> float:
+    """The longest request `max_model_len` allows: the TTFT target plus a whole context of
+    tokens at the ITL target (a short prompt answered to the end of the context). The drain,
+    the ALB's idle timeout and the grace periods are sized for it, not for the p95: a scale-in
+    or a rollout would otherwise cut every longer request."""
+    return (plan.slo.ttft_ms + plan.max_model_len * plan.slo.itl_ms) / 1000
+
+
+def drain_s(plan: CapacityPlan) -> int:
+    """vLLM's --shutdown-timeout: the longest request, within the ALB's 3600 s."""
+    return min(MAX_DRAIN_S, math.ceil(longest_request_s(plan)) + 5)
 
 
 def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
@@ -284,7 +296,7 @@ def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
         speculative_config=lv.spec.vllm_config(choice.tp) if lv.spec else None,
         revision=plan.model.revision,
         custom_histogram_buckets=custom_buckets(choice),
-        shutdown_timeout=math.ceil(longest_request_s(choice)) + 5,
+        shutdown_timeout=drain_s(plan),
         enforce_eager=True if plan.model.enforce_eager else None,
         pipeline_parallel_size=shape.pp if shape.pp > 1 else None,
         data_parallel_size=shape.dp if shape.dp > 1 else None,
@@ -339,7 +351,13 @@ def build_serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Servin
     startup_probes = cold.startup_budget_s // STARTUP_PERIOD_S
     args = build_vllm_args(choice, cold)
     shutdown = args.shutdown_timeout
-    o_p95 = choice.plan.traffic.output_tokens.p95_or_mean
+    plan = choice.plan
+    longest = longest_request_s(plan)
+    cut = (
+        f"; requests over {MAX_DRAIN_S} s are cut (the ALB drains at most 3600 s)"
+        if math.ceil(longest) + 5 > MAX_DRAIN_S
+        else ""
+    )
     return Serving(
         image=image_ref(choice.plan.startup, choice.region.name),
         image_pull_policy="IfNotPresent",
@@ -364,10 +382,11 @@ def build_serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Servin
             f"startup budget {cold.startup_budget_s} s: 1.5x the predicted "
             f"{cold.container_s:.0f} s from container start to ready (weights streamed "
             f"from {cold.weights_uri}; cold_start.terms)",
-            f"drain: a p95 request lasts up to {longest_request_s(choice):.0f} s (TTFT + {o_p95} "
-            f"tokens at the ITL target); --shutdown-timeout {shutdown} s after a "
-            f"{PRESTOP_SLEEP_S} s preStop (the ALB's two failed 15 s health checks) that lets "
-            "the load balancer and endpoints drop the pod first",
+            f"drain: the longest request max_model_len allows lasts {longest:.0f} s (TTFT + "
+            f"{plan.max_model_len:,} tokens at the ITL target); --shutdown-timeout {shutdown} s "
+            f"after a {PRESTOP_SLEEP_S} s preStop (the ALB's two failed 15 s health checks) "
+            "that lets the load balancer and endpoints drop the pod first; a pod exits as soon "
+            f"as its last request ends{cut}",
             f"/dev/shm {2 * gpus} GiB: NCCL and the TP workers' shared-memory queues",
         ],
     )

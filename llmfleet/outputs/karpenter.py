@@ -109,7 +109,10 @@ def nodepool(fleet: FleetPlan, region: RegionPlan) -> dict[str, Any]:
                         }
                     ],
                     "expireAfter": "Never",
-                    "terminationGracePeriod": _duration(cold.consolidate_after_s),
+                    # A drained node waits for its pods' own grace (the longest request's drain).
+                    "terminationGracePeriod": _duration(
+                        max(cold.consolidate_after_s, region.serving.termination_grace_s)
+                    ),
                 },
             },
             "limits": {"nvidia.com/gpu": str(cap.karpenter_gpu_limit)},

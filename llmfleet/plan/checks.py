@@ -172,6 +172,15 @@ def check_production(plan: CapacityPlan) -> None:
             "incident, e.g. arn:aws:iam::<account>:role/eks-break-glass (it gets "
             "AmazonEKSClusterAdminPolicy; guard who may assume it and alarm on its use)",
         )
+    if plan.dns is not None and not any(r.email for r in plan.alerts.receivers):
+        raise PlanError(
+            "alerts.receivers",
+            [r.name for r in plan.alerts.receivers],
+            "production's CloudWatch alarms (the ALB's 5xx share and latency, a region leaving "
+            "DNS) reach people through the alert topics' e-mail subscriptions: add a receiver "
+            "with email: {addresses: [...]} (a PagerDuty or Opsgenie e-mail integration "
+            "address pages through them)",
+        )
     if not any("critical" in r.severities for r in plan.alerts.receivers):
         raise PlanError(
             "alerts.receivers",
@@ -249,9 +258,31 @@ def check_image(plan: CapacityPlan) -> None:
         )
 
 
+def check_retirement(plan: CapacityPlan) -> None:
+    """A region leaves the fleet only while the others carry its users: the global stack
+    stops routing to it before anything else changes."""
+    retiring = [k for k, r in enumerate(plan.regions) if r.retire]
+    if not retiring:
+        return
+    k = retiring[0]
+    if len(retiring) == len(plan.regions):
+        raise PlanError(f"regions[{k}].retire", True,
+                        "every region retires: destroy the environment's stacks instead")
+    if len(retiring) > plan.survive_region_losses:
+        raise PlanError(
+            f"regions[{k}].retire", True,
+            f"the other regions are sized to carry {plan.survive_region_losses} lost "
+            f"region(s), not the {len(retiring)} retiring: once the global stack stops "
+            "routing to it their users would overload the rest; set "
+            f"routing.survive_region_losses: {len(retiring)} (or move its traffic_share to "
+            "the others) and roll that out first, then retire it",
+        )
+
+
 def check_plan(plan: CapacityPlan) -> None:
     """Every catalog check of a plan, in the order a reader fixes them."""
     check_kubernetes_version(plan)
+    check_retirement(plan)
     check_image(plan)
     check_model_id(plan)
     check_prices(plan)

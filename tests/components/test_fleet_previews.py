@@ -80,3 +80,20 @@ def test_an_upgrade_moves_the_addons_the_nodes_and_the_ami_alias_with_the_versio
     assert before.keys() == after.keys()
     assert all(before[k] != after[k] for k in before)
     assert {v[:5] for v in after.values()} <= {"1.36", "v1.36"}
+
+
+def test_a_retiring_region_is_routed_no_more_and_its_buckets_do_not_block_destroy() -> None:
+    """regions[eu-north-1].retire: the global part builds no record or health check for it;
+    its weight bucket may be emptied by `pulumi destroy` (a copy of the checkpoint) and its
+    ALB carries no deletion protection; the preview has no finding."""
+    regions = [dict(r) for r in THREE_REGIONS["regions"]]
+    regions[2]["retire"] = True
+    result = _preview({**THREE_REGIONS, "regions": regions})
+    assert [f.message for f in result.findings()] == []
+    records = [r["name"] for r in result.resources if r["type"] == "aws:route53/record:Record"]
+    assert not any("eu-north-1" in n and "cert" not in n for n in records), records
+    weights = {r["name"]: r["inputs"]["forceDestroy"] for r in result.resources
+               if r["type"] == "aws:s3/bucket:Bucket" and "weights" in r["name"]}
+    assert weights == {"chat-three-eu-north-1-model-weights": True,
+                       "chat-three-us-east-1-model-weights": False,
+                       "chat-three-us-west-2-model-weights": False}

@@ -388,7 +388,7 @@ def test_node_role_has_exactly_the_two_managed_policies(run: Run) -> None:
     for ng in run.of_type(NODE_GROUP):
         role = ng["inputs"]["nodeRoleArn"].split("/")[-1]
         assert _policies_of(run, role) == [
-            "AmazonEC2ContainerRegistryReadOnly",
+            "AmazonEC2ContainerRegistryPullOnly",
             "AmazonEKSWorkerNodePolicy",
         ]
         [doc] = [

@@ -240,11 +240,13 @@ def test_the_trough_cost_is_the_floor_the_fleet_keeps(stack_plans) -> None:
 def test_the_pdb_fits_a_node_replacement_where_the_other_replicas_carry_the_peak(
     own_plans,
 ) -> None:
-    # three regions, us-east-1: 10 of its 11 (warm-floor) replicas x 24.28 req/s = 243 req/s
-    # >= the 135 req/s peak (180 %)
+    # three regions, us-east-1: two replicas a node, so the budget lets one node's pods go at
+    # once (2: a smaller one would hold a drain a cold start per pod, past EKS's 15 minutes);
+    # 9 of its 11 (warm-floor) replicas x 24.28 req/s = 219 req/s >= the 135 req/s peak (162 %)
     three = own_plans["three-regions"]
     [note] = [n for n in three.region("us-east-1").capacity.notes if "Budget" in n]
-    fits = "fits: during a node replacement (919 s, one cold start) 10 replica(s) carry 180%"
+    fits = ("(maxUnavailable 2) fits: during a node replacement (919 s, one cold start) 9 "
+            "replica(s) carry 162%")
     assert fits in note
     # one region: 1 of 2 replicas cannot carry the peak: the report says to disrupt off-peak
     [dev] = [n for n in own_plans["one-region"].regions[0].capacity.notes if "Budget" in n]

@@ -128,6 +128,20 @@ PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
         "across nodes, and startup.image vllm-openai-v0.33.0 has no EFA NCCL plugin",
     ),
     (
+        "a production replica across nodes without reserved capacity",
+        {**FRONTIER, **PRODUCTION},
+        "regions[0].capacity.type = 'on_demand': a replica spans 2 nodes: 2 p5.48xlarge at once "
+        "in one cluster placement group per replica",
+    ),
+    (
+        "production alarms without an e-mail receiver",
+        {**PRODUCTION, **EDGE, "alerts": {"receivers": [
+            {"name": "oncall", "severities": ["critical"],
+             "pagerduty": {"secret_name": "am", "secret_key": "k"}}]}},
+        "alerts.receivers = ['oncall']: production's CloudWatch alarms (the ALB's 5xx share and "
+        "latency, a region leaving DNS) reach people through the alert topics' e-mail",
+    ),
+    (
         "a production entry point without authentication",
         {**PRODUCTION, **EDGE, "edge": {"rate_limit": {"requests": 600}}},
         "edge.auth = None: production's entry point is public (dns): authenticate at the load "
