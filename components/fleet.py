@@ -232,7 +232,8 @@ class Fleet(pulumi.ComponentResource):
             core_addons(base, cluster, provider, [system.node_group])
             # Traffic between GPU nodes: placement group, EFA device plugin, LWS controller.
             multi = None
-            if rp.fabric is not None:
+            fabric = rp.fabric
+            if fabric is not None and (rp.multi_node is not None or fabric.transport == "efa"):
                 multi = MultiNodeSupport(
                     f"{base}-multi-node",
                     MultiNodeArgs(rp, cluster.k8s_provider, [system.node_group]),

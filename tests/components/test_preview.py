@@ -108,7 +108,7 @@ def existing_vpc_config() -> dict[str, Any]:
     config = own_config(THREE_REGIONS)
     [west] = [r for r in config["llmfleet:plan"]["regions"] if r["name"] == "us-west-2"]
     west["network"] = EXISTING
-    config["llmfleet:plan"]["cluster"] = {"public_access_cidrs": [OFFICE_CIDR]}
+    config["llmfleet:plan"]["cluster"]["public_access_cidrs"] = [OFFICE_CIDR]
     return config
 
 
@@ -473,8 +473,8 @@ def test_every_cluster_enforces_network_policy_with_the_vpc_cni_addon(run: Run) 
         assert addon["inputs"]["resolveConflictsOnCreate"] == "OVERWRITE"
         assert addon["inputs"]["resolveConflictsOnUpdate"] == "OVERWRITE"
     assert sorted(name for _, name in addons) == sorted(
-        ["vpc-cni", "eks-pod-identity-agent", "eks-node-monitoring-agent"]
-        * len(run.plan.regions)
+        ["vpc-cni", "eks-pod-identity-agent", "eks-node-monitoring-agent", "kube-proxy",
+         "coredns"] * len(run.plan.regions)
     ), "one of each add-on per cluster: EKS answers a second CreateAddon with 409"
     for cluster in run.of_type(CLUSTER):
         cni = addons[(run.region_of(cluster), "vpc-cni")]

@@ -194,3 +194,35 @@ def test_the_disaggregated_objects_validate(disaggregated) -> None:
             assert problems(doc) == [], kind
         else:
             kubernetes_validate.validate(doc, disaggregated.kubernetes_version, strict=True)
+
+
+def test_dp_ranks_across_nodes_launch_with_vllms_data_parallel_flags(frontier) -> None:
+    """DP 16 x TP 1 with EP over two 8-GPU nodes (the region's shape forced here: the search
+    picks TP 8 x PP 2 for this plan): vLLM's data-parallel deployment flags, not --nnodes;
+    each worker starts its ranks at LWS_WORKER_INDEX x 8 (docs/serving/
+    data_parallel_deployment.md)."""
+    region = frontier.regions[0]
+    assert region.multi_node is not None
+    mn = region.multi_node.model_copy(update={
+        "launch": "data-parallel", "data_parallel_size_local": 8, "data_parallel_rpc_port": 13345})
+    vllm = region.serving.vllm.model_copy(update={
+        "tensor_parallel_size": 1, "pipeline_parallel_size": None, "data_parallel_size": 16,
+        "enable_expert_parallel": True, "nnodes": None, "master_port": None,
+        "data_parallel_size_local": 8, "data_parallel_rpc_port": 13345})
+    dp = region.model_copy(update={
+        "multi_node": mn, "serving": region.serving.model_copy(update={"vllm": vllm})})
+    fp = frontier.model_copy(update={"regions": [dp]})
+    leader, worker = _containers(docs(fp)["leaderworkerset"])
+    assert leader["command"][:2] == ["/bin/sh", "-c"]
+    assert leader["command"][2].endswith('--data-parallel-address "$LWS_LEADER_ADDRESS"')
+    assert worker["command"][2].endswith(
+        '--data-parallel-start-rank $((LWS_WORKER_INDEX * 8)) --headless')
+    config = render.vllm_config(dp)
+    for key in ("data-parallel-size: 16", "data-parallel-size-local: 8",
+                "data-parallel-rpc-port: 13345"):
+        assert key in config
+    assert "nnodes" not in config and "node-rank" not in str(worker["command"])
+    flags = vllm_release()["flags"]
+    for flag in ("--data-parallel-size-local", "--data-parallel-start-rank",
+                 "--data-parallel-address", "--data-parallel-rpc-port", "--headless"):
+        assert flag in flags
