@@ -1,14 +1,21 @@
 """AlertTopic and LoadBalancerAlarms: where a region's alerts reach a person, and the
 CloudWatch alarms on its load balancer.
 
-- The region's SNS topic `<fleet>-<region>-alerts` (encrypted with the AWS-managed SNS key),
-  with an e-mail subscription per address of the plan's `email` receivers (each address
-  confirms once by mail: README, "A real preview").
+- The region's SNS topic `<fleet>-<region>-alerts`, encrypted with a customer managed KMS key
+  of its own (`alarm_key_policy`): CloudWatch may publish only to a topic whose key policy
+  lets cloudwatch.amazonaws.com decrypt and generate data keys, which the AWS managed
+  alias/aws/sns key's policy never can (SNS developer guide, sns-key-management,
+  "Enable compatibility between event sources from AWS services and encrypted topics"); an
+  unencrypted topic would work but holds alert text in the clear. An e-mail subscription per
+  address of the plan's `email` receivers (each address confirms once by mail); without one
+  the alarms notify nobody, so they get no action (production requires an e-mail receiver
+  with dns: a PagerDuty or Opsgenie e-mail integration address serves).
 - Alertmanager publishes to it for `email` receivers: a role trusted by EKS Pod Identity may
-  `sns:Publish` to this topic only, associated with Alertmanager's ServiceAccount
+  `sns:Publish` to this topic and use its key, associated with Alertmanager's ServiceAccount
   (`cluster_addons.ALERTMANAGER_SERVICE_ACCOUNT`); the association waits for the cluster's
-  agent add-on. Alertmanager's SNS notifier uses the SDK's default credential chain, which
-  includes EKS Pod Identity.
+  agent add-on, and the Prometheus stack's release waits for the association
+  (`alertmanager_association`: EKS injects credentials when a pod is created). Alertmanager's
+  SNS notifier uses the SDK's default credential chain, which includes EKS Pod Identity.
 - With an entry point: CloudWatch alarms on the ALB (`RegionPlan.entry_point.alarms`: the
   5xx share by metric math and the p99 target response time), to the topic, each carrying
   its runbook link. The ALB is the load balancer controller's: the alarms find it by the name
@@ -34,31 +41,100 @@ from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.workload import MONITORING_NAMESPACE
 
-SNS_MANAGED_KEY = "alias/aws/sns"
+CLOUDWATCH = "cloudwatch.amazonaws.com"
 
 
 def topic_name(fleet: str, region: str) -> str:
     return f"{fleet}-{region}-alerts"
 
 
-def publish_policy(topic_arn: str) -> str:
+def alarm_key_policy(account: str, region: str) -> str:
+    """The alarm topic key's policy: the account administers it (IAM policies then grant
+    its use, as Alertmanager's role does), and CloudWatch alarms of this account decrypt and
+    generate data keys to publish (SNS developer guide, sns-key-management)."""
+    part = iam.partition(region)
     doc = {
         "Version": "2012-10-17",
         "Statement": [
-            {"Sid": "PublishAlerts", "Effect": "Allow", "Action": "sns:Publish",
-             "Resource": topic_arn}
+            {
+                "Sid": "AccountAdministers",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:{part}:iam::{account}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            {
+                "Sid": "CloudWatchPublishesAlarms",
+                "Effect": "Allow",
+                "Principal": {"Service": CLOUDWATCH},
+                "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+                "Resource": "*",
+                "Condition": {
+                    "StringEquals": {"aws:SourceAccount": account},
+                    "ArnLike": {"aws:SourceArn": f"arn:{part}:cloudwatch:*:{account}:alarm:*"},
+                },
+            },
         ],
     }
     return json.dumps(doc, sort_keys=True)
 
 
+def publish_policy(topic_arn: str, key_arn: str) -> str:
+    doc = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "PublishAlerts", "Effect": "Allow", "Action": "sns:Publish",
+             "Resource": topic_arn},
+            {"Sid": "UseTheTopicsKey", "Effect": "Allow",
+             "Action": ["kms:Decrypt", "kms:GenerateDataKey*"], "Resource": key_arn},
+        ],
+    }
+    return json.dumps(doc, sort_keys=True)
+
+
+def email_addresses(fleet_plan: FleetPlan) -> list[str]:
+    return [a for r in fleet_plan.alerting.receivers if r.email is not None
+            for a in r.email.addresses]
+
+
+def alarm_topic(
+    name: str,
+    topic: str,
+    account: pulumi.Input[str],
+    region: str,
+    addresses: Sequence[str],
+    opts: pulumi.ResourceOptions,
+) -> tuple[aws.kms.Key, aws.sns.Topic]:
+    """An SNS topic CloudWatch alarms may publish to (`{name}-key`: its customer managed
+    key; `{name}`: the topic) with an e-mail subscription per address (`{name}-email-<k>`)."""
+    key = aws.kms.Key(
+        f"{name}-key",
+        description=f"SNS topic {topic}: CloudWatch alarms publish to it",
+        enable_key_rotation=True,
+        deletion_window_in_days=30,
+        policy=pulumi.Output.from_input(account).apply(lambda a: alarm_key_policy(a, region)),
+        opts=opts,
+    )
+    sns = aws.sns.Topic(name, name=topic, kms_master_key_id=key.arn, opts=opts)
+    for k, address in enumerate(addresses):
+        aws.sns.TopicSubscription(
+            f"{name}-email-{k}", topic=sns.arn, protocol="email", endpoint=address, opts=opts
+        )
+    return key, sns
+
+
 def alarm_args(
-    alarm: LbAlarm, lb_name: str, lb_arn_suffix: pulumi.Input[str], topic_arn: pulumi.Input[str]
+    alarm: LbAlarm,
+    lb_name: str,
+    lb_arn_suffix: pulumi.Input[str],
+    topic_arn: pulumi.Input[str] | None,
 ) -> dict[str, Any]:
     """Keyword arguments of one `aws.cloudwatch.MetricAlarm` on the ALB (AWS/ApplicationELB:
     HTTPCode_ELB_5XX_Count, HTTPCode_Target_5XX_Count, RequestCount, TargetResponseTime;
-    dimension LoadBalancer = the ALB's ARN suffix)."""
+    dimension LoadBalancer = the ALB's ARN suffix); no action without a topic that reaches
+    someone (None)."""
     dims = {"LoadBalancer": lb_arn_suffix}
+    actions = [topic_arn] if topic_arn is not None else []
     common: dict[str, Any] = {
         "name": f"{lb_name}-{alarm.name}",
         "alarm_description": f"{alarm.summary}. {alarm.reason}. Runbook: {alarm.runbook_url}",
@@ -67,8 +143,8 @@ def alarm_args(
         "evaluation_periods": alarm.evaluation_periods,
         "datapoints_to_alarm": alarm.datapoints_to_alarm,
         "treat_missing_data": "notBreaching",
-        "alarm_actions": [topic_arn],
-        "ok_actions": [topic_arn],
+        "alarm_actions": actions,
+        "ok_actions": actions,
     }
     if alarm.kind == "latency-p99":
         return {
@@ -112,20 +188,26 @@ def alarm_args(
 @dataclass(frozen=True)
 class AlertTopicArgs:
     """fleet_plan, region_plan: the receivers. cluster_name: the EKS cluster (Alertmanager's
-    Pod Identity). aws_provider: the region's. depends_on: the cluster's Pod Identity agent."""
+    Pod Identity). aws_provider: the region's. account: the deploying account (the key's
+    policy). depends_on: the cluster's Pod Identity agent."""
 
     fleet_plan: FleetPlan
     region_plan: RegionPlan
     cluster_name: pulumi.Input[str]
     aws_provider: aws.Provider
+    account: pulumi.Input[str]
     depends_on: Sequence[pulumi.Resource] = ()
 
 
 class AlertTopic(pulumi.ComponentResource):
-    """Children `{name}` (the topic: `topic`), `{name}-email-<k>` and `{name}-alertmanager`
-    (role, policy, Pod Identity association)."""
+    """Children `{name}-key` and `{name}` (the topic: `topic`), `{name}-email-<k>` and
+    `{name}-alertmanager` (role, policy, Pod Identity association:
+    `alertmanager_association`). `reaches_someone`: whether an address subscribes (the ALB
+    alarms publish to the topic only then)."""
 
     topic: aws.sns.Topic
+    alertmanager_association: aws.eks.PodIdentityAssociation
+    reaches_someone: bool
 
     def __init__(
         self, name: str, args: AlertTopicArgs, opts: pulumi.ResourceOptions | None = None
@@ -133,23 +215,11 @@ class AlertTopic(pulumi.ComponentResource):
         super().__init__("llmfleet:index:AlertTopic", name, None, opts)
         fp, rp = args.fleet_plan, args.region_plan
         child = pulumi.ResourceOptions(parent=self, provider=args.aws_provider)
-        self.topic = aws.sns.Topic(
-            name,
-            name=topic_name(fp.name, rp.region),
-            kms_master_key_id=SNS_MANAGED_KEY,
-            opts=child,
+        addresses = email_addresses(fp)
+        self.reaches_someone = bool(addresses)
+        key, self.topic = alarm_topic(
+            name, topic_name(fp.name, rp.region), args.account, rp.region, addresses, child
         )
-        addresses = [
-            a for r in fp.alerting.receivers if r.email is not None for a in r.email.addresses
-        ]
-        for k, address in enumerate(addresses):
-            aws.sns.TopicSubscription(
-                f"{name}-email-{k}",
-                topic=self.topic.arn,
-                protocol="email",
-                endpoint=address,
-                opts=child,
-            )
         role = aws.iam.Role(
             f"{name}-alertmanager",
             assume_role_policy=iam.pod_identity_trust(),
@@ -159,10 +229,12 @@ class AlertTopic(pulumi.ComponentResource):
         grant = aws.iam.RolePolicy(
             f"{name}-alertmanager",
             role=role.id,
-            policy=self.topic.arn.apply(publish_policy),
+            policy=pulumi.Output.all(self.topic.arn, key.arn).apply(
+                lambda a: publish_policy(a[0], a[1])
+            ),
             opts=child,
         )
-        aws.eks.PodIdentityAssociation(
+        self.alertmanager_association = aws.eks.PodIdentityAssociation(
             f"{name}-alertmanager",
             cluster_name=args.cluster_name,
             namespace=MONITORING_NAMESPACE,
@@ -184,7 +256,7 @@ class LoadBalancerAlarms(pulumi.ComponentResource):
         self,
         name: str,
         region_plan: RegionPlan,
-        topic_arn: pulumi.Input[str],
+        topic_arn: pulumi.Input[str] | None,
         lb_ready: pulumi.Output[str],
         aws_provider: aws.Provider,
         opts: pulumi.ResourceOptions | None = None,

@@ -25,10 +25,22 @@ so no node starts without the agent. The `eks-node-monitoring-agent` add-on repo
 kernel, network and storage faults as node conditions that the node groups' auto repair acts
 on (EKS user guide, node-health; it needs no IAM).
 
+Add-on versions follow the cluster's version: every managed add-on (`vpc-cni`, the Pod
+Identity agent, the node monitoring agent, and `kube-proxy` and `coredns`, which EKS installs
+as self-managed bootstrap copies that a control-plane upgrade leaves behind, taken over here
+with OVERWRITE by `core_addons` once the system nodes exist) pins `addon_version` to EKS's
+default version for the cluster's Kubernetes version (`aws.eks.get_addon_version` on
+`cluster.version`), so raising `kubernetes_version` upgrades the control plane, then the
+add-ons, then the node groups (which follow `cluster.version`), in one `pulumi up`.
+
 Access: `authentication_mode` API (EKS access entries only; the aws-auth ConfigMap is off,
-and EKS allows no way back); whoever creates the cluster gets an admin access entry.
+and EKS allows no way back); whoever creates the cluster gets an admin access entry, and the
+plan's `cluster.deploy_role_arn` (the other principal that runs `pulumi up`) and
+`cluster.break_glass_role_arn` get one each with AmazonEKSClusterAdminPolicy (cluster scope).
 Support: `upgrade_policy.support_type` is the plan's `kubernetes_support` (STANDARD: EKS
-upgrades the control plane when standard support ends instead of billing extended support).
+upgrades the control plane when standard support ends instead of billing extended support;
+`catalog.kubernetes.support_notice` warns 90 days ahead, against today's date, at every
+`llmfleet plan`, `llmfleet preview` and `pulumi up`).
 
 Control plane: Kubernetes `FleetPlan.kubernetes_version`; private endpoint on; public
 endpoint on by default, because `pulumi up` and kubectl usually run from outside the VPC
@@ -64,6 +76,8 @@ VPC_CNI_ADDON = "vpc-cni"
 VPC_CNI_SERVICE_ACCOUNT = "aws-node"
 POD_IDENTITY_ADDON = "eks-pod-identity-agent"
 NODE_MONITORING_ADDON = "eks-node-monitoring-agent"
+KUBE_PROXY_ADDON = "kube-proxy"
+COREDNS_ADDON = "coredns"
 AUTHENTICATION_MODE = "API"
 VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 """The managed add-on's configuration key that starts the network-policy agent in aws-node
@@ -99,6 +113,8 @@ class InferenceClusterArgs:
     """FleetPlan.account_id: refuse credentials of another account (None: no check)."""
     logs_bucket_arn: pulumi.Input[str] | None = None
     """The region's log bucket (components.logs): a new VPC's flow logs go there."""
+    logs_bucket_policy: pulumi.Resource | None = None
+    """Its policy, which the flow log waits for (else CreateFlowLogs writes one of its own)."""
 
 
 def cluster_args(
@@ -138,13 +154,15 @@ def cluster_args(
 
 
 def vpc_cni_addon_args(
-    cluster_name: pulumi.Input[str], role_arn: pulumi.Input[str] | None = None
+    cluster_name: pulumi.Input[str],
+    role_arn: pulumi.Input[str] | None = None,
+    addon_version: pulumi.Input[str] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of the cluster's `aws.eks.Addon` for the VPC CNI.
 
-    No `addon_version`: EKS installs its default version for the cluster's Kubernetes
-    version. Network policies need VPC CNI 1.14 or later on Kubernetes 1.25 or later (EKS
-    user guide); `aws eks describe-addon-versions --addon-name vpc-cni` shows the default.
+    `addon_version`: EKS's default for the cluster's version (`addon_version`), so it moves
+    with an upgrade. Network policies need VPC CNI 1.14 or later on Kubernetes 1.25 or later
+    (EKS user guide); `aws eks describe-addon-versions --addon-name vpc-cni` shows the default.
     OVERWRITE on create and update: EKS installs a self-managed aws-node with every
     cluster, and the managed add-on takes it over (and reverts hand edits on update).
     `role_arn`: the CNI's own role, given to kube-system/aws-node through a Pod Identity
@@ -157,11 +175,32 @@ def vpc_cni_addon_args(
         "resolve_conflicts_on_create": "OVERWRITE",
         "resolve_conflicts_on_update": "OVERWRITE",
     }
+    if addon_version is not None:
+        args["addon_version"] = addon_version
     if role_arn is not None:
         args["pod_identity_associations"] = [
             {"role_arn": role_arn, "service_account": VPC_CNI_SERVICE_ACCOUNT}
         ]
     return args
+
+
+def addon_version(
+    addon: str, kubernetes_version: pulumi.Input[str], provider: aws.Provider
+) -> pulumi.Output[str]:
+    """EKS's default version of `addon` for the cluster's Kubernetes version (EKS API
+    DescribeAddonVersions, `defaultVersion`): an upgrade of the cluster moves it."""
+    return aws.eks.get_addon_version_output(
+        addon_name=addon,
+        kubernetes_version=kubernetes_version,
+        opts=pulumi.InvokeOutputOptions(provider=provider),
+    ).version
+
+
+ACCESS_POLICY = "AmazonEKSClusterAdminPolicy"
+
+
+def access_policy_arn(region: str) -> str:
+    return f"arn:{iam.partition(region)}:eks::aws:cluster-access-policy/{ACCESS_POLICY}"
 
 
 def account_matches(account: str, expected: str | None) -> str:
@@ -248,6 +287,7 @@ class InferenceCluster(pulumi.ComponentResource):
     cluster_security_group_id: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
     k8s_provider: k8s.Provider
+    access_entries: list[aws.eks.AccessPolicyAssociation]
 
     def __init__(
         self, name: str, args: InferenceClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -255,6 +295,7 @@ class InferenceCluster(pulumi.ComponentResource):
         super().__init__("llmfleet:index:InferenceCluster", name, None, opts)
         plan = args.region_plan
         region = plan.region
+        self.region = region
         tags = dict(
             sorted(
                 {
@@ -382,14 +423,20 @@ class InferenceCluster(pulumi.ComponentResource):
                 log_destination=pulumi.Output.concat(args.logs_bucket_arn, "/vpc-flow-logs/"),
                 max_aggregation_interval=600,
                 tags=tags,
-                opts=aws_opts(),
+                opts=aws_opts(
+                    depends_on=[args.logs_bucket_policy] if args.logs_bucket_policy else []
+                ),
             )
 
         self.cluster_security_group_id = self.cluster.vpc_config.apply(_cluster_security_group)
+        def version_of(addon: str) -> pulumi.Output[str]:
+            return addon_version(addon, self.cluster.version, args.aws_provider)
+
         self.pod_identity_agent = aws.eks.Addon(
             f"{name}-pod-identity",
             cluster_name=self.cluster.name,
             addon_name=POD_IDENTITY_ADDON,
+            addon_version=version_of(POD_IDENTITY_ADDON),
             opts=aws_opts(),
         )
         cni_role = aws.iam.Role(
@@ -406,15 +453,24 @@ class InferenceCluster(pulumi.ComponentResource):
         # (amazon-vpc-cni-k8s#3840): the add-on waits for the agent and the role's policy.
         self.vpc_cni = aws.eks.Addon(
             f"{name}-vpc-cni",
-            **vpc_cni_addon_args(self.cluster.name, cni_role.arn),
+            **vpc_cni_addon_args(self.cluster.name, cni_role.arn, version_of(VPC_CNI_ADDON)),
             opts=aws_opts(depends_on=[self.pod_identity_agent, *cni_attachments]),
         )
         self.node_monitoring = aws.eks.Addon(
             f"{name}-node-monitoring",
             cluster_name=self.cluster.name,
             addon_name=NODE_MONITORING_ADDON,
+            addon_version=version_of(NODE_MONITORING_ADDON),
             opts=aws_opts(),
         )
+        self.access_entries = [
+            self._admin_entry(name, key, arn, aws_opts)
+            for key, arn in (
+                ("deploy", args.access.deploy_role_arn),
+                ("break-glass", args.access.break_glass_role_arn),
+            )
+            if arn is not None
+        ]
         aws.ec2.Tag(
             f"{name}-cluster-sg-discovery",
             resource_id=self.cluster_security_group_id,
@@ -447,6 +503,30 @@ class InferenceCluster(pulumi.ComponentResource):
             }
         )
 
+    def _admin_entry(
+        self,
+        name: str,
+        key: str,
+        principal_arn: str,
+        aws_opts: Callable[[], pulumi.ResourceOptions],
+    ) -> aws.eks.AccessPolicyAssociation:
+        """An access entry for `principal_arn` with cluster admin (EKS access policies)."""
+        entry = aws.eks.AccessEntry(
+            f"{name}-{key}",
+            cluster_name=self.cluster.name,
+            principal_arn=principal_arn,
+            type="STANDARD",
+            opts=aws_opts(),
+        )
+        return aws.eks.AccessPolicyAssociation(
+            f"{name}-{key}",
+            cluster_name=self.cluster.name,
+            principal_arn=entry.principal_arn,
+            policy_arn=access_policy_arn(self.region),
+            access_scope={"type": "cluster"},
+            opts=aws_opts(),
+        )
+
     def _attach(
         self,
         prefix: str,
@@ -464,3 +544,28 @@ class InferenceCluster(pulumi.ComponentResource):
             )
             for policy in policies
         ]
+
+
+def core_addons(
+    name: str,
+    cluster: InferenceCluster,
+    aws_provider: aws.Provider,
+    system_nodes: Sequence[pulumi.Resource],
+) -> list[aws.eks.Addon]:
+    """`kube-proxy` and `coredns` as managed add-ons at the cluster's version: EKS creates
+    them self-managed with the cluster and never upgrades them; OVERWRITE takes them over.
+    They wait for the system nodes (CoreDNS turns ACTIVE only once its pods run)."""
+    return [
+        aws.eks.Addon(
+            f"{name}-{addon}",
+            cluster_name=cluster.cluster.name,
+            addon_name=addon,
+            addon_version=addon_version(addon, cluster.cluster.version, aws_provider),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(
+                parent=cluster, provider=aws_provider, depends_on=list(system_nodes)
+            ),
+        )
+        for addon in (KUBE_PROXY_ADDON, COREDNS_ADDON)
+    ]

@@ -75,6 +75,13 @@ KPS_CRDS = (
     "thanosrulers",
 )
 """charts/kube-prometheus-stack/charts/crds/crds/crd-<name>.yaml at the chart's tag."""
+LWS_CRDS = (
+    "leaderworkerset.x-k8s.io_leaderworkersets",
+    "disaggregatedset.x-k8s.io_disaggregatedsets",
+    "disaggregatedset.x-k8s.io_disaggregatedsetrolescalers",
+)
+"""kubernetes-sigs/lws charts/lws/crds/<name>.yaml at the tag: the chart's controller watches
+all three (its values.yaml: 'The CRD (under crds/) ... always installed')."""
 
 
 def crd_urls(component: str) -> list[str]:
@@ -86,6 +93,9 @@ def crd_urls(component: str) -> list[str]:
             f"kube-prometheus-stack-{c.version}/charts/kube-prometheus-stack/charts/crds/crds"
         )
         return [f"{base}/crd-{name}.yaml" for name in KPS_CRDS]
+    if component == "lws":
+        base = f"https://raw.githubusercontent.com/kubernetes-sigs/lws/v{c.version}/charts/lws/crds"
+        return [f"{base}/{name}.yaml" for name in LWS_CRDS]
     if component == "aws-load-balancer-controller":
         return [
             "https://raw.githubusercontent.com/kubernetes-sigs/aws-load-balancer-controller/"
@@ -198,6 +208,9 @@ DCGM_EXPORTER = HelmChart(
             {"key": workload.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
         ],
         "serviceMonitor": {"enabled": True},
+        # The exporter GPU Operator v26.7 ships (catalog/charts.csv app_version), on the
+        # newest chart (its values.yaml: image.tag overrides the chart's appVersion).
+        "image": {"tag": chart("dcgm-exporter").app_version},
     },
     pool="gpu",
     after=(KUBE_PROMETHEUS_STACK.release,),
@@ -299,12 +312,15 @@ class ClusterAddonsArgs:
     charts: the releases to install (default CHARTS).
     values: per release name, values that replace the chart's own (the Prometheus stack's,
         with the region's Alertmanager routing: `prometheus_values`).
+    release_after: per release name, what else it waits for (the Prometheus stack waits for
+        Alertmanager's Pod Identity association).
     """
 
     k8s_provider: k8s.Provider
     pool_nodes: Mapping[PoolKind, Sequence[pulumi.Resource]]
     charts: Sequence[HelmChart] = CHARTS
     values: Mapping[str, pulumi.Input[Mapping[str, Any]]] = field(default_factory=dict)
+    release_after: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
 
 
 class ClusterAddons(pulumi.ComponentResource):
@@ -342,7 +358,8 @@ class ClusterAddons(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=args.k8s_provider,
-                    depends_on=[*args.pool_nodes[helm.pool], *after, *crds, *namespace],
+                    depends_on=[*args.pool_nodes[helm.pool], *after, *crds, *namespace,
+                                *args.release_after.get(helm.release, ())],
                 ),
             )
         self.register_outputs({"releases": {r: rel.status for r, rel in self.releases.items()}})

@@ -27,7 +27,7 @@ import pulumi_aws as aws
 
 from components.alarms import AlertTopic, AlertTopicArgs, LoadBalancerAlarms
 from components.capacity_alarm import CapacityAlarm, CapacityAlarmArgs
-from components.cluster import InferenceCluster, InferenceClusterArgs
+from components.cluster import InferenceCluster, InferenceClusterArgs, core_addons
 from components.cluster_addons import (
     KUBE_PROMETHEUS_STACK,
     ClusterAddons,
@@ -190,11 +190,17 @@ class Fleet(pulumi.ComponentResource):
                 default_tags={"tags": default_tags(plan.name, args.tags)},
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            # The deploying account: a plan without account_id names its buckets with a
+            # placeholder the program replaces (components.account).
+            account = plan.account_id or aws.get_caller_identity_output(
+                opts=pulumi.InvokeOutputOptions(provider=provider)
+            ).account_id
             logs = None
-            if rp.logs_bucket is not None and plan.account_id is not None:
+            if rp.logs_bucket is not None:
                 logs = LogBucket(
                     f"{base}-logs",
-                    LogBucketArgs(rp.logs_bucket, rp.region, plan.account_id, provider),
+                    LogBucketArgs(rp.logs_bucket, rp.region, account, provider,
+                                  retiring=rp.retiring),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
             cluster = InferenceCluster(
@@ -206,6 +212,7 @@ class Fleet(pulumi.ComponentResource):
                     kubernetes_support=plan.kubernetes_support,
                     account_id=plan.account_id,
                     logs_bucket_arn=logs.bucket.arn if logs else None,
+                    logs_bucket_policy=logs.policy if logs else None,
                     fleet_name=plan.name,
                     access=plan.cluster,
                     aws_profile=args.aws_profile,
@@ -222,9 +229,11 @@ class Fleet(pulumi.ComponentResource):
                 ),
                 opts=pool_opts,
             )
-            # A replica across nodes: placement group, EFA device plugin, LWS controller.
+            core_addons(base, cluster, provider, [system.node_group])
+            # Traffic between GPU nodes: placement group, EFA device plugin, LWS controller.
             multi = None
-            if rp.multi_node is not None:
+            fabric = rp.fabric
+            if fabric is not None and (rp.multi_node is not None or fabric.transport == "efa"):
                 multi = MultiNodeSupport(
                     f"{base}-multi-node",
                     MultiNodeArgs(rp, cluster.k8s_provider, [system.node_group]),
@@ -236,9 +245,8 @@ class Fleet(pulumi.ComponentResource):
                     gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name
                 )
                 if multi is not None:
-                    floor_args = replace(
-                        floor_args, efa=rp.multi_node, placement_group=multi.placement_group.name
-                    )
+                    group = multi.placement_group.name if multi.placement_group else None
+                    floor_args = replace(floor_args, fabric=rp.fabric, placement_group=group)
                 gpu = NodePool(f"{base}-gpu", floor_args, opts=pool_opts)
             karpenter = Karpenter(
                 f"{base}-karpenter",
@@ -259,6 +267,7 @@ class Fleet(pulumi.ComponentResource):
                     cluster_name=cluster.cluster.name,
                     node_roles=[cluster.node_role, karpenter.node_role],
                     depends_on=[cluster.pod_identity_agent],
+                    account=account,
                 ),
                 opts=pulumi.ResourceOptions(parent=self, providers=[provider]),
             )
@@ -272,6 +281,7 @@ class Fleet(pulumi.ComponentResource):
                     region_plan=rp,
                     cluster_name=cluster.cluster.name,
                     aws_provider=provider,
+                    account=account,
                     depends_on=[cluster.pod_identity_agent],
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
@@ -285,6 +295,11 @@ class Fleet(pulumi.ComponentResource):
                         KUBE_PROMETHEUS_STACK.release: topic.topic.arn.apply(
                             partial(prometheus_values, plan.alerting, rp.region)
                         )
+                    },
+                    # Alertmanager's pods get their credentials only if its association
+                    # exists when they are created.
+                    release_after={
+                        KUBE_PROMETHEUS_STACK.release: [topic.alertmanager_association]
                     },
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
@@ -338,6 +353,7 @@ class Fleet(pulumi.ComponentResource):
                         system.node_group, store.stager_association, store.bucket
                     ],
                     hf_token=args.hf_token,
+                    account=account,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -357,7 +373,7 @@ class Fleet(pulumi.ComponentResource):
                 LoadBalancerAlarms(
                     f"{base}-alb-alarms",
                     rp,
-                    topic.topic.arn,
+                    topic.topic.arn if topic.reaches_someone else None,
                     lb_hostname(service.resources["Ingress"]),
                     provider,
                     opts=pulumi.ResourceOptions(parent=self),
@@ -370,6 +386,9 @@ class Fleet(pulumi.ComponentResource):
         entries = args.global_entries
         if entries is None:
             entries = {r: e for r, res in self.regions.items() if (e := res.entry())}
+        # A retiring region leaves the global name first (docs/day2.md).
+        retiring = {rp.region for rp in plan.regions if rp.retiring}
+        entries = {r: e for r, e in entries.items() if r not in retiring}
         # No entry at all: a global stack before any region (certificate validation only).
         if route53 is not None and zone is not None and global_part and entries:
             self.global_endpoint = GlobalEndpoint(

@@ -34,6 +34,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.alarms import alarm_topic, email_addresses
 from llmfleet.errors import ProgramError
 from llmfleet.fleetplan.entry_point import CapacityCheck, EntryPoint, HealthCheck
 from llmfleet.fleetplan.fleet import FleetPlan
@@ -156,10 +157,12 @@ guide, "Monitoring health check status and getting notifications")."""
 
 
 def unhealthy_alarm_args(
-    health_check_id: pulumi.Input[str], topic_arn: pulumi.Input[str], name: str, what: str
+    health_check_id: pulumi.Input[str], topic_arn: pulumi.Input[str] | None, name: str, what: str
 ) -> dict[str, Any]:
     """Keyword arguments of the `aws.cloudwatch.MetricAlarm` on a Route53 health check:
-    ALARM while Route53 sees the region unhealthy (HealthCheckStatus 0) for a minute."""
+    ALARM while Route53 sees the region unhealthy (HealthCheckStatus 0) for a minute; no
+    action without a topic that reaches someone (None)."""
+    actions = [topic_arn] if topic_arn is not None else []
     return {
         "name": name,
         "namespace": "AWS/Route53",
@@ -172,8 +175,8 @@ def unhealthy_alarm_args(
         "comparison_operator": "LessThanThreshold",
         "treat_missing_data": "breaching",
         "alarm_description": f"Route53 routes no user to {what}: its health check is unhealthy",
-        "alarm_actions": [topic_arn],
-        "ok_actions": [topic_arn],
+        "alarm_actions": actions,
+        "ok_actions": actions,
     }
 
 
@@ -342,13 +345,24 @@ class GlobalEndpoint(pulumi.ComponentResource):
         fleet = args.fleet_plan
         if fleet.dns is None:
             raise ProgramError(f"{name}: the FleetPlan has no dns")
-        missing = [rp.region for rp in fleet.regions if rp.region not in args.entries]
+        routed = [rp for rp in fleet.regions if not rp.retiring]  # a retiring region leaves
+        missing = [rp.region for rp in routed if rp.region not in args.entries]
         if missing:
             raise ProgramError(f"{name}: no entry point for {', '.join(missing)}")
         child = pulumi.ResourceOptions(parent=self, provider=args.route53_provider)
-        topic = aws.sns.Topic(f"{name}-alarms", name=f"{fleet.name}-dns-alarms", opts=child)
+        # The topic of "a region left DNS": its own key (CloudWatch may publish) and the plan's
+        # e-mail receivers; without any the alarms get no action (components.alarms).
+        account = fleet.account_id or aws.get_caller_identity_output(
+            opts=pulumi.InvokeOutputOptions(provider=args.route53_provider)
+        ).account_id
+        addresses = email_addresses(fleet)
+        _, topic = alarm_topic(
+            f"{name}-alarms", f"{fleet.name}-dns-alarms", account, ROUTE53_METRICS_REGION,
+            addresses, child,
+        )
+        notify = topic.arn if addresses else None
         self.health_checks, self.records = {}, {}
-        for rp in fleet.regions:
+        for rp in routed:
             ep, entry = entry_point(rp), args.entries[rp.region]
             if ep.capacity_check is None:
                 raise ProgramError(f"{rp.region}: the FleetPlan has no capacity check")
@@ -386,7 +400,7 @@ class GlobalEndpoint(pulumi.ComponentResource):
             )
             aws.cloudwatch.MetricAlarm(
                 f"{name}-{rp.region}-unhealthy",
-                **unhealthy_alarm_args(serving.id, topic.arn, f"{label}-dns-unhealthy", label),
+                **unhealthy_alarm_args(serving.id, notify, f"{label}-dns-unhealthy", label),
                 opts=child,
             )
             self.health_checks[rp.region] = serving
@@ -396,7 +410,7 @@ class GlobalEndpoint(pulumi.ComponentResource):
                 opts=child,
             )
         self.hostname = fleet.dns.record_name
-        self.endpoints = {rp.region: entry_point(rp).regional_hostname for rp in fleet.regions}
+        self.endpoints = {rp.region: entry_point(rp).regional_hostname for rp in routed}
         self.alarm_topic_arn = topic.arn
         self.register_outputs(
             {

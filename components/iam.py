@@ -12,10 +12,12 @@ CLUSTER_POLICIES = ("AmazonEKSClusterPolicy",)
 
 NODE_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
-    "AmazonEC2ContainerRegistryReadOnly",
+    "AmazonEC2ContainerRegistryPullOnly",
 )
 """Every node's role (system and GPU pools), least privilege: join the cluster (WorkerNode)
-and pull images from ECR (ECR read-only).
+and pull images from ECR (PullOnly, as Karpenter's CloudFormation template gives its nodes:
+the pull actions and BatchImportUpstreamImage, not ReadOnly's listing and describing of every
+repository).
 
 AmazonEKS_CNI_Policy is not on the node role: the VPC CNI (the aws-node DaemonSet) gets it
 through its own EKS Pod Identity association on the managed add-on (`CNI_POLICIES`), as the

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.account import with_account
 from components.iam import partition, tls_only_statement
 from llmfleet.fleetplan.entry_point import ACCESS_LOG_PREFIX
 
@@ -104,9 +105,13 @@ class LogBucketArgs:
 
     bucket: str
     region: str
-    account_id: str
+    account_id: pulumi.Input[str]
+    """The deploying account; it also replaces the placeholder in `bucket` (components.account)."""
     aws_provider: aws.Provider
     retention_days: int = RETENTION_DAYS
+    retiring: bool = False
+    """A retiring region: `pulumi destroy` leaves the bucket (its logs expire on their own
+    lifecycle) rather than fail on a non-empty bucket."""
 
 
 class LogBucket(pulumi.ComponentResource):
@@ -121,7 +126,12 @@ class LogBucket(pulumi.ComponentResource):
     ) -> None:
         super().__init__("llmfleet:index:LogBucket", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.aws_provider)
-        self.bucket = aws.s3.Bucket(name, bucket=args.bucket, force_destroy=False, opts=child)
+        self.bucket = aws.s3.Bucket(
+            name, bucket=with_account(args.bucket, args.account_id), force_destroy=False,
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(retain_on_delete=args.retiring)
+            ),
+        )
         block = aws.s3.BucketPublicAccessBlock(
             name,
             bucket=self.bucket.id,
@@ -156,8 +166,8 @@ class LogBucket(pulumi.ComponentResource):
             elb_arn = aws.elb.get_service_account_output(
                 region=args.region, opts=pulumi.InvokeOutputOptions(provider=args.aws_provider)
             ).arn
-        document = pulumi.Output.all(self.bucket.arn, elb_arn).apply(
-            lambda a: log_bucket_policy(a[0], args.region, args.account_id, a[1])
+        document = pulumi.Output.all(self.bucket.arn, elb_arn, args.account_id).apply(
+            lambda a: log_bucket_policy(a[0], args.region, a[2], a[1])
         )
         self.policy = aws.s3.BucketPolicy(
             name,

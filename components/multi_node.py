@@ -1,21 +1,24 @@
-"""MultiNode: what a region needs when a replica spans nodes (`RegionPlan.multi_node`).
+"""MultiNodeSupport: what a region needs when its GPU nodes carry traffic between them
+(`RegionPlan.fabric`: a replica across nodes, `RegionPlan.multi_node`, or disaggregated pools).
 
 Children:
-- `{name}-pg`: the cluster placement group every GPU node joins (`multi_node.placement_group`,
-  strategy cluster; Karpenter's EC2NodeClass selects it by name, the floor's launch
-  template names it);
-- `{name}-efa-device-plugin`: the EFA device plugin (eks-charts `aws-efa-k8s-device-plugin`),
-  which advertises `vpc.amazonaws.com/efa` on the GPU nodes (EKS user guide, "device
-  management EFA": the EKS AL2023 accelerated AMIs carry the EFA host software, not the
-  plugin); it tolerates the GPU taint and runs on the region's instance type only;
-- `{name}-lws`: the LeaderWorkerSet controller and its CRD (the pinned OCI chart
-  `oci://registry.k8s.io/lws/charts/lws`) on the system nodes; the rendered
-  LeaderWorkerSet waits for it.
+- `{name}-pg` (a replica across nodes): the cluster placement group every GPU node joins
+  (`multi_node.placement_group`, strategy cluster; Karpenter's EC2NodeClass selects it by
+  name, the floor's launch template names it);
+- `{name}-efa-device-plugin` (over EFA only): the EFA device plugin (eks-charts
+  `aws-efa-k8s-device-plugin`), which advertises `vpc.amazonaws.com/efa` on the GPU nodes
+  (EKS user guide, "device management EFA": the EKS AL2023 accelerated AMIs carry the EFA host
+  software, not the plugin); it tolerates the GPU taint and runs on the region's instance
+  type only. Over TCP (an image without the EFA NCCL plugin) no EFA is deployed at all;
+- `{name}-lws` (a replica across nodes): the LeaderWorkerSet controller (the pinned OCI chart
+  `oci://registry.k8s.io/lws/charts/lws`, catalog/charts.csv) on the system nodes, and
+  `{name}-lws-crds-*`: its CRDs from the chart's tag (server-side apply; the release skips
+  its crds/, which Helm would never upgrade); the rendered LeaderWorkerSet waits for both.
 
-The GPU floor of such a region is a `components.node_pool.NodePool` given the multi-node
-section and this placement group (`NodePoolArgs.efa`): its launch template also carries the
-node's EFA interfaces (ENA primary, an EFA-only interface per network card) and the
-placement group. Every number comes from the FleetPlan."""
+The GPU floor of such a region is a `components.node_pool.NodePool` given the fabric and the
+placement group (`NodePoolArgs.fabric`): with EFA its launch template also carries the node's
+EFA interfaces (ENA primary, an EFA-only interface per network card) and the NodeConfig that
+lifts RLIMIT_MEMLOCK. Every number comes from the FleetPlan."""
 
 from __future__ import annotations
 
@@ -27,31 +30,27 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.node_pool import (
-    pool_node_selector,
-)
+from components.cluster_addons import crd_files
+from components.node_pool import pool_node_selector
+from llmfleet.catalog.kubernetes import chart
 from llmfleet.fleetplan import workload
-from llmfleet.fleetplan.multi_node import (
-    EFA_DEVICE_PLUGIN_VERSION,
-    LWS_CHART,
-    LWS_NAMESPACE,
-    LWS_VERSION,
-    MultiNode,
-)
+from llmfleet.fleetplan.multi_node import LWS_NAMESPACE, MultiNode
 from llmfleet.fleetplan.region import RegionPlan
 
-EFA_DEVICE_PLUGIN_CHART = "aws-efa-k8s-device-plugin"
-EKS_CHARTS = "https://aws.github.io/eks-charts"
+EFA_DEVICE_PLUGIN = "aws-efa-k8s-device-plugin"
+LWS = "lws"
+"""Components of catalog/charts.csv (their versions, windows and CRD handling)."""
 
 
 def efa_device_plugin_args(region_plan: RegionPlan) -> dict[str, Any]:
     """Keyword arguments of the EFA device plugin's Helm release (values keys of the chart's
     values.yaml: tolerations, supportedInstanceLabels)."""
+    pin = chart(EFA_DEVICE_PLUGIN)
     return {
-        "name": "aws-efa-k8s-device-plugin",
-        "chart": EFA_DEVICE_PLUGIN_CHART,
-        "version": EFA_DEVICE_PLUGIN_VERSION,
-        "repository_opts": {"repo": EKS_CHARTS},
+        "name": EFA_DEVICE_PLUGIN,
+        "chart": pin.chart,
+        "version": pin.version,
+        "repository_opts": {"repo": pin.repository},
         "namespace": "kube-system",
         "values": {
             "tolerations": [
@@ -66,14 +65,18 @@ def efa_device_plugin_args(region_plan: RegionPlan) -> dict[str, Any]:
 
 
 def lws_args() -> dict[str, Any]:
-    """Keyword arguments of the LeaderWorkerSet controller's Helm release (its chart ships the
-    CRD in crds/; the controller runs on the system nodes)."""
+    """Keyword arguments of the LeaderWorkerSet controller's Helm release: its chart keeps
+    the CRDs in crds/, which Helm installs once and never upgrades, so the release skips them
+    and `crd_files` applies them from the pinned tag (an upgrade upgrades them first); the
+    controller runs on the system nodes."""
+    pin = chart(LWS)
     return {
-        "name": "lws",
-        "chart": LWS_CHART,
-        "version": LWS_VERSION,
+        "name": LWS,
+        "chart": pin.chart,
+        "version": pin.version,
         "namespace": LWS_NAMESPACE,
         "create_namespace": True,
+        "skip_crds": True,
         "values": {"nodeSelector": pool_node_selector("system")},
     }
 
@@ -98,36 +101,45 @@ class MultiNodeArgs:
 
 
 class MultiNodeSupport(pulumi.ComponentResource):
-    """Children `{name}-pg`, `{name}-efa-device-plugin`, `{name}-lws` (see the module);
-    `releases` maps release names to them."""
+    """Children `{name}-pg`, `{name}-efa-device-plugin`, `{name}-lws` and its CRDs, each
+    where the region needs it (see the module); `releases` maps release names to them."""
 
-    placement_group: aws.ec2.PlacementGroup
+    placement_group: aws.ec2.PlacementGroup | None
     releases: dict[str, k8s.helm.v3.Release]
+    crds: list[k8s.yaml.v2.ConfigFile]
 
     def __init__(
         self, name: str, args: MultiNodeArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("llmfleet:index:MultiNodeSupport", name, None, opts)
-        multi = args.region_plan.multi_node
-        assert multi is not None, "MultiNodeSupport needs RegionPlan.multi_node"
-        self.placement_group = aws.ec2.PlacementGroup(
-            f"{name}-pg",
-            **placement_group_args(multi),
-            tags=dict(sorted(args.tags.items())),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        rp = args.region_plan
+        assert rp.fabric is not None, "MultiNodeSupport needs RegionPlan.fabric"
+        multi = rp.multi_node
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.k8s_provider)
-        lws = k8s.helm.v3.Release(
-            f"{name}-lws",
-            **lws_args(),
-            opts=pulumi.ResourceOptions.merge(
-                k8s_opts, pulumi.ResourceOptions(depends_on=list(args.system_nodes))
-            ),
-        )
-        plugin = k8s.helm.v3.Release(
-            f"{name}-efa-device-plugin", **efa_device_plugin_args(args.region_plan), opts=k8s_opts
-        )
-        self.releases = {"lws": lws, "aws-efa-k8s-device-plugin": plugin}
-        self.register_outputs(
-            {"placement_group": self.placement_group.name, "releases": sorted(self.releases)}
-        )
+        self.placement_group = None
+        self.releases = {}
+        self.crds = []
+        if multi is not None:
+            self.placement_group = aws.ec2.PlacementGroup(
+                f"{name}-pg",
+                **placement_group_args(multi),
+                tags=dict(sorted(args.tags.items())),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.crds = crd_files(f"{name}-lws", LWS, k8s_opts)
+            self.releases[LWS] = k8s.helm.v3.Release(
+                f"{name}-lws",
+                **lws_args(),
+                opts=pulumi.ResourceOptions.merge(
+                    k8s_opts,
+                    pulumi.ResourceOptions(depends_on=[*args.system_nodes, *self.crds]),
+                ),
+            )
+        if rp.fabric.transport == "efa":
+            self.releases[EFA_DEVICE_PLUGIN] = k8s.helm.v3.Release(
+                f"{name}-efa-device-plugin", **efa_device_plugin_args(rp), opts=k8s_opts
+            )
+        self.register_outputs({
+            "placement_group": self.placement_group.name if self.placement_group else None,
+            "releases": sorted(self.releases),
+        })

@@ -30,12 +30,17 @@ agent or the kubelet reports unhealthy, e.g. a GPU with an XID error). The
 managed `ami_type` picks the image, so the launch template sets none and EKS keeps merging
 its own bootstrap user data.
 
+An update of the GPU floor (a new AMI, a Kubernetes upgrade) replaces one replica's nodes
+at a time and `pulumi up` waits for every round (`RegionPlan.node_update`: each round a drain
+sized for the longest request plus a cold start), far past the provider's 60 minutes.
+
 `pulumi up` sets `desired_size` once and then ignores drift in it (a hand scale-up during an
 incident is not undone by the next deploy). Min and max stay under Pulumi's control.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -44,10 +49,10 @@ import pulumi
 import pulumi_aws as aws
 
 from llmfleet.data import MinDesiredMax
-from llmfleet.errors import ProgramError
 from llmfleet.fleetplan import workload
-from llmfleet.fleetplan.multi_node import MultiNode
+from llmfleet.fleetplan.fabric import Fabric
 from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.outputs.karpenter import efa_user_data
 
 PoolKind = Literal["gpu", "system"]
 AMI_TYPE = "AL2023_x86_64_NVIDIA"
@@ -82,6 +87,10 @@ class PoolSpec:
     ami_type: str
     labels: Mapping[str, str]
     taints: Sequence[Mapping[str, str]] = ()
+    update_max_unavailable: int = 1
+    """Nodes an update replaces at a time (the GPU floor: `RegionPlan.node_update`)."""
+    update_timeout_s: int | None = None
+    """How long `pulumi up` waits for an update (None: the provider's 60 minutes)."""
 
 
 def pool_node_selector(kind: PoolKind) -> dict[str, str]:
@@ -111,6 +120,8 @@ def gpu_pool(region_plan: RegionPlan) -> PoolSpec:
         ami_type=AMI_TYPE,
         labels=dict(sorted(labels.items())),
         taints=node_taints(region_plan),
+        update_max_unavailable=region_plan.node_update.max_unavailable,
+        update_timeout_s=region_plan.node_update.timeout_s,
     )
 
 
@@ -179,27 +190,35 @@ def launch_template_args(
 
 def efa_launch_template_args(
     base: dict[str, Any],
-    multi: MultiNode,
+    fabric: Fabric,
     cluster_security_group_id: pulumi.Input[str],
-    placement_group: pulumi.Input[str],
+    placement_group: pulumi.Input[str] | None,
 ) -> dict[str, Any]:
-    """A launch template's arguments (`launch_template_args`) with the node's EFA interfaces
-    (every one in the cluster security group, which admits all traffic among its members, as
-    EFA requires) and the placement group."""
-    interfaces = []
-    for n in multi.network_interfaces:
-        spec: dict[str, Any] = {
-            "network_card_index": n.network_card_index,
-            "device_index": n.device_index,
-            "delete_on_termination": "true",
-            "security_groups": [cluster_security_group_id],
-        }
-        if n.interface_type == "interface":
-            spec["associate_public_ip_address"] = "false"
-        else:
-            spec["interface_type"] = n.interface_type
-        interfaces.append(spec)
-    return {**base, "network_interfaces": interfaces, "placement": {"group_name": placement_group}}
+    """A launch template's arguments (`launch_template_args`) for nodes whose traffic crosses
+    to others: with EFA (`fabric.network_interfaces`) the node's EFA interfaces (every one in
+    the cluster security group, which admits all traffic among its members, as EFA requires)
+    and the NodeConfig lifting RLIMIT_MEMLOCK (`karpenter.efa_user_data`, base64); and the
+    placement group of a replica across nodes."""
+    out = dict(base)
+    if fabric.network_interfaces:
+        interfaces = []
+        for n in fabric.network_interfaces:
+            spec: dict[str, Any] = {
+                "network_card_index": n.network_card_index,
+                "device_index": n.device_index,
+                "delete_on_termination": "true",
+                "security_groups": [cluster_security_group_id],
+            }
+            if n.interface_type == "interface":
+                spec["associate_public_ip_address"] = "false"
+            else:
+                spec["interface_type"] = n.interface_type
+            interfaces.append(spec)
+        out["network_interfaces"] = interfaces
+        out["user_data"] = base64.b64encode(efa_user_data(fabric).encode()).decode()
+    if placement_group is not None:
+        out["placement"] = {"group_name": placement_group}
+    return out
 
 
 def node_group_args(
@@ -231,7 +250,7 @@ def node_group_args(
             "desired_size": pool.nodes.desired,
             "max_size": pool.nodes.max,
         },
-        "update_config": {"max_unavailable": 1},
+        "update_config": {"max_unavailable": pool.update_max_unavailable},
         "node_repair_config": {"enabled": True},
         "labels": dict(pool.labels),
         "launch_template": {"id": launch_template_id, "version": launch_template_version},
@@ -273,10 +292,11 @@ class NodePoolArgs:
     depends_on: Sequence[pulumi.Resource] = ()
     kubernetes_version: pulumi.Input[str] | None = None
     """The cluster's version (`aws.eks.Cluster.version`): the nodes follow the control plane."""
-    efa: MultiNode | None = None
-    """A region whose replicas span nodes: the launch template adds the EFA interfaces."""
+    fabric: Fabric | None = None
+    """A region whose GPU nodes carry traffic between them: with EFA the launch template adds
+    the EFA interfaces and the NodeConfig (`efa_launch_template_args`)."""
     placement_group: pulumi.Input[str] | None = None
-    """With `efa`: the cluster placement group every node joins (`MultiNodeSupport`)."""
+    """A replica across nodes: the cluster placement group every node joins."""
 
 
 class NodePool(pulumi.ComponentResource):
@@ -301,11 +321,9 @@ class NodePool(pulumi.ComponentResource):
         }
 
         template = launch_template_args(pool, args.cluster_security_group_id, tags)
-        if args.efa is not None:
-            if args.placement_group is None:
-                raise ProgramError(f"{name}: an EFA pool needs its placement group")
+        if args.fabric is not None:
             template = efa_launch_template_args(
-                template, args.efa, args.cluster_security_group_id, args.placement_group
+                template, args.fabric, args.cluster_security_group_id, args.placement_group
             )
         self.launch_template = aws.ec2.LaunchTemplate(
             f"{name}-lt", **template, opts=pulumi.ResourceOptions(parent=self)
@@ -326,6 +344,9 @@ class NodePool(pulumi.ComponentResource):
                 parent=self,
                 depends_on=list(args.depends_on),
                 ignore_changes=[DESIRED_SIZE_PATH],
+                custom_timeouts=pulumi.CustomTimeouts(update=f"{pool.update_timeout_s}s")
+                if pool.update_timeout_s
+                else None,
             ),
         )
         self.register_outputs(

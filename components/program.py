@@ -17,14 +17,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import date
 from typing import Any
 
 import pulumi
 
 from components.fleet import Fleet, FleetArgs
 from components.global_endpoint import RegionEntry
+from llmfleet.catalog.kubernetes import support_notice
 from llmfleet.errors import ProgramError
 from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet.outputs.deploy_order import GLOBAL_VALIDATION_OUTPUT
 from llmfleet.plan.stacks import (
     AWS_REGION_KEY,
     ENVIRONMENT_KEY,
@@ -60,7 +63,12 @@ def deploy(
     hf_token: pulumi.Input[str] | None = None,
 ) -> None:
     """Register the stack's resources and outputs (`hf_token`: the staging Jobs', for a
-    gated checkpoint)."""
+    gated checkpoint). Warns, against today's date, when the fleet's Kubernetes version
+    leaves EKS standard support within the margin (`support_notice`)."""
+    notice = support_notice(fleet_plan.kubernetes_version, fleet_plan.kubernetes_support,
+                            date.today())
+    if notice:
+        pulumi.log.warn(notice)
     if target.scope == "global":
         pulumi.run(lambda: _global(target, fleet_plan))
         return
@@ -131,11 +139,6 @@ def _export_regions(fleet_plan: FleetPlan, fleet: Fleet, regions: list[str]) -> 
     )
 
 
-GLOBAL_VALIDATION_OUTPUT = "global_validation_fqdn"
-"""Exported once the global name's validation record exists: a deploy that finds it missing
-runs the global stack first (the regions' certificates need the record)."""
-
-
 def _export_global(fleet: Fleet) -> None:
     if fleet.global_validation is not None:
         pulumi.export(GLOBAL_VALIDATION_OUTPUT, fleet.global_validation.fqdn)
@@ -169,7 +172,8 @@ def region_entry(stack: str, value: Any) -> RegionEntry:
 def check_entries(target: StackTarget, found: Mapping[str, Any]) -> dict[str, RegionEntry]:
     """Every region's entry point, or none (a new environment); anything between is an
     error naming the region stacks to deploy first."""
-    stacks = {r.name: region_stack(target.environment, r.name) for r in target.plan.regions}
+    stacks = {r.name: region_stack(target.environment, r.name) for r in target.plan.regions
+              if not r.retire}  # a retiring region leaves the global name first
     missing = [stacks[r] for r in stacks if found.get(r) is None]
     if missing and len(missing) < len(stacks):
         raise ProgramError(

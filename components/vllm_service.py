@@ -32,6 +32,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.apiextensions import CustomResource
 
+from components.account import with_account
 from llmfleet.errors import ProgramError
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
@@ -100,6 +101,9 @@ class VllmServiceArgs:
     the system nodes it runs on."""
     hf_token: pulumi.Input[str] | None = None
     """The Hugging Face token (a Pulumi secret) for gated repositories, or None."""
+    account: pulumi.Input[str] = ""
+    """The deploying account: it replaces the placeholder a plan without account_id renders
+    in bucket names (components.account); nothing else in a document changes."""
 
 
 STAGING = ("configmap-weights", "serviceaccount-stager", "networkpolicy-stager")
@@ -169,10 +173,11 @@ class VllmService(pulumi.ComponentResource):
         child_opts = pulumi.ResourceOptions(
             parent=self, provider=args.k8s_provider, depends_on=list(after)
         )
+        kwargs = with_account(resource_kwargs(doc), args.account)
         if kind in TYPED:
-            return TYPED[kind](child, **resource_kwargs(doc), opts=child_opts)
+            return TYPED[kind](child, **kwargs, opts=child_opts)
         if kind in CUSTOM:
-            return CustomResource(child, **resource_kwargs(doc), opts=child_opts)
+            return CustomResource(child, **kwargs, opts=child_opts)
         known = ", ".join(sorted(k for _, k in [*TYPED, *CUSTOM]))
         raise ProgramError(f"{name}: cannot deploy {'/'.join(kind)}; known kinds: {known}")
 

@@ -6,12 +6,17 @@
   pod streams `RegionPlan.cold_start.weights_uri` from it. Two roles trusted by EKS Pod
   Identity, each given to one ServiceAccount by a `PodIdentityAssociation` that waits for
   the cluster's agent add-on: the vLLM pods' may list the revision's prefix and read its
-  objects; the staging Job's may also write them (and nothing outside the prefix).
+  objects (and, during a rollout to a new revision, the previous revision's:
+  `WeightStaging.reader_prefixes`, so a pod restarting before the new Job finishes keeps its
+  weights); the staging Job's may also write them (and nothing outside the prefix).
 - With `startup.ecr_account_id`: an ECR pull-through cache rule for Docker Hub (prefix
   `images.ECR_PREFIX`) with the credentials Secret ECR requires for Docker Hub (created
-  empty: put a Docker Hub username and access token in it, README), and on every node
-  role the two actions a first pull through the cache needs (create the repository,
-  import the upstream image), scoped to the prefix.
+  empty: put a Docker Hub username and access token in it), and on every node role the two
+  actions a first pull through the cache needs (create the repository, import the upstream
+  image), scoped to the prefix. The pods pull through the cache only once the plan says the
+  secret is filled (`startup.pull_through_ready`, then the secret carries `CREDENTIALS_TAG`);
+  before, from Docker Hub directly, since ECR refuses a Docker Hub pull without credentials
+  and a pod would sit in ErrImagePull to its deadline.
 """
 
 from __future__ import annotations
@@ -25,14 +30,22 @@ import pulumi
 import pulumi_aws as aws
 
 from components import iam
+from components.account import with_account
 from components.iam import partition
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.serving import DOCKER_HUB, ECR_PREFIX
 from llmfleet.plan.cluster import Startup
 
+CREDENTIALS_TAG = "llmfleet.io/credentials"
+"""On the pull-through cache's secret once the plan says it holds credentials
+(`startup.pull_through_ready`): `filled-by-hand` (the preview's pull-through check reads it)."""
 
-def read_weights_policy(bucket_arn: str, prefix: str) -> str:
+
+def read_weights_policy(bucket_arn: str, prefixes: Sequence[str]) -> str:
+    """The serving pods': list and read the revisions' prefixes (the plan's, and during a
+    rollout the previous one's: `WeightStaging.reader_prefixes`)."""
+    listed = sorted({p for prefix in prefixes for p in (f"{prefix}/*", prefix)})
     doc = {
         "Version": "2012-10-17",
         "Statement": [
@@ -41,13 +54,13 @@ def read_weights_policy(bucket_arn: str, prefix: str) -> str:
                 "Effect": "Allow",
                 "Action": "s3:ListBucket",
                 "Resource": bucket_arn,
-                "Condition": {"StringLike": {"s3:prefix": [f"{prefix}/*", prefix]}},
+                "Condition": {"StringLike": {"s3:prefix": listed}},
             },
             {
                 "Sid": "ReadTheModel",
                 "Effect": "Allow",
                 "Action": "s3:GetObject",
-                "Resource": f"{bucket_arn}/{prefix}/*",
+                "Resource": sorted(f"{bucket_arn}/{prefix}/*" for prefix in prefixes),
             },
         ],
     }
@@ -57,7 +70,7 @@ def read_weights_policy(bucket_arn: str, prefix: str) -> str:
 def stage_weights_policy(bucket_arn: str, prefix: str) -> str:
     """The staging Job's: read and write the revision's prefix (multipart uploads included),
     nothing else of the bucket."""
-    doc = json.loads(read_weights_policy(bucket_arn, prefix))
+    doc = json.loads(read_weights_policy(bucket_arn, [prefix]))
     doc["Statement"].append(
         {
             "Sid": "WriteTheModel",
@@ -105,6 +118,9 @@ class ModelStoreArgs:
     cluster_name: pulumi.Input[str]
     node_roles: Sequence[aws.iam.Role]
     depends_on: Sequence[pulumi.Resource] = ()
+    account: pulumi.Input[str] = ""
+    """The deploying account (`components.account`): a plan without account_id names the
+    bucket with the placeholder this replaces."""
 
 
 class ModelStore(pulumi.ComponentResource):
@@ -126,8 +142,9 @@ class ModelStore(pulumi.ComponentResource):
         staging = rp.staging
         self.bucket = aws.s3.Bucket(
             f"{name}-weights",
-            bucket=staging.bucket,
-            force_destroy=False,
+            bucket=with_account(staging.bucket, args.account),
+            # a copy of the checkpoint: a retiring region's destroy may empty it
+            force_destroy=rp.retiring,
             opts=child,
         )
         public_block = aws.s3.BucketPublicAccessBlock(
@@ -151,10 +168,11 @@ class ModelStore(pulumi.ComponentResource):
             policy=self.bucket.arn.apply(tls_only_policy),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[public_block]),
         )
-        prefix = staging.prefix
         roles = {
-            "reader": (rp.workload.name, "read the weights", read_weights_policy),
-            "stager": (staging.service_account, "stage the weights", stage_weights_policy),
+            "reader": (rp.workload.name, "read the weights",
+                       partial(read_weights_policy, prefixes=staging.reader_prefixes)),
+            "stager": (staging.service_account, "stage the weights",
+                       partial(stage_weights_policy, prefix=staging.prefix)),
         }
         associations: dict[str, aws.eks.PodIdentityAssociation] = {}
         for kind, (account, what, document) in roles.items():
@@ -167,7 +185,7 @@ class ModelStore(pulumi.ComponentResource):
             grant = aws.iam.RolePolicy(
                 f"{name}-{kind}",
                 role=role.id,
-                policy=self.bucket.arn.apply(partial(document, prefix=prefix)),
+                policy=self.bucket.arn.apply(document),
                 opts=child,
             )
             associations[kind] = aws.eks.PodIdentityAssociation(
@@ -186,6 +204,7 @@ class ModelStore(pulumi.ComponentResource):
                 name=f"ecr-pullthroughcache/{fp.name}-docker-hub",
                 description="Docker Hub username and access token for the ECR pull-through "
                 "cache (put the value in by hand; llmfleet never holds it)",
+                tags={CREDENTIALS_TAG: "filled-by-hand"} if startup.pull_through_ready else {},
                 opts=child,
             )
             aws.ecr.PullThroughCacheRule(

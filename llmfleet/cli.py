@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,11 @@ from llmfleet.calibration.server_calibration import (
 from llmfleet.calibration.server_fit import Server
 from llmfleet.catalog import constants, hardware, model_facts
 from llmfleet.catalog.constants import fitted, priors
+from llmfleet.catalog.kubernetes import support_notice
 from llmfleet.cli_parser import build_parser
 from llmfleet.drill import drill, drill_text, parse_lost
 from llmfleet.errors import ArgumentError, CalibrationError, LlmfleetError, PlanError
-from llmfleet.fleetplan.fleet import build_fleet_plan, sizing_constants
+from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan, sizing_constants
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.replica_record import step_model_of
 from llmfleet.fleetplan.replica_request import (
@@ -72,9 +74,23 @@ def _dump(data: object) -> str:
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
+def today() -> date:
+    """The day a running fleet is warned against (the core never reads the clock)."""
+    return date.today()
+
+
+def warn_support(fp: FleetPlan) -> None:
+    """On stderr, when the fleet's Kubernetes version leaves EKS standard support within the
+    margin of today (catalog.kubernetes.support_notice)."""
+    notice = support_notice(fp.kubernetes_version, fp.kubernetes_support, today())
+    if notice:
+        sys.stderr.write(f"warning: {notice}\n")
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     fp = build_fleet_plan(read_plan(args.stack))
     sys.stdout.write(_dump(fp.model_dump(mode="json")) if args.json else fleet_text(fp))
+    warn_support(fp)
     return 0
 
 
@@ -395,6 +411,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
         result = run_program(args.stack)
         findings = [] if args.no_checks else result.findings()
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
+    warn_support(result.fleet_plan)
     if findings:
         sys.stderr.write(format_findings(findings))
         return 1

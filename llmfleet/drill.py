@@ -50,7 +50,7 @@ class OperatorStep(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     stack: str
-    action: Literal["up", "none", "leave"]
+    action: Literal["up", "none", "leave", "retire"]
     change: str
     command: str | None
 class ReroutedUsers(BaseModel):
@@ -258,6 +258,16 @@ def operator_steps(
             change=f"{region} is lost: no `pulumi up` or `refresh` of this stack until it is "
             "back; no other stack touches its resources",
         ))
+    for r in plan.regions:
+        if r.retire and r.name not in lost:
+            steps.append(OperatorStep(
+                stack=region_stack(env, r.name), action="retire",
+                command=f"llmfleet rollout --stack {env}",
+                change=f"{r.name} is retiring (regions[].retire): the global stack first "
+                f"(Route53 stops routing to it), then pulumi up -s {region_stack(env, r.name)} "
+                f"(deletion protection off), then pulumi destroy -s "
+                f"{region_stack(env, r.name)}; `llmfleet rollout` prints every step",
+            ))
     if plan.dns is not None:
         steps.append(OperatorStep(
             stack=global_stack(env), action="leave", command=None,
@@ -312,7 +322,7 @@ def drill_text(report: DrillReport) -> str:
             "below touches a lost region):"
         )
         for step in report.operator_commands:
-            verb = {"up": "run", "none": "keep", "leave": "leave"}[step.action]
+            verb = {"up": "run", "none": "keep", "leave": "leave", "retire": "retire"}[step.action]
             lines.append(f"    {verb} {step.stack}: {step.change}")
     if not report.rerouted:
         lines.append(

@@ -11,6 +11,10 @@ import yaml
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.plan.stacks import parse_plan
 
+OFFICE_EGRESS = "52.94.76.0/22"
+"""Stands in for an office's and CI's egress range in production plans: a public range (the
+plan refuses documentation ranges such as 203.0.113.0/24, which no deployer comes from)."""
+
 BASE: dict[str, Any] = {
     "name": "t",
     "model": {"id": "Llama-3.1-8B-Instruct", "precision": "bf16", "kv_cache_dtype": "auto"},
@@ -60,7 +64,8 @@ THREE_REGIONS: dict[str, Any] = {
     "allowed": {"speculative": [{"method": "eagle3"}]},
     "headroom": 0.20,
     "environment": "production",
-    "cluster": {"public_access_cidrs": ["203.0.113.0/24"]},
+    "cluster": {"public_access_cidrs": [OFFICE_EGRESS],
+                "break_glass_role_arn": "arn:aws:iam::111122223333:role/eks-break-glass"},
     "account_id": "111122223333",
     "alerts": {
         "receivers": [
@@ -144,7 +149,8 @@ def write_stacks(stacks_dir: Path, plans: dict[str, dict[str, Any]] = OWN_STACKS
     return stacks_dir
 PRODUCTION: dict[str, Any] = {
     "environment": "production",
-    "cluster": {"public_access_cidrs": ["203.0.113.0/24"]},
+    "cluster": {"public_access_cidrs": [OFFICE_EGRESS],
+                "break_glass_role_arn": "arn:aws:iam::111122223333:role/eks-break-glass"},
     "account_id": "111122223333",
     "model.revision": "0123456789abcdef0123456789abcdef01234567",
     "alerts": {

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.preview.change import Resource, ResourceChange
-from components.preview.checks import Finding
+from components.preview.graph import Finding
 from components.preview.limits import CRD_SOURCES, IDENTITIES, Identity
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

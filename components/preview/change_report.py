@@ -12,7 +12,7 @@ from typing import Any
 
 from components.preview.change import Resource, ResourceChange, compare
 from components.preview.change_checks import Blocker, blockers, change_findings
-from components.preview.checks import Finding
+from components.preview.graph import Finding
 from components.preview.revision import before_run, deploys
 from components.preview.run import PreviewResult, run_program
 from llmfleet.errors import StackError

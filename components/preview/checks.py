@@ -14,11 +14,16 @@ mocks accept it, run over the resources the mocked program registered.
 - webhooks-before-use: nothing creates a Service (or installs a chart) while a fail-closed
   Service webhook is not yet served; an ALB Ingress waits for the controller; pods wait for
   their Ingress (readiness gates are injected only if it exists), their Pod Identity
-  association (credentials are injected at pod creation) and the weights' staging Job;
+  association (credentials are injected at pod creation; a chart whose values name a
+  ServiceAccount with an association waits for it too) and the weights' staging Job;
   every association waits for the cluster's Pod Identity agent.
 - network-policy-admits: every endpoint a pod needs is admitted by its NetworkPolicies
-  (`netpol`).
+  (`netpol`), and of the monitoring namespace only Prometheus's pods reach a serving port
+  (it serves the API unauthenticated inside the cluster).
 - aws-api: the AWS resources replayed into moto fail where moto's API does (`emulated`).
+- alarms-reach-someone, rate-limits-cover-every-request, pull-through-credentials,
+  least-privilege-policies, log-delivery-after-policy: rules of AWS services neither the mocks
+  nor moto enforce (`aws_rules`, each with its source).
 
 `run_checks` returns the findings; `llmfleet preview` prints them and exits 1.
 """
@@ -27,11 +32,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from components.preview import emulated, netpol
-from components.preview.graph import Graph, Resource
+from components.preview import aws_rules, emulated, netpol
+from components.preview.graph import Finding, Graph, Resource
 from components.preview.limits import (
     AUTONAME_SUFFIX,
     CRD_SOURCES,
@@ -47,19 +51,21 @@ from components.preview.limits import (
     SERVICE_MUTATOR,
 )
 from llmfleet.catalog.kubernetes import charts
+from llmfleet.fleetplan.workload import (
+    MONITORING_NAMESPACE,
+    PROMETHEUS_POD_LABELS,
+    PROMETHEUS_RELEASE,
+)
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
-CORE_GROUPS = {"core", "apps", "batch", "networking.k8s.io", "policy", "helm.sh", "yaml"}
+CORE_GROUPS = {
+    "core", "apps", "batch", "networking.k8s.io", "policy", "rbac.authorization.k8s.io",
+    "helm.sh", "yaml",
+}
+"""API groups every cluster serves (Kubernetes' built-in APIs: no CRD installs them)."""
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ADDON = "aws:eks/addon:Addon"
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    resource: str
-    message: str
 
 
 def _meta(r: Resource) -> Mapping[str, Any]:
@@ -269,7 +275,7 @@ def webhooks_before_use(g: Graph, _: str | None) -> list[Finding]:
             out.append(Finding("webhooks-before-use", ing["name"],
                                "an ALB Ingress created before the load balancer controller "
                                "(its validating webhook and readiness-gate webhook) serves"))
-    out += _pods_wait(g)
+    out += _pods_wait(g) + _releases_wait(g)
     agents = [a for a in g.of_type(ADDON)
               if (a.get("inputs") or {}).get("addonName") == POD_IDENTITY_AGENT]
     for assoc in g.of_type(POD_IDENTITY):
@@ -287,6 +293,39 @@ def _association_key(g: Graph, a: Resource) -> tuple[Any, ...]:
     inputs = a.get("inputs") or {}
     cluster = (g.region_of(a), str(inputs.get("clusterName")))
     return cluster, inputs.get("namespace"), inputs.get("serviceAccount")
+
+
+def _service_accounts(values: Any) -> set[str]:
+    """ServiceAccount names a chart's values give (`serviceAccount: {name: ...}` anywhere)."""
+    found: set[str] = set()
+    if isinstance(values, Mapping):
+        for k, v in values.items():
+            if k == "serviceAccount" and isinstance(v, Mapping) and v.get("name"):
+                found.add(str(v["name"]))
+            else:
+                found |= _service_accounts(v)
+    elif isinstance(values, list):
+        for v in values:
+            found |= _service_accounts(v)
+    return found
+
+
+def _releases_wait(g: Graph) -> list[Finding]:
+    """A chart whose pods run as a ServiceAccount with a Pod Identity association waits for
+    it: EKS injects the credentials when a pod is created, never later."""
+    out: list[Finding] = []
+    for rel in g.of_type(RELEASE):
+        inputs = rel.get("inputs") or {}
+        accounts = _service_accounts(inputs.get("values") or {})
+        assocs = [a for a in g.of_type(POD_IDENTITY)
+                  if _association_key(g, a)[0] == g.eks_cluster_of(rel)
+                  and (a.get("inputs") or {}).get("namespace") == inputs.get("namespace")
+                  and (a.get("inputs") or {}).get("serviceAccount") in accounts]
+        out += _waits(g, rel, assocs, "webhooks-before-use", lambda a: (
+            f"its pods start before {a['name']} exists and get no Pod Identity credentials "
+            f"({(a.get('inputs') or {}).get('serviceAccount')}: credentials are injected at "
+            "pod creation)"))
+    return out
 
 
 def _pod_spec(r: Resource) -> Mapping[str, Any]:
@@ -357,6 +396,43 @@ def network_policy_admits(g: Graph, _: str | None) -> list[Finding]:
                 out.append(Finding("network-policy-admits", w["name"],
                                    f"its NetworkPolicy blocks {end.what} ({where} "
                                    f"{end.protocol} {end.port})"))
+    return out + only_prometheus_scrapes(g)
+
+
+GRAFANA_LABELS = {"app.kubernetes.io/name": "grafana",
+                  "app.kubernetes.io/instance": PROMETHEUS_RELEASE}
+"""Grafana's pods in kube-prometheus-stack (the grafana subchart's selector labels): stands
+for every pod of the monitoring namespace that is not Prometheus."""
+
+
+def _serving_ports(pod: Mapping[str, Any]) -> list[int]:
+    return [int(p["containerPort"]) for c in pod.get("containers") or []
+            for p in c.get("ports") or [] if "containerPort" in p]
+
+
+def only_prometheus_scrapes(g: Graph) -> list[Finding]:
+    """Of the monitoring namespace, Prometheus's pods reach a serving port, and only they:
+    the port serves the API without authentication inside the cluster."""
+    out = []
+    for w in g.of_type("kubernetes:apps/v1:Deployment"):
+        ns = str(_meta(w).get("namespace"))
+        pod = _pod_spec(w)
+        labels = ((((w.get("inputs") or {}).get("spec") or {}).get("template") or {})
+                  .get("metadata") or {}).get("labels") or {}
+        policies = [r["inputs"] for r in g.by_urn.values()
+                    if g.cluster_of(r) == g.cluster_of(w) and r["type"].endswith(":NetworkPolicy")]
+        for port in _serving_ports(pod):
+            def peer(who: Mapping[str, str], port: int = port) -> netpol.Endpoint:
+                return netpol.Endpoint("a monitoring pod", "TCP", port,
+                                       namespace=MONITORING_NAMESPACE, labels=who)
+            if netpol.admitted_from(policies, ns, labels, peer(GRAFANA_LABELS)):
+                out.append(Finding("network-policy-admits", w["name"], (
+                    f"any pod of {MONITORING_NAMESPACE} (Grafana, exporters) may call port "
+                    f"{port}, which serves the API unauthenticated: admit Prometheus's pods "
+                    f"only ({dict(PROMETHEUS_POD_LABELS)})")))
+            if not netpol.admitted_from(policies, ns, labels, peer(PROMETHEUS_POD_LABELS)):
+                out.append(Finding("network-policy-admits", w["name"], (
+                    f"its NetworkPolicy blocks Prometheus's scrape of port {port}")))
     return out
 
 
@@ -366,6 +442,11 @@ def aws_api(g: Graph, _: str | None) -> list[Finding]:
 
 Check = Callable[[Graph, str | None], list[Finding]]
 CHECKS: dict[str, Check] = {
+    "alarms-reach-someone": aws_rules.alarms_reach_someone,
+    "rate-limits-cover-every-request": aws_rules.rate_limits_cover_every_request,
+    "pull-through-credentials": aws_rules.pull_through_credentials,
+    "least-privilege-policies": aws_rules.least_privilege_policies,
+    "log-delivery-after-policy": aws_rules.log_delivery_after_policy,
     "identity-once": identity_once,
     "global-names-carry-the-account": global_names_carry_the_account,
     "name-limits": name_limits,

@@ -9,10 +9,21 @@ resource under it. Transitively: if A waits for B and B for C, A is created afte
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 Resource = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a check of the graph found: the check, the resource and what AWS or Kubernetes
+    would do with it."""
+
+    check: str
+    resource: str
+    message: str
 
 
 class Graph:

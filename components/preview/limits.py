@@ -142,6 +142,9 @@ CRD_SOURCES: tuple[CrdSource, ...] = (
               "prometheus-community/helm-charts kube-prometheus-stack charts/crds/crds/"),
     CrdSource("elbv2.k8s.aws", None, "aws-load-balancer-controller",
               "kubernetes-sigs/aws-load-balancer-controller helm/.../crds/crds.yaml"),
+    CrdSource("leaderworkerset.x-k8s.io", None, "kubernetes-sigs/lws",
+              "kubernetes-sigs/lws charts/lws/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml "
+              "(v0.10.0), applied by components.multi_node"),
 )
 """Which installer each custom resource must wait for."""
 

@@ -135,6 +135,7 @@ def routing_outputs(typ: str, name: str, rid: str, inputs: dict[str, Any]) -> di
 
 AVAILABILITY_ZONES = "aws:index/getAvailabilityZones:getAvailabilityZones"
 CALLER_IDENTITY = "aws:index/getCallerIdentity:getCallerIdentity"
+ADDON_VERSION = "aws:eks/getAddonVersion:getAddonVersion"
 MOCK_ELB_ACCOUNT = "999999999999"
 """Stands in for the region's Elastic Load Balancing account (aws.elb.getServiceAccount)."""
 
@@ -166,13 +167,16 @@ def _region_filter(args: dict[str, Any]) -> str:
 
 def routing_call(token: str, args: dict[str, Any]) -> dict[str, Any]:
     """The invokes the program makes: the region's zones, ELB's hosted zone per region, a
-    Route53 zone by name."""
+    Route53 zone by name, an EKS add-on's default version."""
     if token == AVAILABILITY_ZONES:
         return availability_zones(_region_filter(args))
     if token == "aws:lb/getHostedZoneId:getHostedZoneId":
         return {"id": f"Z{short_hash(str(args.get('region', ''))).upper()}MOCK"}
     if token == "aws:route53/getZone:getZone":
         return {"zoneId": f"Z{short_hash(str(args['name'])).upper()}", **args}
+    if token == ADDON_VERSION:  # EKS's default version of an add-on for a cluster version
+        addon, version = str(args["addonName"]), str(args["kubernetesVersion"])
+        return {"version": f"v{version}.0-{short_hash(addon + version)}-eksbuild.1", **args}
     if token == "aws:elb/getServiceAccount:getServiceAccount":
         return {"arn": f"arn:aws:iam::{MOCK_ELB_ACCOUNT}:root", "id": MOCK_ELB_ACCOUNT}
     if token == "aws:lb/getLoadBalancer:getLoadBalancer" and args.get("name"):

@@ -121,6 +121,29 @@ def admitted(
     return False
 
 
+def admitted_from(
+    policies: list[Mapping[str, Any]], namespace: str, labels: Mapping[str, str], peer: Endpoint
+) -> bool:
+    """Whether pods (namespace, labels) accept a connection from `peer` (its namespace and
+    labels, to `peer.port`) under `policies`: the ingress side of `admitted`."""
+    selecting = [
+        p for p in policies
+        if (p.get("metadata") or {}).get("namespace") == namespace
+        and _matches((p.get("spec") or {}).get("podSelector") or {}, labels)
+        and "Ingress" in ((p.get("spec") or {}).get("policyTypes") or ["Ingress"])
+    ]
+    if not selecting:
+        return True
+    for p in selecting:
+        for rule in (p.get("spec") or {}).get("ingress") or []:
+            if not _port_admits(rule.get("ports"), peer):
+                continue
+            peers = rule.get("from")
+            if not peers or any(_peer_admits(source, peer, namespace) for source in peers):
+                return True
+    return False
+
+
 def needs(
     pod: Mapping[str, Any],
     *,

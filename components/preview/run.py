@@ -31,7 +31,8 @@ from pulumi.runtime import settings
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_in_stack
 
-from components.preview.checks import Finding, run_checks
+from components.preview.checks import run_checks
+from components.preview.graph import Finding
 from components.preview.mocks import MOCK_ACCOUNT, FleetMocks
 from components.preview.monitor import RecordingMonitor
 from components.preview.text import format_preview
@@ -58,6 +59,9 @@ class PreviewResult:
     """The FleetPlan the program built (so a caller need not size the fleet a second time)."""
     part: str = ""
     """What part of its environment the stack holds ("" for the whole environment)."""
+    account: str = MOCK_ACCOUNT
+    """The account the mocked credentials belong to (the plan's, or the mocks' own for a
+    plan without account_id): the program puts it in every global name."""
 
     def text(self) -> str:
         """What `llmfleet preview` prints: the fleet summary, then the resource tree."""
@@ -66,7 +70,7 @@ class PreviewResult:
 
     def findings(self) -> list[Finding]:
         """What AWS or Kubernetes would refuse or break that the mocks accepted (checks)."""
-        return run_checks(self.resources, self.fleet_plan.account_id)
+        return run_checks(self.resources, self.account)
 
 
 def run_preview(
@@ -125,7 +129,7 @@ def run_program(
         ThreadPoolExecutor(1, thread_name_prefix="llmfleet-preview") as pool,
     ):
         result = pool.submit(contextvars.copy_context().run, _run, env, cfg, mocks).result()
-    return dataclasses.replace(result, part=part)
+    return dataclasses.replace(result, part=part, account=mocks.account)
 
 
 _ONE_RUN = threading.Lock()

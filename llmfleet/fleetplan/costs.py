@@ -15,6 +15,7 @@ from llmfleet.catalog.kubernetes import eks_support
 from llmfleet.data import Data
 from llmfleet.fleetplan.capacity import AlwaysOn, NodeCapacity, SystemPool
 from llmfleet.fleetplan.cold_start import IMAGE_GB
+from llmfleet.fleetplan.serving import image_through_nat
 from llmfleet.plan.checks import control_plane_support
 from llmfleet.search.choice import Choice
 from llmfleet.units import GIB, HOURS_PER_MONTH
@@ -87,7 +88,7 @@ def build_costs(
     ebs = gib_months * GIB / 1e9 * GP3_USD_PER_GB_MONTH
     nat_count = nat_gateways(choice, cluster_zones)
     launches = (peak_n - trough_n) * DAYS_PER_MONTH  # one rise to the peak a day
-    through_nat_gb = 0.0 if choice.plan.startup.ecr_account_id else IMAGE_GB
+    through_nat_gb = IMAGE_GB if image_through_nat(choice.plan.startup) else 0.0
     if choice.region.network is not None:  # no S3 gateway endpoint of ours: weights too
         through_nat_gb += weights_gib * GIB / 1e9 * choice.replicas_per_node
     nat_data = launches * through_nat_gb * NAT_USD_PER_GB

@@ -5,9 +5,10 @@ pool (`search.disagg`), what each runs, how each scales, and the router in front
   replicas and ScaledObject); the prefill pool is a second Deployment (`prefill`) with its
   own engine arguments, replicas and ScaledObject.
 - Both run vLLM's NixlConnector (`--kv-transfer-config`, kv_role kv_both: the router assigns
-  the roles per request) over NIXL's LIBFABRIC backend, which is EFA's path
-  (docs/features/nixl_connector_usage.md); each pod publishes its address for NIXL's side
-  channel (`VLLM_NIXL_SIDE_CHANNEL_HOST`).
+  the roles per request) over NIXL's LIBFABRIC backend when the image carries libfabric
+  (EFA's path), else UCX over TCP (docs/features/nixl_connector_usage.md; the region's
+  `fabric`, which also keeps both pools in one zone); each pod publishes its address for
+  NIXL's side channel (`VLLM_NIXL_SIDE_CHANNEL_HOST`).
 - The router is vllm-project/router (`vllm-router`, image `vllm/vllm-router`): it finds the
   pools' pods through the Kubernetes API by their role label (`--service-discovery
   --prefill-selector --decode-selector`), sends each request to a prefill pod for its KV and
@@ -34,7 +35,7 @@ from llmfleet.fleetplan.autoscaling import (
 )
 from llmfleet.fleetplan.cold_start import ColdStart
 from llmfleet.fleetplan.multi_node import ROLE_LABEL
-from llmfleet.fleetplan.serving import ECR_PREFIX, Serving, build_serving
+from llmfleet.fleetplan.serving import Serving, build_serving, docker_hub_ref
 from llmfleet.fleetplan.workload import NODE_LABEL_PREFIX, PORT
 from llmfleet.perf.chunked import MixedSteps
 from llmfleet.perf.queueing import prefill_wait
@@ -44,14 +45,19 @@ from llmfleet.search.operating_point import ReplicaSizing
 from llmfleet.search.replica_slo import ttft_prompt_tokens
 
 CONNECTOR = "NixlConnector"
-KV_BACKEND = "LIBFABRIC"
-KV_TRANSFER_CONFIG: dict[str, object] = {
-    "kv_connector": CONNECTOR,
-    "kv_role": "kv_both",
-    "kv_connector_extra_config": {"backends": [KV_BACKEND]},
-}
-"""vLLM's NixlConnector (docs/features/nixl_connector_usage.md): kv_role is a placeholder
-(the router assigns roles per request); NIXL's LIBFABRIC backend carries the KV over EFA."""
+
+
+def kv_transfer_config(backend: str) -> dict[str, object]:
+    """vLLM's NixlConnector (docs/features/nixl_connector_usage.md): kv_role is a placeholder
+    (the router assigns roles per request); NIXL's `backend` (fabric.kv_backend: LIBFABRIC
+    over EFA, UCX over TCP) carries the KV."""
+    return {
+        "kv_connector": CONNECTOR,
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"backends": [backend]},
+    }
+
+
 NIXL_SIDE_CHANNEL_PORT = 5600
 """VLLM_NIXL_SIDE_CHANNEL_PORT, set explicitly: its default moved between releases (the docs
 say 5600, vLLM 0.11.0's envs.py 5557)."""
@@ -136,8 +142,8 @@ def prefill_choice(choice: Choice, pool: PrefillPool) -> Choice:
     )
 
 
-def with_kv_transfer(serving: Serving) -> Serving:
-    vllm = serving.vllm.model_copy(update={"kv_transfer_config": dict(KV_TRANSFER_CONFIG)})
+def with_kv_transfer(serving: Serving, backend: str) -> Serving:
+    vllm = serving.vllm.model_copy(update={"kv_transfer_config": kv_transfer_config(backend)})
     return serving.model_copy(update={"vllm": vllm})
 
 
@@ -224,11 +230,7 @@ def build_prefill_autoscaling(
 
 
 def router_image(choice: Choice) -> str:
-    startup = choice.plan.startup
-    if startup.ecr_account_id:
-        registry = f"{startup.ecr_account_id}.dkr.ecr.{choice.region.name}.amazonaws.com"
-        return f"{registry}/{ECR_PREFIX}/{ROUTER_IMAGE}"
-    return ROUTER_IMAGE
+    return docker_hub_ref(choice.plan.startup, ROUTER_IMAGE, choice.region.name)
 
 
 def build_router(
@@ -281,8 +283,10 @@ def build_disaggregation(
     workload_labels: dict[str, str],
     namespace: str,
     served_model_name: str,
+    kv_backend: str,
 ) -> Disaggregation | None:
-    """The region's disaggregated serving, or None when it serves aggregated."""
+    """The region's disaggregated serving, or None when it serves aggregated (`kv_backend`:
+    NIXL's, from the region's fabric)."""
     pool = choice.prefill
     if pool is None:
         return None
@@ -293,7 +297,7 @@ def build_disaggregation(
     p = choice.plan.slo.percentile
     return Disaggregation(
         connector=CONNECTOR,
-        kv_backend=KV_BACKEND,
+        kv_backend=kv_backend,
         nixl_side_channel_port=NIXL_SIDE_CHANNEL_PORT,
         role_label=ROLE_LABEL,
         prometheus_role_label=PROMETHEUS_ROLE_LABEL,
@@ -306,7 +310,7 @@ def build_disaggregation(
             tensor_parallel_size=pool.tp,
             replicas=pool.replicas,
             nodes=pool.nodes,
-            serving=with_kv_transfer(build_serving(pre, weights_gib, cold)),
+            serving=with_kv_transfer(build_serving(pre, weights_gib, cold), kv_backend),
             autoscaling=build_prefill_autoscaling(
                 choice, pool, namespace, served_model_name, cold.container_s
             ),
@@ -325,7 +329,8 @@ def build_disaggregation(
             f"{choice.sizing.batch}) is the token gap",
             f"TTFT p{p:g}: the p{p:g} prompt ({prompt:,} tokens) prefills in "
             f"{pool.prompt_s * 1000:.0f} ms and its KV reaches the decode pool in "
-            f"{pool.kv_transfer_s * 1000:.1f} ms over EFA ({KV_BACKEND} via NIXL)",
+            f"{pool.kv_transfer_s * 1000:.1f} ms as the step model prices it (NIXL "
+            f"{kv_backend})",
             "vLLM's docs: disaggregation controls tail ITL and sizes each phase for its SLO; "
             "it does not add throughput by itself (docs/features/disagg_prefill.md)",
             f"the router ({ROUTER_IMAGE}) finds both pools' pods through the Kubernetes API "

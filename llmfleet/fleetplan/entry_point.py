@@ -38,6 +38,7 @@ from pydantic import Field
 
 from llmfleet.data import Data
 from llmfleet.fleetplan.network import load_balancer_cidrs
+from llmfleet.fleetplan.serving import longest_request_s
 from llmfleet.fleetplan.weights import account_of
 from llmfleet.fleetplan.workload import bounded_name
 from llmfleet.plan.edge import Edge
@@ -193,10 +194,9 @@ def logs_bucket(fleet: str, region: str, account_id: str) -> str:
 
 
 def idle_timeout_s(plan: CapacityPlan) -> int:
-    """A non-streamed response is silent until it ends: the TTFT target plus max_model_len
-    tokens at the ITL target, within the ALB's 4000 s limit."""
-    longest = (plan.slo.ttft_ms + plan.max_model_len * plan.slo.itl_ms) / 1000
-    return min(MAX_IDLE_TIMEOUT_S, math.ceil(longest))
+    """A non-streamed response is silent until it ends: the longest request max_model_len
+    allows (`serving.longest_request_s`), within the ALB's 4000 s limit."""
+    return min(MAX_IDLE_TIMEOUT_S, math.ceil(longest_request_s(plan)))
 
 
 def health_check(plan: CapacityPlan, dns: Dns, region: str, served_model: str) -> HealthCheck:
@@ -316,12 +316,15 @@ def build_entry_point(
     lb_name = load_balancer_name(plan.name, region_name)
     dereg = min(MAX_DEREGISTRATION_DELAY_S, prestop_sleep_s + shutdown_timeout_s)
     production = plan.environment == "production"
+    # A retiring region's ALB must be deletable: the controller deletes it (and the security
+    # groups it made) when its Ingress goes, which deletion protection refuses.
+    protected = production and not region.retire
     account = account_of(plan)
-    logs = logs_bucket(plan.name, region_name, account) if account else None
+    logs = logs_bucket(plan.name, region_name, account)
     lb_attributes = {
         "idle_timeout.timeout_seconds": str(idle),
         "routing.http.drop_invalid_header_fields.enabled": "true",
-        "deletion_protection.enabled": "true" if production else "false",
+        "deletion_protection.enabled": "true" if protected else "false",
         "access_logs.s3.enabled": "true" if logs else "false",
     }
     if logs:
@@ -396,6 +399,11 @@ def build_entry_point(
         )
     if logs:
         reasons.append(f"access logs in s3://{logs}/{ACCESS_LOG_PREFIX}/")
+    if region.retire:
+        reasons.append(
+            "retiring (regions[].retire): deletion protection off, so `pulumi destroy` can "
+            "delete the Ingress and the controller its ALB and security groups"
+        )
     return EntryPoint(
         hostname=dns.record_name,
         regional_hostname=regional_hostname(region_name, dns),
@@ -411,7 +419,7 @@ def build_entry_point(
         rate_rule=rate_rule,
         deregistration_delay_s=dereg,
         access_logs_bucket=logs,
-        deletion_protection=production,
+        deletion_protection=protected,
         source_cidrs=load_balancer_cidrs(region),
         ingress_annotations=dict(sorted(api.items())),
         health_annotations=dict(sorted(health.items())),

@@ -14,6 +14,7 @@ from pydantic import Field
 from llmfleet import __version__
 from llmfleet.calibration.server_calibration import Coverage
 from llmfleet.catalog.constants import Constants, fitted
+from llmfleet.catalog.kubernetes import SupportType
 from llmfleet.data import Data, MinDesiredMax
 from llmfleet.errors import InfeasibleError
 from llmfleet.fleetplan.calibrations import CalibrationUse, build_calibrations
@@ -69,7 +70,7 @@ class FleetPlan(Data):
     headroom: float
     confidence: str
     kubernetes_version: str
-    kubernetes_support: str = Field(
+    kubernetes_support: SupportType = Field(
         description="standard or extended (plan.kubernetes_support): the cluster's EKS "
         "upgrade policy; control_plane_support is what the cost model bills."
     )
@@ -319,7 +320,7 @@ def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: LossSizing) -> Regi
     if entry is not None:
         check = build_capacity_check(
             rp.region, rp.peak_requests_per_s, rp.predicted.requests_per_s, rp.replicas.min,
-            rp.workload.pdb_max_unavailable,
+            rp.workload.pdb_max_unavailable // rp.nodes_per_replica,
         )
         entry = entry.model_copy(update={"capacity_check": check})
     return rp.model_copy(update={"entry_point": entry, "reasons": reasons})

@@ -1,109 +1,75 @@
-"""A replica that spans nodes: how it is deployed and what its nodes need.
+"""A replica that spans nodes: how it is deployed and launched.
 
 vLLM serves a model larger than a node with pipeline parallelism across nodes (TP = a node's
 GPUs, PP = nodes; docs/serving/parallelism_scaling.md), TP across nodes, or data-parallel
 ranks with expert parallelism across nodes. On Kubernetes a replica is then a
 LeaderWorkerSet group (kubernetes-sigs/lws, its CRD `leaderworkerset.x-k8s.io/v1` from the
-pinned chart): one pod per node, the leader runs the API server and node rank 0, each worker
-`vllm serve --headless` with its node rank (vLLM's multiprocessing multi-node launch,
-`--nnodes/--node-rank/--master-addr`, vLLM >= 0.11.1), and the group restarts whole when a
-pod does (`RecreateGroupOnPodRestart`).
+pinned chart, catalog/charts.csv): one pod per node, the group restarted whole when a pod
+restarts (`RecreateGroupOnPodRestart`). Two launches, as vLLM documents them:
 
-The nodes: EFA interfaces on every network card (the pods request `vpc.amazonaws.com/efa`,
-advertised by the EFA device plugin), a cluster placement group (one zone: EFA's RDMA traffic
-stays in one subnet), huge pages for libfabric, and NCCL told where EFA and the bootstrap
-interface are. The pinned chart versions live here so the report and the components read one
-home."""
+- `mp` (PP or TP across nodes, vLLM's multiprocessing multi-node launch, vLLM >= 0.11.1):
+  every pod `vllm serve` with `--nnodes N --node-rank <LWS_WORKER_INDEX> --master-addr
+  <LWS_LEADER_ADDRESS>`, the workers `--headless`;
+- `data-parallel` (DP ranks, each its own engine, across nodes:
+  docs/serving/data_parallel_deployment.md): `--data-parallel-size` ranks in all,
+  `--data-parallel-size-local` on each node, `--data-parallel-address` the leader's and
+  `--data-parallel-rpc-port` its port; each worker `--headless` with
+  `--data-parallel-start-rank <LWS_WORKER_INDEX x ranks per node>`.
+
+What crosses the nodes and over which transport (EFA or TCP, a fact of the image), the one
+zone and the NCCL environment are `fleetplan.fabric`; the GPU nodes join a cluster placement
+group (Karpenter's EC2NodeClass selects it by name, the floor's launch template names it)."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field
 
 from llmfleet.catalog import network
+from llmfleet.catalog.kubernetes import chart
 from llmfleet.data import Data
+from llmfleet.errors import PlanError
 from llmfleet.search.choice import Choice
 
-LWS_CHART = "oci://registry.k8s.io/lws/charts/lws"
-LWS_VERSION = "0.10.0"
-"""kubernetes-sigs/lws v0.10.0 (2026-08-11); its docs install the OCI chart with
-`--version=0.10.0 --namespace lws-system` (site/content/en/docs/installation @v0.10.0)."""
 LWS_NAMESPACE = "lws-system"
-EFA_DEVICE_PLUGIN_VERSION = "v0.5.30"
-"""aws/eks-charts stable/aws-efa-k8s-device-plugin Chart.yaml at HEAD 5239609 (2026-08-03):
-chart v0.5.30, image v0.5.20."""
-HUGEPAGES_2MI_MIB = 5120
-"""Huge pages per pod, as AWS's EKS nccl-tests manifest requests (aws-samples/awsome-
-distributed-training micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml @0162aacd):
-libfabric's EFA provider registers its buffers in huge pages by default."""
+"""As kubernetes-sigs/lws's installation docs install it (`--namespace lws-system`)."""
 MASTER_PORT = 29501
 """vLLM's default --master-port (ParallelConfig.master_port)."""
+DATA_PARALLEL_RPC_PORT = 13345
+"""--data-parallel-rpc-port, set explicitly (vLLM's data-parallel deployment docs use 13345);
+the peers' NetworkPolicy admits it between the group's pods."""
 ROLE_LABEL = "llmfleet.io/role"
-NCCL_ENV = {
-    "FI_PROVIDER": "efa",
-    "NCCL_SOCKET_IFNAME": "eth0",
-    "GLOO_SOCKET_IFNAME": "eth0",
-}
-"""FI_PROVIDER=efa as AWS's EKS nccl-tests manifest sets it (libfabric uses EFA, not TCP);
-NCCL's and Gloo's bootstrap on the pod's own interface, as llm-d's wide-EP manifests set
-them. Left at their defaults (aws/aws-ofi-nccl doc/efa-env-var.md): FI_EFA_USE_DEVICE_RDMA
-("do not set for libfabric >= 1.18"), FI_EFA_FORK_SAFE ("not needed anymore"),
-NCCL_BUFFSIZE and NCCL_MIN_CHANNELS."""
-
-
-class NetworkInterface(Data):
-    """One network interface of a GPU node (EC2's launch shape, Karpenter's networkInterfaces)."""
-
-    network_card_index: int
-    device_index: int
-    interface_type: str = Field(description="interface (ENA) or efa-only.")
-
-
-def efa_interfaces(cards: int) -> list[NetworkInterface]:
-    """EC2's recommended layout for EFA on a node with several network cards (EC2 User
-    Guide, efa-acc-inst-types): the primary interface (card 0, device 0) is ENA, card 0
-    adds an EFA-only interface at device 1, every other card an EFA-only one at device 0."""
-    return [
-        NetworkInterface(network_card_index=0, device_index=0, interface_type="interface"),
-        NetworkInterface(network_card_index=0, device_index=1, interface_type="efa-only"),
-        *(
-            NetworkInterface(network_card_index=k, device_index=0, interface_type="efa-only")
-            for k in range(1, cards)
-        ),
-    ]
 
 
 class MultiNode(Data):
-    """A replica of `nodes_per_replica` nodes: a LeaderWorkerSet group on EFA nodes in one
-    cluster placement group."""
+    """A replica of `nodes_per_replica` nodes: a LeaderWorkerSet group in one cluster
+    placement group."""
 
     nodes_per_replica: int = Field(description="Pods (and nodes) of one LeaderWorkerSet group.")
-    launch: str = Field(
-        description="vLLM's multi-node launch: `mp` (--nnodes/--node-rank/--master-addr)."
+    launch: Literal["mp", "data-parallel"] = Field(
+        description="mp: --nnodes/--node-rank/--master-addr (PP or TP across nodes); "
+        "data-parallel: --data-parallel-size-local/-start-rank/-address/-rpc-port (DP ranks)."
     )
     master_port: int
+    data_parallel_rpc_port: int | None = Field(
+        description="The leader's data-parallel RPC port (data-parallel launch only)."
+    )
+    data_parallel_size_local: int | None = Field(
+        description="DP ranks on each node (data-parallel launch only)."
+    )
     leader_labels: dict[str, str] = Field(
         description="The leader pod's labels on top of the workload's: the Service selects it."
     )
     worker_labels: dict[str, str]
-    efa_interfaces_per_node: int = Field(
-        description="vpc.amazonaws.com/efa each pod requests: every EFA interface of its node."
-    )
-    efa_gbps_per_node: float
-    network_interfaces: list[NetworkInterface] = Field(
-        description="The node's interfaces: one ENA primary and an EFA-only one per card."
-    )
     collective_latency_us: float = Field(
         description="Two-node all-reduce latency the step model charges (catalog efa.csv)."
     )
     collective_busbw_gb_s: float
     collective_measured_on: str
-    hugepages_2mi_mib: int
     placement_group: str = Field(description="The cluster placement group every GPU node joins.")
     placement_strategy: str
-    zone_id: str = Field(description="The one zone the placement group and the GPU nodes use.")
-    nccl_env: dict[str, str]
     lws_version: str
-    efa_device_plugin_version: str
     reasons: list[str]
 
 
@@ -111,7 +77,41 @@ def placement_group_name(fleet_name: str, region: str) -> str:
     return f"{fleet_name}-{region}-gpu"
 
 
-def build_multi_node(choice: Choice, zone_id: str) -> MultiNode | None:
+def data_parallel_ranks_per_node(choice: Choice) -> int | None:
+    """DP ranks on each node when the replica's data-parallel ranks span nodes (vLLM's
+    data-parallel launch), else None (one node, or PP/TP across nodes: the mp launch)."""
+    shape, gpus = choice.layout, choice.instance.gpu_count
+    if choice.nodes_per_replica <= 1 or shape.dp <= 1 or shape.tp * shape.pp > gpus:
+        return None
+    return gpus // (shape.tp * shape.pp)
+
+
+RESERVED = ("reservation", "capacity_block")
+
+
+def capacity_note(choice: Choice, field: str) -> str:
+    """Where a replica's nodes come from: on demand, `nodes_per_replica` large GPU nodes in
+    one cluster placement group at once are rarely had (InsufficientInstanceCapacity), so
+    production buys them (an On-Demand Capacity Reservation targeted at the placement group,
+    or a Capacity Block); PlanError otherwise."""
+    purchase = choice.region.capacity
+    n, inst = choice.nodes_per_replica, choice.instance.instance_type
+    if purchase.type in RESERVED:
+        return (f"the nodes come from {purchase.type} {', '.join(purchase.reservation_ids)} "
+                f"({purchase.reserved_nodes} {inst})")
+    ask = (f"{n} {inst} at once in one cluster placement group per replica, on demand: EC2 "
+           "rarely has that many free in one spot (InsufficientInstanceCapacity)")
+    if choice.plan.environment == "production":
+        raise PlanError(
+            f"{field}.capacity.type", purchase.type,
+            f"a replica spans {n} nodes: {ask}; buy them: type reservation (an On-Demand "
+            "Capacity Reservation in the placement group) or capacity_block, with "
+            "reservation_ids, instance_type and reserved_nodes",
+        )
+    return f"{ask}; production requires a reservation or a Capacity Block"
+
+
+def build_multi_node(choice: Choice, field: str = "regions[0]") -> MultiNode | None:
     """The region's multi-node settings, or None when a replica fits one node."""
     n = choice.nodes_per_replica
     if n <= 1:
@@ -121,43 +121,37 @@ def build_multi_node(choice: Choice, zone_id: str) -> MultiNode | None:
     assert row is not None and row.collective_latency_us is not None
     assert row.collective_busbw_gb_s is not None and row.measured_on is not None
     shape = choice.layout
-    across = (
-        "every TP all-reduce"
-        if shape.tp > inst.gpu_count
-        else "the experts' all-to-all"
-        if shape.ep
-        else "each pipeline hop"
+    local = data_parallel_ranks_per_node(choice)
+    data_parallel = local is not None
+    per_node = local or 0
+    launch = (
+        f"{shape.dp} data-parallel ranks, {per_node} per node: the leader's pod starts "
+        f"ranks 0-{per_node - 1} and the API, each worker {per_node} more "
+        "(--data-parallel-start-rank)"
+        if data_parallel
+        else f"one engine over {n} nodes (--nnodes {n}, the leader node rank 0)"
     )
     return MultiNode(
         nodes_per_replica=n,
-        launch="mp",
+        launch="data-parallel" if data_parallel else "mp",
         master_port=MASTER_PORT,
+        data_parallel_rpc_port=DATA_PARALLEL_RPC_PORT if data_parallel else None,
+        data_parallel_size_local=local,
         leader_labels={ROLE_LABEL: "leader"},
         worker_labels={ROLE_LABEL: "worker"},
-        efa_interfaces_per_node=row.efa_interfaces,
-        efa_gbps_per_node=row.efa_gbps,
-        network_interfaces=efa_interfaces(row.efa_interfaces),
         collective_latency_us=row.collective_latency_us,
         collective_busbw_gb_s=row.collective_busbw_gb_s,
         collective_measured_on=row.measured_on,
-        hugepages_2mi_mib=HUGEPAGES_2MI_MIB,
         placement_group=placement_group_name(choice.plan.name, choice.region.name),
         placement_strategy="cluster",
-        zone_id=zone_id,
-        nccl_env=dict(NCCL_ENV),
-        lws_version=LWS_VERSION,
-        efa_device_plugin_version=EFA_DEVICE_PLUGIN_VERSION,
+        lws_version=chart("lws").version,
         reasons=[
             f"a replica ({shape.label}, {shape.ranks} GPUs) spans {n} {inst.instance_type} "
-            f"nodes: a LeaderWorkerSet group of {n} pods, one per node; {across} crosses "
-            f"EFA ({row.efa_interfaces} interfaces, {row.efa_gbps:g} Gbps per node)",
+            f"nodes: a LeaderWorkerSet group of {n} pods, one per node; {launch}",
             f"the step model charges {row.collective_latency_us:g} us per cross-node "
             f"collective and {row.collective_busbw_gb_s:g} GB/s bus bandwidth (two-node "
             f"nccl-tests on {row.measured_on})",
-            f"GPU nodes in one cluster placement group in {zone_id}: EFA's RDMA traffic "
-            "stays in one subnet, so a zone outage takes every GPU node of the region",
-            "the image must carry the aws-ofi-nccl plugin for NCCL to use EFA (without it "
-            "NCCL falls back to TCP sockets on the ENA interface: not verified for "
-            "vllm/vllm-openai)",
+            "its nodes in one cluster placement group",
+            capacity_note(choice, field),
         ],
     )

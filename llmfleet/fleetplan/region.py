@@ -32,9 +32,11 @@ from llmfleet.fleetplan.disaggregation import (
     with_kv_transfer,
 )
 from llmfleet.fleetplan.entry_point import EntryPoint, logs_bucket
+from llmfleet.fleetplan.fabric import Fabric, build_fabric
 from llmfleet.fleetplan.levers import ChosenLevers, build_chosen_levers, download_gib
 from llmfleet.fleetplan.multi_node import MultiNode, build_multi_node
 from llmfleet.fleetplan.network import SubnetPlan, subnet_layout
+from llmfleet.fleetplan.node_update import NodeUpdate, build_node_update
 from llmfleet.fleetplan.pinned_levers import PinnedAlternative
 from llmfleet.fleetplan.predicted import (
     BatchPoint,
@@ -51,7 +53,7 @@ from llmfleet.fleetplan.replica_record import ReplicaRecord, build_replica_recor
 from llmfleet.fleetplan.risk import Risk, build_risk
 from llmfleet.fleetplan.serving import Serving, build_serving
 from llmfleet.fleetplan.weights import WeightStaging, account_of, build_weight_staging
-from llmfleet.fleetplan.workload import Workload, build_workload
+from llmfleet.fleetplan.workload import Workload, build_workload, pods_per_node
 from llmfleet.search.choice import Choice
 from llmfleet.search.levers import served
 from llmfleet.search.optimizer import Alternative, allowed_instances
@@ -130,7 +132,22 @@ class RegionPlan(Data):
     )
     multi_node: MultiNode | None = Field(
         default=None,
-        description="A replica spanning nodes: its LeaderWorkerSet, EFA, placement group, NCCL.",
+        description="A replica spanning nodes: its LeaderWorkerSet, launch, placement group.",
+    )
+    retiring: bool = Field(
+        default=False,
+        description="regions[].retire: the region is leaving the fleet (docs/day2.md): no "
+        "global routing, its ALB unprotected, its weight bucket emptied on destroy.",
+    )
+    node_update: NodeUpdate = Field(
+        description="How the GPU floor's node group replaces its nodes and how long `pulumi "
+        "up` waits for it."
+    )
+    fabric: Fabric | None = Field(
+        default=None,
+        description="Traffic between the region's GPU nodes (a replica across nodes, a "
+        "disaggregated KV transfer): its transport (EFA or TCP, the image's), the one zone, "
+        "the NCCL environment.",
     )
     disaggregation: Disaggregation | None = Field(
         default=None,
@@ -319,15 +336,20 @@ def build_region_plan(
     weights_gib = download_gib(choice)
     account = account_of(plan)
     gpu_zone_ids = node_zone_ids(region, field, inst.instance_type)
-    if choice.nodes_per_replica > 1:  # one cluster placement group: one zone
-        gpu_zone_ids = gpu_zone_ids[:1]
+    fabric = build_fabric(choice, gpu_zone_ids[0])
+    if fabric is not None:  # traffic between GPU nodes: one zone (fleetplan.fabric)
+        gpu_zone_ids = [fabric.zone_id]
     zone_ids = cluster_zone_ids(region.name, gpu_zone_ids)
     floor = build_always_on(choice, stage4)
     cold = build_cold_start(choice, weights_gib)
-    multi = build_multi_node(choice, gpu_zone_ids[0])
-    work = build_workload(plan, inst, "LeaderWorkerSet" if multi else "Deployment")
+    multi = build_multi_node(choice, field)
+    work = build_workload(
+        plan, inst, "LeaderWorkerSet" if multi else "Deployment",
+        pods_per_node(choice.replicas_per_node, choice.nodes_per_replica),
+    )
     capacity = build_node_capacity(
-        choice, floor, gpu_zone_ids, field, cold, work.pdb_max_unavailable
+        choice, floor, gpu_zone_ids, field, cold,
+        work.pdb_max_unavailable // choice.nodes_per_replica,
     )
     if not cold.headroom_carries_growth:
         raise PlanError(
@@ -340,10 +362,14 @@ def build_region_plan(
         )
     replicas = replicas_filling_slots(choice, floor)
     serve = build_serving(choice, weights_gib, cold)
-    if choice.prefill is not None:
-        serve = with_kv_transfer(serve)
+    if choice.prefill is not None and fabric is not None:
+        serve = with_kv_transfer(serve, fabric.kv_backend)
     disagg = build_disaggregation(
-        choice, weights_gib, cold, work.labels, work.namespace, serve.vllm.served_model_name
+        choice, weights_gib, cold, work.labels, work.namespace, serve.vllm.served_model_name,
+        fabric.kv_backend if fabric else "",
+    )
+    update = build_node_update(
+        capacity.floor_nodes, choice.nodes_per_replica, cold.total_s, serve.termination_grace_s
     )
     expected = build_predicted(choice, consts)
     bound = build_binding(choice, consts)
@@ -401,6 +427,8 @@ def build_region_plan(
             bound.text,
             *([faster_note] if faster_note else []),
             *(disagg.reasons if disagg else []),
+            *(fabric.reasons if fabric else []),
+            update.reason,
         ],
         faster_gpus=faster,
         alternatives=alternatives,
@@ -413,10 +441,13 @@ def build_region_plan(
             plan, region.name, served(plan, choice.model, choice.lever).hf_repo, weights_gib,
             work, serve.scanner_skips,
         ),
-        logs_bucket=logs_bucket(plan.name, region.name, account) if account else None,
+        logs_bucket=logs_bucket(plan.name, region.name, account),
         costs=cost,
         nodes_per_replica=choice.nodes_per_replica,
         multi_node=multi,
         disaggregation=disagg,
         replica=build_replica_record(choice),
+        fabric=fabric,
+        node_update=update,
+        retiring=region.retire,
     )

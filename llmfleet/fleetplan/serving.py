@@ -14,13 +14,19 @@ import math
 
 from pydantic import ConfigDict, Field, computed_field
 
-from llmfleet.catalog.vllm_release import VLLM_VERSION, vllm_release
+from llmfleet.catalog.images import serving_image
+from llmfleet.catalog.vllm_release import VLLM_VERSION
 from llmfleet.data import Data
 from llmfleet.fleetplan.autoscaling import custom_buckets
 from llmfleet.fleetplan.cold_start import STARTUP_PERIOD_S, ColdStart
-from llmfleet.fleetplan.multi_node import MASTER_PORT
+from llmfleet.fleetplan.multi_node import (
+    DATA_PARALLEL_RPC_PORT,
+    MASTER_PORT,
+    data_parallel_ranks_per_node,
+)
 from llmfleet.fleetplan.workload import PORT, VLLM_UID
 from llmfleet.plan.cluster import Startup
+from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
 from llmfleet.search.levers import served
 
@@ -89,11 +95,17 @@ class VllmArgs(Data):
     nnodes: int | None = Field(
         default=None, description="Nodes of one replica (vLLM's mp multi-node launch)."
     )
+    data_parallel_size_local: int | None = Field(
+        default=None, description="DP ranks on each node when DP ranks span nodes."
+    )
+    data_parallel_rpc_port: int | None = Field(
+        default=None, description="The leader's DP RPC port when DP ranks span nodes."
+    )
     master_port: int | None = Field(
         default=None, description="The leader's torch.distributed port (multi-node)."
     )
     distributed_executor_backend: str | None = Field(
-        default=None, description="mp across nodes (--nnodes/--node-rank, no Ray)."
+        default=None, description="mp across nodes (no Ray): the mp or data-parallel launch."
     )
     kv_transfer_config: dict[str, object] | None = Field(
         default=None, description="Disaggregated serving: the KV connector (NixlConnector)."
@@ -154,12 +166,32 @@ ECR_PREFIX = "docker-hub"
 DOCKER_HUB = "registry-1.docker.io"
 
 
-def image_ref(startup: Startup, region: str) -> str:
-    image = str(vllm_release()["image"])  # vllm/vllm-openai:v0.33.0
-    if startup.ecr_account_id:
+def docker_hub_ref(startup: Startup, image: str, region: str) -> str:
+    """A Docker Hub image as the pods pull it: through the region's ECR pull-through cache
+    once the plan says its credentials are in (`startup.pull_through_ready`: ECR refuses a
+    Docker Hub pull without them, so a pod pulling through it before would sit in
+    ErrImagePull), else from Docker Hub directly."""
+    if startup.ecr_account_id and startup.pull_through_ready:
         registry = f"{startup.ecr_account_id}.dkr.ecr.{region}.amazonaws.com"
-        image = f"{registry}/{ECR_PREFIX}/{image}"
+        return f"{registry}/{ECR_PREFIX}/{image}"
+    return image
+
+
+def image_ref(startup: Startup, region: str) -> str:
+    row = serving_image(startup.image)
+    image = row.ref(region)
+    if row.registry == "docker-hub":
+        image = docker_hub_ref(startup, image, region)
     return f"{image}@{startup.image_digest}" if startup.image_digest else image
+
+
+def image_through_nat(startup: Startup) -> bool:
+    """Whether nodes pull the serving image from Docker Hub through the NAT gateways (an ECR
+    image, or one through the cache, comes through the VPC's S3 endpoint)."""
+    row = serving_image(startup.image)
+    return row.registry == "docker-hub" and not (
+        startup.ecr_account_id and startup.pull_through_ready
+    )
 
 
 def scanner_skips(startup: Startup) -> dict[str, str]:
@@ -190,6 +222,12 @@ def image_notes(startup: Startup) -> list[str]:
             "image pulled from Docker Hub through the NAT gateways: give "
             "startup.ecr_account_id to pull through the region's ECR cache"
         )
+    elif not startup.pull_through_ready:
+        notes.append(
+            "image pulled from Docker Hub until the ECR pull-through cache's secret holds a "
+            "Docker Hub username and access token: put them in, then set "
+            "startup.pull_through_ready: true"
+        )
     return notes
 
 
@@ -211,11 +249,22 @@ READINESS_FAILURE_THRESHOLD = 3
 LIVENESS_FAILURE_THRESHOLD = 6
 
 
-def longest_request_s(choice: Choice) -> float:
-    """A p95 request at the SLO: TTFT + its p95 output tokens at the ITL target."""
-    plan = choice.plan
-    itl_s = plan.slo.itl_ms / 1000
-    return plan.slo.ttft_ms / 1000 + plan.traffic.output_tokens.p95_or_mean * itl_s
+MAX_DRAIN_S = 3600 - PRESTOP_SLEEP_S
+"""The longest drain: the ALB keeps a draining target's requests at most 3600 s
+(deregistration_delay.timeout_seconds 0-3600), preStop included."""
+
+
+def longest_request_s(plan: CapacityPlan) -> float:
+    """The longest request `max_model_len` allows: the TTFT target plus a whole context of
+    tokens at the ITL target (a short prompt answered to the end of the context). The drain,
+    the ALB's idle timeout and the grace periods are sized for it, not for the p95: a scale-in
+    or a rollout would otherwise cut every longer request."""
+    return (plan.slo.ttft_ms + plan.max_model_len * plan.slo.itl_ms) / 1000
+
+
+def drain_s(plan: CapacityPlan) -> int:
+    """vLLM's --shutdown-timeout: the longest request, within the ALB's 3600 s."""
+    return min(MAX_DRAIN_S, math.ceil(longest_request_s(plan)) + 5)
 
 
 def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
@@ -225,6 +274,7 @@ def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
     plan, s, lv = choice.plan, choice.sizing, choice.lever
     checkpoint = served(plan, choice.model, lv)
     shape, nodes = choice.layout, choice.nodes_per_replica
+    dp_local = data_parallel_ranks_per_node(choice)
     return VllmArgs(
         model=cold.weights_uri,
         load_format=cold.load_format,
@@ -246,14 +296,16 @@ def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
         speculative_config=lv.spec.vllm_config(choice.tp) if lv.spec else None,
         revision=plan.model.revision,
         custom_histogram_buckets=custom_buckets(choice),
-        shutdown_timeout=math.ceil(longest_request_s(choice)) + 5,
+        shutdown_timeout=drain_s(plan),
         enforce_eager=True if plan.model.enforce_eager else None,
         pipeline_parallel_size=shape.pp if shape.pp > 1 else None,
         data_parallel_size=shape.dp if shape.dp > 1 else None,
         enable_expert_parallel=True if shape.ep else None,
         all2all_backend=ALL2ALL_BACKEND if shape.ep else None,
-        nnodes=nodes if nodes > 1 else None,
-        master_port=MASTER_PORT if nodes > 1 else None,
+        nnodes=nodes if nodes > 1 and dp_local is None else None,
+        master_port=MASTER_PORT if nodes > 1 and dp_local is None else None,
+        data_parallel_size_local=dp_local,
+        data_parallel_rpc_port=DATA_PARALLEL_RPC_PORT if dp_local is not None else None,
         distributed_executor_backend="mp" if nodes > 1 else None,
     )
 
@@ -299,7 +351,13 @@ def build_serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Servin
     startup_probes = cold.startup_budget_s // STARTUP_PERIOD_S
     args = build_vllm_args(choice, cold)
     shutdown = args.shutdown_timeout
-    o_p95 = choice.plan.traffic.output_tokens.p95_or_mean
+    plan = choice.plan
+    longest = longest_request_s(plan)
+    cut = (
+        f"; requests over {MAX_DRAIN_S} s are cut (the ALB drains at most 3600 s)"
+        if math.ceil(longest) + 5 > MAX_DRAIN_S
+        else ""
+    )
     return Serving(
         image=image_ref(choice.plan.startup, choice.region.name),
         image_pull_policy="IfNotPresent",
@@ -324,10 +382,11 @@ def build_serving(choice: Choice, weights_gib: float, cold: ColdStart) -> Servin
             f"startup budget {cold.startup_budget_s} s: 1.5x the predicted "
             f"{cold.container_s:.0f} s from container start to ready (weights streamed "
             f"from {cold.weights_uri}; cold_start.terms)",
-            f"drain: a p95 request lasts up to {longest_request_s(choice):.0f} s (TTFT + {o_p95} "
-            f"tokens at the ITL target); --shutdown-timeout {shutdown} s after a "
-            f"{PRESTOP_SLEEP_S} s preStop (the ALB's two failed 15 s health checks) that lets "
-            "the load balancer and endpoints drop the pod first",
+            f"drain: the longest request max_model_len allows lasts {longest:.0f} s (TTFT + "
+            f"{plan.max_model_len:,} tokens at the ITL target); --shutdown-timeout {shutdown} s "
+            f"after a {PRESTOP_SLEEP_S} s preStop (the ALB's two failed 15 s health checks) "
+            "that lets the load balancer and endpoints drop the pod first; a pod exits as soon "
+            f"as its last request ends{cut}",
             f"/dev/shm {2 * gpus} GiB: NCCL and the TP workers' shared-memory queues",
         ],
     )

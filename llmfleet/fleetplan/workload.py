@@ -56,8 +56,15 @@ class Workload(Data):
     config_path: str = Field(description="Where the ConfigMap's vLLM config is mounted.")
     gateway_namespace: str = Field(description="Namespace of the gateway/ingress admitted.")
     monitoring_namespace: str = Field(description="Namespace of Prometheus (admitted, scrapes).")
+    prometheus_pod_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels of Prometheus's own pods: the only pods of the monitoring "
+        "namespace the NetworkPolicy admits on the serving and metrics ports.",
+    )
     prometheus_url: str = Field(description="Prometheus that KEDA's triggers query.")
-    pdb_max_unavailable: int = Field(description="Replicas a voluntary disruption may take.")
+    pdb_max_unavailable: int = Field(
+        description="Pods a voluntary disruption may take: one node's (`pods_per_node`)."
+    )
     kind: str = Field(
         default="Deployment",
         description="What runs the replicas: a Deployment, or a LeaderWorkerSet (a group of "
@@ -82,10 +89,26 @@ CONFIG_PATH = "/etc/vllm/config.yaml"
 GATEWAY_NAMESPACE = "gateway"
 MONITORING_NAMESPACE = "monitoring"
 PROMETHEUS_RELEASE = "kube-prometheus-stack"
+PROMETHEUS_POD_LABELS = {
+    "app.kubernetes.io/name": "prometheus",
+    "app.kubernetes.io/instance": f"{PROMETHEUS_RELEASE}-prometheus",
+}
+"""What prometheus-operator labels a Prometheus's pods (v0.93.0 pkg/prometheus/server/
+operator.go makeSelectorLabels: app.kubernetes.io/name prometheus, app.kubernetes.io/instance
+the Prometheus's name), and kube-prometheus-stack names its Prometheus `<fullname>-prometheus`
+(templates/_helpers.tpl prometheus.crname): the chart's own selector of them."""
 PROMETHEUS_URL = (
     f"http://{PROMETHEUS_RELEASE}-prometheus.{MONITORING_NAMESPACE}.svc.cluster.local:9090"
 )
-PDB_MAX_UNAVAILABLE = 1
+
+
+def pods_per_node(replicas_per_node: int, nodes_per_replica: int) -> int:
+    """The PodDisruptionBudget's maxUnavailable: one node's pods (its replicas, or or the pods of
+    one replica across nodes, which restart together). A smaller
+    budget lets a node drain only after its first pod's replacement is Ready, one cold start
+    later, and an EKS managed node group update fails a node whose pods do not leave within
+    15 minutes (PodEvictionFailure: EKS user guide, managed-node-update-behavior)."""
+    return replicas_per_node if nodes_per_replica == 1 else nodes_per_replica
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 POD_IDENTITY_AGENT_PORT = 80
 """EKS user guide, pod-id-considerations: the agent 'uses port 80 and port 2703 on a
@@ -127,8 +150,10 @@ def node_labels(
     return dict(sorted(labels.items()))
 
 
-def build_workload(plan: CapacityPlan, instance: Instance, kind: str = "Deployment") -> Workload:
-    """The workload section of a region's plan."""
+def build_workload(
+    plan: CapacityPlan, instance: Instance, kind: str = "Deployment", pdb_max_unavailable: int = 1
+) -> Workload:
+    """The workload section of a region's plan (`pdb_max_unavailable`: `pods_per_node`)."""
     labels = {
         "app.kubernetes.io/component": "inference",
         "app.kubernetes.io/name": "vllm",
@@ -155,6 +180,7 @@ def build_workload(plan: CapacityPlan, instance: Instance, kind: str = "Deployme
         config_path=CONFIG_PATH,
         gateway_namespace=GATEWAY_NAMESPACE,
         monitoring_namespace=MONITORING_NAMESPACE,
+        prometheus_pod_labels=dict(PROMETHEUS_POD_LABELS),
         prometheus_url=PROMETHEUS_URL,
-        pdb_max_unavailable=PDB_MAX_UNAVAILABLE,
+        pdb_max_unavailable=pdb_max_unavailable,
     )

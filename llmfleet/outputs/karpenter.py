@@ -12,28 +12,45 @@ and deployed unchanged by `components.karpenter.Karpenter`.
   `karpenter.sh/do-not-disrupt`; `expireAfter: Never`, because an expiry drain ignores
   budgets and do-not-disrupt (kubernetes-sigs/karpenter#3185): AMI updates come as drift
   when the pinned alias changes, through the same budgets.
-- EC2NodeClass: the AL2023 alias pinned to an EKS AMI release (Karpenter picks its NVIDIA
-  variant for GPU instances), IMDSv2 with hop limit 1, an encrypted gp3 root volume of
-  `node_volume_gib`, no public IP, subnets and security groups by the cluster's discovery
-  tag, the reservations' ids when the region buys reserved capacity.
+- EC2NodeClass: the AL2023 alias pinned to the newest EKS AMI release with an AL2023
+  NVIDIA image for the plan's Kubernetes version (catalog/eks_amis.csv; Karpenter picks its
+  NVIDIA variant for GPU instances), so a Kubernetes upgrade moves the alias with it;
+  IMDSv2 with hop limit 1, an encrypted gp3 root volume of `node_volume_gib`, no public IP,
+  subnets and security groups by the cluster's discovery tag, the reservations' ids when the
+  region buys reserved capacity.
 - Where a replica spans nodes (`RegionPlan.multi_node`, Karpenter >= 1.11): the cluster
-  placement group by name (`placementGroupSelector`) and the node's EFA interfaces
-  (`networkInterfaces`: ENA primary, an EFA-only interface per network card); the NodePool's
-  one zone is the placement group's."""
+  placement group by name (`placementGroupSelector`); where traffic crosses nodes over EFA
+  (`RegionPlan.fabric`, transport efa) the node's EFA interfaces (`networkInterfaces`: ENA
+  primary, an EFA-only interface per network card) and a NodeConfig that lifts the
+  containers' RLIMIT_MEMLOCK (`userData`, `efa_user_data`); the NodePool's one zone is the
+  fabric's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from llmfleet.catalog.kubernetes import chart
+import yaml
+
+from llmfleet.catalog.kubernetes import ami_release, chart
+from llmfleet.errors import PlanError
+from llmfleet.fleetplan.fabric import Fabric
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 
 KARPENTER_VERSION = chart("karpenter").version
 """Chart and controller (catalog/charts.csv, with its supported Kubernetes versions)."""
-AMI_ALIAS = "al2023@v20260714"
-"""EKS AMI release v20260714 (awslabs/amazon-eks-ami CHANGELOG.md: AL2023_x86_64_NVIDIA for
-Kubernetes 1.33-1.35). Pinned: `@latest` would roll every GPU node on each AMI release."""
+
+
+def ami_alias(kubernetes_version: str) -> str:
+    """The AL2023 alias pinned to the newest catalog AMI release for the version: `@latest`
+    would roll every GPU node on each AMI release, and a release without an image for the
+    cluster's version would leave Karpenter with none (after a control-plane upgrade)."""
+    release = ami_release(kubernetes_version)
+    if release is None:
+        raise PlanError("kubernetes_version", kubernetes_version,
+                        "no AMI release in llmfleet/catalog/eks_amis.csv covers it")
+    return release.alias
+
 DISCOVERY_TAG = "karpenter.sh/discovery"
 ROOT_DEVICE = "/dev/xvda"
 IMDS_HOP_LIMIT = 1
@@ -92,7 +109,10 @@ def nodepool(fleet: FleetPlan, region: RegionPlan) -> dict[str, Any]:
                         }
                     ],
                     "expireAfter": "Never",
-                    "terminationGracePeriod": _duration(cold.consolidate_after_s),
+                    # A drained node waits for its pods' own grace (the longest request's drain).
+                    "terminationGracePeriod": _duration(
+                        max(cold.consolidate_after_s, region.serving.termination_grace_s)
+                    ),
                 },
             },
             "limits": {"nvidia.com/gpu": str(cap.karpenter_gpu_limit)},
@@ -109,7 +129,7 @@ def ec2nodeclass(fleet: FleetPlan, region: RegionPlan) -> dict[str, Any]:
     cluster = cluster_name(fleet.name, region.region)
     discovery = [{"tags": {DISCOVERY_TAG: cluster}}]
     spec: dict[str, Any] = {
-        "amiSelectorTerms": [{"alias": AMI_ALIAS}],
+        "amiSelectorTerms": [{"alias": ami_alias(fleet.kubernetes_version)}],
         "role": node_role_name(fleet.name, region.region),
         "subnetSelectorTerms": discovery,
         "securityGroupSelectorTerms": discovery,
@@ -139,22 +159,50 @@ def ec2nodeclass(fleet: FleetPlan, region: RegionPlan) -> dict[str, Any]:
             {"id": rid} for rid in region.capacity.reservation_ids
         ]
     if region.multi_node is not None:
-        mn = region.multi_node
-        spec["placementGroupSelector"] = {"name": mn.placement_group}
+        spec["placementGroupSelector"] = {"name": region.multi_node.placement_group}
+    fabric = region.fabric
+    if fabric is not None and fabric.network_interfaces:
         spec["networkInterfaces"] = [
             {
                 "networkCardIndex": n.network_card_index,
                 "deviceIndex": n.device_index,
                 "interfaceType": n.interface_type,
             }
-            for n in mn.network_interfaces
+            for n in fabric.network_interfaces
         ]
+        spec["userData"] = efa_user_data(fabric)
     return {
         "apiVersion": "karpenter.k8s.aws/v1",
         "kind": "EC2NodeClass",
         "metadata": {"name": resource_name(fleet), "labels": dict(region.workload.labels)},
         "spec": spec,
     }
+
+
+USER_DATA_BOUNDARY = "LLMFLEET"
+
+
+def efa_user_data(fabric: Fabric) -> str:
+    """The EFA nodes' user data: a MIME part with an AL2023 NodeConfig whose containerd base
+    runtime spec lifts RLIMIT_MEMLOCK for every container (libfabric registers its buffers;
+    a non-root process gains nothing from IPC_LOCK). EKS's managed node groups and Karpenter
+    both merge a NodeConfig part with their own (awslabs/amazon-eks-ami nodeadm
+    doc/examples.md, 'Modifying container RLIMITs')."""
+    node_config = {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {"containerd": {"baseRuntimeSpec": {"process": {
+            "rlimits": fabric.memlock_rlimits
+        }}}},
+    }
+    return (
+        "MIME-Version: 1.0\n"
+        f'Content-Type: multipart/mixed; boundary="{USER_DATA_BOUNDARY}"\n\n'
+        f"--{USER_DATA_BOUNDARY}\n"
+        "Content-Type: application/node.eks.aws\n\n"
+        + yaml.safe_dump(node_config, sort_keys=True)
+        + f"\n--{USER_DATA_BOUNDARY}--\n"
+    )
 
 
 def karpenter_manifests(fleet: FleetPlan, region: RegionPlan) -> dict[str, dict[str, Any]]:

@@ -6,7 +6,6 @@ checkpoint). Each raises a PlanError naming what would work."""
 
 from __future__ import annotations
 
-from datetime import date
 from pathlib import Path
 
 from llmfleet.calibration.server_calibration import (
@@ -18,13 +17,17 @@ from llmfleet.calibration.server_calibration import (
 )
 from llmfleet.catalog import hardware, model_facts
 from llmfleet.catalog.constants import Constants
+from llmfleet.catalog.images import images
 from llmfleet.catalog.kubernetes import (
     SupportType,
+    ami_release,
+    ami_releases,
     charts_missing,
     default_kubernetes_version,
     eks_support,
     eks_versions,
 )
+from llmfleet.catalog.vllm_release import VLLM_VERSION
 from llmfleet.errors import CalibrationError, PlanError, UnknownNameError
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
@@ -33,8 +36,7 @@ from llmfleet.plan.schema import CapacityPlan
 def standard_support_days_left(version: str) -> int:
     """Days of EKS standard support `version` has left on the calendar's date (negative:
     past it)."""
-    end = date.fromisoformat(eks_versions()[version].end_of_standard_support)
-    return (end - eks_support().calendar_as_of).days
+    return eks_versions()[version].standard_days_left(eks_support().calendar_as_of)
 
 
 def control_plane_support(plan: CapacityPlan) -> SupportType:
@@ -50,7 +52,15 @@ def check_kubernetes_version(plan: CapacityPlan) -> None:
     """A version EKS offers, inside its support window on the calendar's date, that every
     pinned chart supports (llmfleet/catalog/eks_versions.csv, charts.csv)."""
     version = plan.kubernetes_version
-    offered = eks_versions()
+    offered = {v: row for v, row in eks_versions().items() if row.on_eks}
+    announced = eks_versions().get(version)
+    if announced is not None and not announced.on_eks:
+        raise PlanError(
+            "kubernetes_version",
+            version,
+            f"not on EKS in the catalog's sources (read on {announced.read_on}: "
+            f"{announced.source}); use {default_kubernetes_version()} (the default)",
+        )
     if version not in offered:
         newest = max(offered, key=lambda v: int(v.split(".")[1]))
         raise PlanError(
@@ -86,6 +96,16 @@ def check_kubernetes_version(plan: CapacityPlan) -> None:
             "or set kubernetes_support: extended to run it in extended support at "
             f"${price['extended']:.2f} per cluster-hour instead of ${price['standard']:.2f} "
             "(the cost model then bills it)",
+        )
+    if ami_release(version) is None:
+        releases = ", ".join(f"{r.release} ({r.kubernetes_min}-{r.kubernetes_max})"
+                             for r in ami_releases())
+        raise PlanError(
+            "kubernetes_version",
+            version,
+            f"no EKS AMI release in llmfleet/catalog/eks_amis.csv has an AL2023 NVIDIA image "
+            f"for it ({releases}): Karpenter's pinned alias would find no image; use "
+            f"{default} (the default)",
         )
     missing = charts_missing(version)
     if missing:
@@ -143,6 +163,24 @@ def check_production(plan: CapacityPlan) -> None:
             "edge.rate_limit {requests, window_s} (an AWS WAF rate-based rule), e.g. "
             "requests: 600, window_s: 60",
         )
+    if plan.cluster.break_glass_role_arn is None:
+        raise PlanError(
+            "cluster.break_glass_role_arn",
+            None,
+            "production needs a way into the cluster when CI's role cannot (EKS gives only the "
+            "creator an access entry): give the ARN of an IAM role operators assume in an "
+            "incident, e.g. arn:aws:iam::<account>:role/eks-break-glass (it gets "
+            "AmazonEKSClusterAdminPolicy; guard who may assume it and alarm on its use)",
+        )
+    if plan.dns is not None and not any(r.email for r in plan.alerts.receivers):
+        raise PlanError(
+            "alerts.receivers",
+            [r.name for r in plan.alerts.receivers],
+            "production's CloudWatch alarms (the ALB's 5xx share and latency, a region leaving "
+            "DNS) reach people through the alert topics' e-mail subscriptions: add a receiver "
+            "with email: {addresses: [...]} (a PagerDuty or Opsgenie e-mail integration "
+            "address pages through them)",
+        )
     if not any("critical" in r.severities for r in plan.alerts.receivers):
         raise PlanError(
             "alerts.receivers",
@@ -195,9 +233,57 @@ def check_model_id(plan: CapacityPlan) -> None:
     )
 
 
+def check_image(plan: CapacityPlan) -> None:
+    """The serving image is a catalog row (llmfleet/catalog/images.csv) carrying the pinned
+    vLLM release: every rendered flag and metric is checked against that release."""
+    key = plan.startup.image
+    if key is None:
+        return
+    known = images()
+    if key not in known:
+        raise PlanError(
+            "startup.image", key,
+            f"not in llmfleet/catalog/images.csv ({', '.join(known)}); an image you built is "
+            "a row you add there, with the vLLM it carries, whether it has the EFA NCCL "
+            "plugin, and its source",
+        )
+    row = known[key]
+    if row.vllm_version != VLLM_VERSION:
+        raise PlanError(
+            "startup.image", key,
+            f"it carries vLLM {row.vllm_version}, llmfleet renders for the pinned "
+            f"{VLLM_VERSION} (its flags and metrics, catalog/vllm/): build the pinned image "
+            "with the EFA installer on top and add it as a row (docs/multi-node.md), or leave "
+            "startup.image unset",
+        )
+
+
+def check_retirement(plan: CapacityPlan) -> None:
+    """A region leaves the fleet only while the others carry its users: the global stack
+    stops routing to it before anything else changes."""
+    retiring = [k for k, r in enumerate(plan.regions) if r.retire]
+    if not retiring:
+        return
+    k = retiring[0]
+    if len(retiring) == len(plan.regions):
+        raise PlanError(f"regions[{k}].retire", True,
+                        "every region retires: destroy the environment's stacks instead")
+    if len(retiring) > plan.survive_region_losses:
+        raise PlanError(
+            f"regions[{k}].retire", True,
+            f"the other regions are sized to carry {plan.survive_region_losses} lost "
+            f"region(s), not the {len(retiring)} retiring: once the global stack stops "
+            "routing to it their users would overload the rest; set "
+            f"routing.survive_region_losses: {len(retiring)} (or move its traffic_share to "
+            "the others) and roll that out first, then retire it",
+        )
+
+
 def check_plan(plan: CapacityPlan) -> None:
     """Every catalog check of a plan, in the order a reader fixes them."""
     check_kubernetes_version(plan)
+    check_retirement(plan)
+    check_image(plan)
     check_model_id(plan)
     check_prices(plan)
     check_production(plan)

@@ -128,6 +128,13 @@ class Region(Data):
         description="Zone IDs (e.g. use1-az4) for GPU nodes; default: every zone offering "
         "the chosen instance (up to three).",
     )
+    retire: bool = Field(
+        default=False,
+        description="Take the region out of the fleet (docs/day2.md): the global stack stops "
+        "routing to it first, then its stack turns the load balancer's deletion protection "
+        "off and lets its weight bucket go, then `pulumi destroy`; `llmfleet rollout` prints "
+        "the steps. The other regions must carry its users (routing.survive_region_losses).",
+    )
 
     @field_validator("vpc_cidr")
     @classmethod

@@ -61,6 +61,14 @@ class ModelSpec(Data):
         description="The checkpoint's commit (40 hex digits) vLLM loads (`--revision`), so a "
         "re-pushed branch cannot change what is served; absent: the repository's main branch.",
     )
+    previous_revision: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{40}$",
+        description="While a rollout moves the fleet to a new `revision`: the commit the "
+        "running pods still serve. The serving pods may then read both revisions' prefixes "
+        "(a pod that restarts mid-rollout keeps its weights); remove it once every region "
+        "runs the new revision (docs/day2.md).",
+    )
 
     @field_validator("precision", "kv_cache_dtype", mode="before")
     @classmethod
@@ -72,6 +80,16 @@ class ModelSpec(Data):
     def _one_source(self) -> ModelSpec:
         if (self.id is None) == (self.config_path is None):
             raise ValueError("give exactly one of model.id (a catalog model) or model.config_path")
+        if self.previous_revision is not None and self.previous_revision == self.revision:
+            raise ValueError(
+                "model.previous_revision is model.revision: it names the revision the running "
+                "pods serve while the fleet moves to another; remove it, or set revision to "
+                "the new commit"
+            )
+        if self.previous_revision is not None and self.revision is None:
+            raise ValueError(
+                "model.previous_revision needs model.revision, the commit the fleet moves to"
+            )
         return self
 
 

@@ -81,7 +81,27 @@ def read_plan(env: str, stacks_dir: Path = STACKS_DIR) -> CapacityPlan:
                 f"plan is in {stack_path(str(owner), stacks_dir).name}: use --stack {owner}"
             )
         raise StackError(f"{stack_path(env, stacks_dir)}: config has no key `{PLAN_KEY}`")
-    return parse_plan(config[PLAN_KEY], where=f"{stack_path(env, stacks_dir).name}: {PLAN_KEY}")
+    plan = parse_plan(config[PLAN_KEY], where=f"{stack_path(env, stacks_dir).name}: {PLAN_KEY}")
+    check_no_removed_region(env, plan, stacks_dir)
+    return plan
+
+
+def check_no_removed_region(env: str, plan: CapacityPlan, stacks_dir: Path = STACKS_DIR) -> None:
+    """A region stack whose region the plan no longer lists was removed without its
+    retirement: the global stack would stop routing to it while its stack, deletion
+    protection on, stays up (and its destroy hangs). StackError naming the fix."""
+    names = {r.name for r in plan.regions}
+    for stack in list_stack_files(stacks_dir):
+        owner, dot, part = stack.partition(".")
+        if owner != env or not dot or part == GLOBAL or part in names:
+            continue
+        raise StackError(
+            f"regions: {part} is not in {env}'s plan, but stacks/Pulumi.{stack}.yaml still "
+            f"deploys it: a region leaves the global stack first; put it back in regions with "
+            f"retire: true, run `llmfleet rollout --stack {env}` (the global stack, then "
+            f"{stack} with deletion protection off, then `pulumi destroy -s {stack}`), and "
+            "only then remove it and its stack file (docs/day2.md)"
+        )
 
 
 Scope = Literal["environment", "region", "global"]

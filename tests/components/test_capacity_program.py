@@ -85,7 +85,7 @@ def test_pods_stream_the_regions_s3_copy_and_may_read_only_that_model(program) -
             ]
         )
         [read] = [s for s in reader["Statement"] if s["Action"] == "s3:GetObject"]
-        assert read["Resource"] == f"arn:aws:s3:::{rp.staging.bucket}/{rp.staging.prefix}/*"
+        assert read["Resource"] == [f"arn:aws:s3:::{rp.staging.bucket}/{rp.staging.prefix}/*"]
         assert rp.staging.prefix.startswith("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic/")
         assert rp.staging.bucket.endswith(f"-weights-{rp.region}-{fp.account_id}")
         assoc = _of(

@@ -191,25 +191,30 @@ def test_a_new_weights_revision_keeps_the_old_prefix_readable_through_the_rollou
 
 # --- day 2: removing a region ---------------------------------------------------------------
 
-TWO_REGIONS = _changed(THREE_REGIONS, {"regions": [
+SURVIVOR_SHARES = [
     {"name": "us-east-1", "traffic_share": 0.55, "vpc_cidr": "10.40.0.0/16"},
     {"name": "us-west-2", "traffic_share": 0.45, "vpc_cidr": "10.41.0.0/16"},
-]})
+]
+AGGREGATED = _changed(THREE_REGIONS, {"allowed.disaggregated": False})
+"""THREE_REGIONS as sized (aggregated in every region), its survivors kept aggregated: at the
+larger shares disaggregated serving prices cheaper, and since #30 its GPU nodes share one zone,
+which moves the survivors' subnets (the test after the next says what that does)."""
+TWO_REGIONS = _changed(AGGREGATED, {"regions": SURVIVOR_SHARES})
 
 
 def test_removing_a_region_deletes_its_stateful_resources_only_when_the_change_says_so() -> None:
-    preview = change(THREE_REGIONS, TWO_REGIONS)
+    preview = change(AGGREGATED, TWO_REGIONS)
     deleted = {c.name for c in preview.of("delete")}
     assert "chat-three-eu-north-1" in deleted  # the cluster
     assert all("eu-north-1" in name for name in deleted)
     stateful = {f.resource for f in preview.findings if f.check.startswith("stateful-")}
     assert "chat-three-eu-north-1" in stateful
-    allowed = change(THREE_REGIONS, TWO_REGIONS, allow=["*eu-north-1*"])
+    allowed = change(AGGREGATED, TWO_REGIONS, allow=["*eu-north-1*"])
     assert [f for f in allowed.findings if f.check.startswith("stateful-")] == []
 
 
 def test_removing_a_region_lists_its_blockers_and_the_global_step_first() -> None:
-    preview = change(THREE_REGIONS, TWO_REGIONS, allow=["*eu-north-1*"])
+    preview = change(AGGREGATED, TWO_REGIONS, allow=["*eu-north-1*"])
     blocked = {b.resource: b for b in preview.blockers}
     [ingress] = [b for name, b in blocked.items() if name.endswith("eu-north-1-vllm-ingress")]
     assert "deletion protection" in ingress.what
@@ -221,6 +226,18 @@ def test_removing_a_region_lists_its_blockers_and_the_global_step_first() -> Non
     assert protection == ingress.step  # then deletion protection off
     assert any("aws s3 rm" in step for step in rest)
     assert "chat-three-eu-north-1" in last  # then the destroy
+
+
+def test_a_survivor_moving_to_one_gpu_zone_has_its_node_groups_replaced_and_said() -> None:
+    """Disaggregation allowed, us-west-2 at 45 % prices a prefill and a decode pool cheaper;
+    their KV transfer keeps every GPU node in one zone (fleetplan.fabric), so the cluster's
+    zones drop from 3 to 2 (usw2-az4's subnets go) and both node groups' subnetIds change:
+    replacements the preview names beside the removal the change allows."""
+    after = _changed(THREE_REGIONS, {"regions": SURVIVOR_SHARES})
+    preview = change(THREE_REGIONS, after, allow=["*eu-north-1*"])
+    replaced = {f.resource for f in preview.findings if f.check == "stateful-replaced"}
+    assert replaced == {"chat-three-us-west-2-gpu", "chat-three-us-west-2-system"}
+    assert "chat-three-us-west-2-vpc-private-usw2-az4" in {c.name for c in preview.of("delete")}
 
 
 # --- day 2: a new environment's first rollout -----------------------------------------------

@@ -381,7 +381,7 @@ def test_kubeconfig_gets_a_token_from_aws_eks_and_is_deterministic() -> None:
 def test_node_role_policies_are_the_least_privilege_two_and_the_cni_has_its_own() -> None:
     """AmazonEKS_CNI_Policy lives on the VPC CNI's Pod Identity role, not on every node's."""
     assert sorted(iam.NODE_POLICIES) == [
-        "AmazonEC2ContainerRegistryReadOnly",
+        "AmazonEC2ContainerRegistryPullOnly",
         "AmazonEKSWorkerNodePolicy",
     ]
     assert iam.CNI_POLICIES == ("AmazonEKS_CNI_Policy",)

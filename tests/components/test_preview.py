@@ -21,12 +21,14 @@ import yaml
 from plans import ONE_REGION, THREE_REGIONS
 
 import components.preview.run as preview_run
+from components.preview.mocks import MOCK_ACCOUNT
 from components.preview.run import PreviewResult, run_preview, run_program
 from components.preview.text import format_preview
 from llmfleet.cli import main
 from llmfleet.errors import ProgramError, StackError
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
 from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.fleetplan.weights import ACCOUNT_PLACEHOLDER
 from llmfleet.outputs import render
 from llmfleet.paths import RENDERED_DIR
 from llmfleet.plan.stacks import list_stacks, parse_plan, read_stack_config
@@ -46,7 +48,7 @@ CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
 ADDON = "aws:eks/addon:Addon"
 POOL_LABEL = "llmfleet.io/pool"
-OFFICE_CIDR = "203.0.113.0/24"
+OFFICE_CIDR = "52.94.76.0/22"  # a public range: the plan refuses documentation ranges
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
 EXISTING = {
     "vpc_id": "vpc-0123456789abcdef0",
@@ -106,7 +108,7 @@ def existing_vpc_config() -> dict[str, Any]:
     config = own_config(THREE_REGIONS)
     [west] = [r for r in config["llmfleet:plan"]["regions"] if r["name"] == "us-west-2"]
     west["network"] = EXISTING
-    config["llmfleet:plan"]["cluster"] = {"public_access_cidrs": [OFFICE_CIDR]}
+    config["llmfleet:plan"]["cluster"]["public_access_cidrs"] = [OFFICE_CIDR]
     return config
 
 
@@ -386,7 +388,7 @@ def test_node_role_has_exactly_the_two_managed_policies(run: Run) -> None:
     for ng in run.of_type(NODE_GROUP):
         role = ng["inputs"]["nodeRoleArn"].split("/")[-1]
         assert _policies_of(run, role) == [
-            "AmazonEC2ContainerRegistryReadOnly",
+            "AmazonEC2ContainerRegistryPullOnly",
             "AmazonEKSWorkerNodePolicy",
         ]
         [doc] = [
@@ -471,8 +473,8 @@ def test_every_cluster_enforces_network_policy_with_the_vpc_cni_addon(run: Run) 
         assert addon["inputs"]["resolveConflictsOnCreate"] == "OVERWRITE"
         assert addon["inputs"]["resolveConflictsOnUpdate"] == "OVERWRITE"
     assert sorted(name for _, name in addons) == sorted(
-        ["vpc-cni", "eks-pod-identity-agent", "eks-node-monitoring-agent"]
-        * len(run.plan.regions)
+        ["vpc-cni", "eks-pod-identity-agent", "eks-node-monitoring-agent", "kube-proxy",
+         "coredns"] * len(run.plan.regions)
     ), "one of each add-on per cluster: EKS answers a second CreateAddon with 409"
     for cluster in run.of_type(CLUSTER):
         cni = addons[(run.region_of(cluster), "vpc-cni")]
@@ -628,10 +630,15 @@ def test_an_error_raised_while_the_program_settles_fails_the_preview(monkeypatch
 # --- Kubernetes: the rendered documents, the cluster add-ons ---------------------------------
 
 
-def _rendered(env: str, rp: RegionPlan) -> list[dict[str, Any]]:
+def _rendered(env: str, rp: RegionPlan, account: str) -> list[dict[str, Any]]:
+    """The region's rendered documents, with the deploying account where a plan without
+    account_id renders its placeholder (the program puts it in: components.account)."""
     root = RENDERED_DIR / env / rp.region
     kinds = render.manifest_kinds(rp)
-    return [yaml.safe_load((root / f"{kind}.yaml").read_text()) for kind in kinds]
+    return [
+        yaml.safe_load((root / f"{kind}.yaml").read_text().replace(ACCOUNT_PLACEHOLDER, account))
+        for kind in kinds
+    ]
 
 
 def _objects_of(run: Run, region: str) -> list[dict[str, Any]]:
@@ -652,7 +659,8 @@ def test_the_program_deploys_exactly_the_documents_rendered_holds(env: str) -> N
         deployed = sorted(
             (r["inputs"] for r in _objects_of(run, rp.region)), key=lambda d: d["kind"]
         )
-        assert deployed == sorted(_rendered(env, rp), key=lambda d: d["kind"])
+        account = run.plan.account_id or MOCK_ACCOUNT
+        assert deployed == sorted(_rendered(env, rp, account), key=lambda d: d["kind"])
 
 
 def test_the_rendered_objects_are_typed_resources_on_the_regions_cluster(run: Run) -> None:

@@ -240,11 +240,14 @@ def test_the_trough_cost_is_the_floor_the_fleet_keeps(stack_plans) -> None:
 def test_the_pdb_fits_a_node_replacement_where_the_other_replicas_carry_the_peak(
     own_plans,
 ) -> None:
-    # three regions, us-east-1: 9 of its 10 (warm-floor) replicas x 26.0 req/s = 234 req/s
-    # >= the 135 req/s peak (173 %)
+    # three regions, us-east-1: two replicas a node, so the budget lets one node's pods go at
+    # once (2: a smaller one would hold a drain a cold start per pod, past EKS's 15 minutes);
+    # 8 of its 10 (warm-floor) replicas x 26.0 req/s = 208 req/s >= the 135 req/s peak (154 %;
+    # 9 of 11 x 24.28 req/s, 162 %, before the merge of #29's refit)
     three = own_plans["three-regions"]
     [note] = [n for n in three.region("us-east-1").capacity.notes if "Budget" in n]
-    fits = "fits: during a node replacement (919 s, one cold start) 9 replica(s) carry 173%"
+    fits = ("(maxUnavailable 2) fits: during a node replacement (919 s, one cold start) 8 "
+            "replica(s) carry 154%")
     assert fits in note
     # one region at 8 req/s: 1 of 2 replicas carries 76 % of the peak: the report says to
     # disrupt off-peak (at its own 6 req/s one replica carries 101 % since #29's refit)

@@ -114,7 +114,7 @@ def test_the_namespace_enforces_pod_security_restricted_and_injects_readiness_ga
     fp, rp, _ = _entry()
     labels = by_kind(render.region_manifests(fp, rp))["Namespace"]["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
-    assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.35"
+    assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.36"
     assert labels["elbv2.k8s.aws/pod-readiness-gate-inject"] == "enabled"
     plain = build_fleet_plan(make_plan())
     labels = by_kind(render.region_manifests(plain, plain.regions[0]))["Namespace"]

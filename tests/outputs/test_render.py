@@ -341,11 +341,16 @@ def test_only_the_load_balancer_subnets_and_prometheus_reach_the_model_port(regi
         assert spec["policyTypes"] == ["Ingress", "Egress"]
         lb, prometheus = spec["ingress"]
         assert lb["from"] == [{"ipBlock": {"cidr": c}} for c in rp.entry_point.source_cidrs]
+        # Prometheus's pods, not the whole monitoring namespace (Grafana, exporters)
         assert prometheus["from"] == [
             {
                 "namespaceSelector": {
                     "matchLabels": {"kubernetes.io/metadata.name": w.monitoring_namespace}
-                }
+                },
+                "podSelector": {"matchLabels": {
+                    "app.kubernetes.io/instance": "kube-prometheus-stack-prometheus",
+                    "app.kubernetes.io/name": "prometheus",
+                }},
             }
         ]
         for rule in (lb, prometheus):
@@ -354,25 +359,17 @@ def test_only_the_load_balancer_subnets_and_prometheus_reach_the_model_port(regi
         assert egress_ports == {53, 80, 443}, "DNS, the Pod Identity agent, HTTPS"
 
 
-def test_without_dns_only_the_gateway_and_prometheus_namespaces_reach_the_model_port() -> None:
+def test_without_dns_only_the_gateway_and_prometheus_reach_the_model_port() -> None:
     fp = build_fleet_plan(make_plan())
     rp = fp.regions[0]
     docs = by_kind(render.region_manifests(fp, rp))
     assert "Ingress" not in docs
-    [rule] = docs["NetworkPolicy"]["spec"]["ingress"]
-    assert rule["from"] == [
-        {
-            "namespaceSelector": {
-                "matchExpressions": [
-                    {
-                        "key": "kubernetes.io/metadata.name",
-                        "operator": "In",
-                        "values": [rp.workload.gateway_namespace, rp.workload.monitoring_namespace],
-                    }
-                ]
-            }
-        }
-    ]
+    gateway, prometheus = docs["NetworkPolicy"]["spec"]["ingress"]
+    assert gateway["from"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": rp.workload.gateway_namespace}}}]
+    assert prometheus["from"][0]["podSelector"] == {
+        "matchLabels": rp.workload.prometheus_pod_labels
+    }
 
 
 # --- KEDA ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from crd_schema import CRD_FILES, problems
+from crd_schema import CRD_FILES, FIXTURE_LAGS, FIXTURES, problems
 
 from llmfleet.catalog.kubernetes import chart
 from llmfleet.fleetplan.fleet import FleetPlan
@@ -67,11 +67,13 @@ def test_every_scaled_object_and_service_monitor_validates_against_its_crd(objec
         assert validate_crd(obj) == [], obj["kind"]
 
 
-def test_the_crd_fixtures_are_the_versions_the_cluster_installs() -> None:
-    assert CRD_FILES["ScaledObject"].startswith(f"keda-{chart('keda').version}/")
-    kps = chart("kube-prometheus-stack")
-    assert CRD_FILES["ServiceMonitor"].startswith(f"kube-prometheus-stack-{kps.version}/")
-    assert kps.app_version == "v0.93.1", "the fixtures are prometheus-operator v0.93.1's"
+def test_the_crd_fixtures_are_the_versions_the_cluster_installs_or_say_why_not() -> None:
+    """Each fixture is the pinned chart's CRD, or FIXTURE_LAGS says why that one is missing
+    (and a lag is dropped once the fixture catches up)."""
+    for component, fixture in FIXTURES.items():
+        pinned = chart(component).version
+        assert (fixture == pinned) != (component in FIXTURE_LAGS), (component, fixture, pinned)
+    assert CRD_FILES["ScaledObject"].startswith(f"keda-{FIXTURES['keda']}/")
 
 
 # --- the validators themselves catch mistakes ---------------------------------------------------

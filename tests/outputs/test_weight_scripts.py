@@ -146,3 +146,30 @@ def test_the_pods_check_passes_a_complete_copy_and_names_what_is_wrong(s3, tmp_p
     assert replaced.startswith(f"{PREFIX}/config.json: ")
     s3.delete_object(Bucket=BUCKET, Key=f"{PREFIX}/model-00001-of-00001.safetensors")
     assert any("safetensors: 404" in p for p in _problems(s3))
+
+
+def test_a_retried_job_resumes_with_the_files_already_staged(s3, tmp_path) -> None:
+    """The Job stops after the shard (a deadline, a node drained): its retry fetches only what
+    is missing, the config, not the shard whose recorded SHA-256 is the published one."""
+    cfg = _config(tmp_path)
+    shard = "model-00001-of-00001.safetensors"
+    stage_weights.stage_file(download_from(FILES), s3, cfg, COMMIT,
+                             stage_weights.expected_files(FakeHub(FILES), cfg)[1][1], None)
+    fetched: list[str] = []
+
+    def counting(**kwargs: Any) -> str:
+        fetched.append(kwargs["filename"])
+        return str(download_from(FILES)(**kwargs))
+
+    manifest = stage_weights.stage(FakeHub(FILES), counting, s3, cfg)
+    assert fetched == ["config.json"]
+    assert [f["path"] for f in manifest["files"]] == ["config.json", shard]
+    assert manifest["files"][1]["sha256"] == hashlib.sha256(FILES[shard]).hexdigest()
+
+
+def test_two_workers_stage_the_same_files_as_one(s3, tmp_path) -> None:
+    cfg = _config(tmp_path)
+    two = stage_weights.Config(**{**cfg.__dict__, "workers": 2})
+    manifest = stage_weights.stage(FakeHub(FILES), download_from(FILES), s3, two)
+    assert [f["path"] for f in manifest["files"]] == [
+        "config.json", "model-00001-of-00001.safetensors"]

@@ -176,7 +176,7 @@ def test_int4_needs_the_prequantized_checkpoint_vllm_loads():
     plan = make_plan(**{"model.precision": "int4-awq", "model.hf_repo": "org/Llama-3.1-8B-AWQ"})
     fp = build_fleet_plan(plan)
     # the region streams its S3 copy of that checkpoint
-    assert fp.regions[0].serving.vllm.model == "s3://t-weights-us-east-1/org/Llama-3.1-8B-AWQ/main"
+    assert fp.regions[0].serving.vllm.model == "s3://t-weights-us-east-1-{account}/org/Llama-3.1-8B-AWQ/main"
     assert fp.regions[0].serving.vllm.quantization is None  # vLLM reads it from the checkpoint
 
 

@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plans import EDGE, PRODUCTION, make_plan, plan_dict, production_plan
+from plans import (
+    EDGE,
+    FRONTIER,
+    OFFICE_EGRESS,
+    PRODUCTION,
+    make_plan,
+    plan_dict,
+    production_plan,
+)
 
 from llmfleet import cli
 from llmfleet.catalog import model_facts
@@ -59,7 +67,13 @@ PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
         "a Kubernetes version EKS does not offer",
         {"kubernetes_version": "1.27"},
         "kubernetes_version = '1.27': EKS does not offer it; offered: 1.29, 1.30, 1.31, 1.32, "
-        "1.33, 1.34, 1.35",
+        "1.33, 1.34, 1.35, 1.36",
+    ),
+    (
+        "a Kubernetes version EKS has not announced",
+        {"kubernetes_version": "1.37"},
+        "kubernetes_version = '1.37': not on EKS in the catalog's sources (read on 2026-12-01: "
+        "not on EKS in any source read",
     ),
     (
         "a model alias that would load another checkpoint",
@@ -81,14 +95,52 @@ PLAN_CASES: list[tuple[str, dict[str, Any], str]] = [
         "a Kubernetes version past EKS standard support",
         {"kubernetes_version": "1.33"},
         "kubernetes_version = '1.33': EKS standard support ended on 2026-07-29, 125 days before "
-        "the calendar's 2026-12-01 (a new fleet needs 90 days left): use 1.35 (the default), "
+        "the calendar's 2026-12-01 (a new fleet needs 90 days left): use 1.36 (the default), "
         "or set kubernetes_support: extended",
     ),
     (
         "a Kubernetes version a pinned chart does not support",
-        {"kubernetes_version": "1.36"},
-        "kubernetes_version = '1.36': outside the supported Kubernetes versions of keda 2.20.2 "
-        "(1.33-1.35)",
+        {"kubernetes_version": "1.33", "kubernetes_support": "extended"},
+        "kubernetes_version = '1.33': outside the supported Kubernetes versions of keda 2.21.1 "
+        "(1.34-1.36)",
+    ),
+    (
+        "an API allow-list of a documentation range",
+        {**PRODUCTION, "cluster.public_access_cidrs": ["203.0.113.0/24"]},
+        "plan.cluster.public_access_cidrs: 203.0.113.0/24 is not a public address range (a "
+        "documentation, private or reserved block, RFC 5737/1918/6598)",
+    ),
+    (
+        "production without a break-glass role",
+        {**PRODUCTION, "cluster": {"public_access_cidrs": [OFFICE_EGRESS]}},
+        "cluster.break_glass_role_arn = None: production needs a way into the cluster when "
+        "CI's role cannot",
+    ),
+    (
+        "an image of another vLLM release",
+        {**FRONTIER, "startup.image": "aws-dlc-vllm-0.27.1"},
+        "startup.image = 'aws-dlc-vllm-0.27.1': it carries vLLM 0.27.1, llmfleet renders for "
+        "the pinned 0.33.0",
+    ),
+    (
+        "a replica across nodes without EFA while EFA is required",
+        {**FRONTIER, "startup.require_efa": True},
+        "startup.require_efa = True: us-east-1's layout (TP 8 x PP 2) sends each pipeline hop "
+        "across nodes, and startup.image vllm-openai-v0.33.0 has no EFA NCCL plugin",
+    ),
+    (
+        "a production replica across nodes without reserved capacity",
+        {**FRONTIER, **PRODUCTION},
+        "regions[0].capacity.type = 'on_demand': a replica spans 2 nodes: 2 p5.48xlarge at once "
+        "in one cluster placement group per replica",
+    ),
+    (
+        "production alarms without an e-mail receiver",
+        {**PRODUCTION, **EDGE, "alerts": {"receivers": [
+            {"name": "oncall", "severities": ["critical"],
+             "pagerduty": {"secret_name": "am", "secret_key": "k"}}]}},
+        "alerts.receivers = ['oncall']: production's CloudWatch alarms (the ALB's 5xx share and "
+        "latency, a region leaving DNS) reach people through the alert topics' e-mail",
     ),
     (
         "a production entry point without authentication",
@@ -219,8 +271,9 @@ def test_a_production_entry_point_with_auth_and_a_rate_limit_sizes() -> None:
 
 
 def test_an_older_kubernetes_in_extended_support_is_billed_at_extended_support() -> None:
-    """$0.60 per cluster-hour x 730 h = $438 a month, not $73."""
-    fp = build_fleet_plan(make_plan(kubernetes_version="1.33", kubernetes_support="extended"))
+    """$0.60 per cluster-hour x 730 h = $438 a month, not $73 (1.34 leaves standard support
+    on 2026-12-02, a day after the calendar's date)."""
+    fp = build_fleet_plan(make_plan(kubernetes_version="1.34", kubernetes_support="extended"))
     assert fp.control_plane_support == "extended"
     assert fp.regions[0].costs.eks_control_plane == 438.0
     assert build_fleet_plan(make_plan()).regions[0].costs.eks_control_plane == 73.0
@@ -232,9 +285,9 @@ def test_a_version_past_extended_support_is_refused_even_when_paid_for() -> None
 
 
 def test_the_default_kubernetes_is_the_newest_every_chart_supports_in_standard_support() -> None:
-    """1.36 is newer but KEDA 2.20 is tested to 1.35; 1.34 leaves standard support on
-    2026-12-02, one day after the calendar's date."""
-    assert make_plan().kubernetes_version == "1.35"
+    """1.36: KEDA 2.21 is tested on 1.34-1.36, Karpenter 1.14 supports up to 1.36 and the AMI
+    release v20260714 has 1.36's NVIDIA image; 1.37 is not on EKS in the catalog's sources."""
+    assert make_plan().kubernetes_version == "1.36"
 
 
 def test_every_region_names_the_vcpu_quota_it_needs() -> None:

@@ -43,10 +43,13 @@ def test_405b_in_bf16_on_h100_only_is_feasible_with_a_replica_on_two_nodes():
         "p5.48xlarge", "TP 8 x PP 2", 2,
     )
     assert region.workload.kind == "LeaderWorkerSet"
-    mn = region.multi_node
-    assert mn is not None and mn.nodes_per_replica == 2 and mn.efa_interfaces_per_node == 32
-    # every node of the region in one cluster placement group, in one zone
-    assert region.capacity.node_zone_ids == [mn.zone_id] and mn.placement_strategy == "cluster"
+    mn, fabric = region.multi_node, region.fabric
+    assert mn is not None and mn.nodes_per_replica == 2 and mn.launch == "mp"
+    # every node of the region in one cluster placement group, in one zone; the pipeline hop
+    # crosses nodes over TCP: the default image has no EFA NCCL plugin
+    assert fabric is not None and fabric.crosses == ["each pipeline hop"]
+    assert (fabric.transport, fabric.efa_interfaces_per_node) == ("tcp", 0)
+    assert region.capacity.node_zone_ids == [fabric.zone_id] and mn.placement_strategy == "cluster"
     # nodes come in whole replicas: floor and ceiling are even
     assert region.nodes.min % 2 == 0 and region.nodes.max % 2 == 0
     assert region.nodes.desired == 2 * region.replicas.desired

@@ -2,14 +2,17 @@
 manifest of what was copied (llmfleet's weight-staging Job; see fleetplan/weights.py).
 
 Runs in the vLLM image (python3, huggingface_hub, boto3) with the Job's Pod Identity
-credentials. One file at a time: download into the scratch volume, check it against the
-hashes Hugging Face publishes (SHA-256 for LFS files, the git blob id for the others),
-upload it with an S3 SHA-256 checksum, delete it. The manifest goes last, so a manifest
-means every file is there. A manifest already holding the requested revision: nothing to do.
+credentials. LLMFLEET_WORKERS files at a time, each: download into the scratch volume, check
+it against the hashes Hugging Face publishes (SHA-256 for LFS files, the git blob id for the
+others), upload it with an S3 SHA-256 checksum and its SHA-256 as object metadata, delete it.
+A file already in S3 whose recorded SHA-256 (and size) is what Hugging Face publishes is not
+fetched again: a retried Job resumes. The manifest goes last, so a manifest means every file
+is there. A manifest already holding the requested revision: nothing to do.
 
 Environment: LLMFLEET_REPO, LLMFLEET_REVISION (a commit, or a branch such as main),
 LLMFLEET_BUCKET, LLMFLEET_PREFIX, LLMFLEET_MANIFEST_KEY, LLMFLEET_IGNORE (JSON list of glob
-patterns), LLMFLEET_SCRATCH (a directory); HF_TOKEN_PATH (optional, gated repositories).
+patterns), LLMFLEET_SCRATCH (a directory), LLMFLEET_WORKERS (files in flight, default 1);
+HF_TOKEN_PATH (optional, gated repositories).
 Exit status 0: staged (or already staged); 1: a check failed (the message says which)."""
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,8 @@ from huggingface_hub import HfApi, hf_hub_download
 
 MANIFEST_FORMAT = 1
 CHUNK = 8 * 2**20
+SHA256_METADATA = "sha256"
+"""The object metadata key (x-amz-meta-sha256) holding the file's SHA-256, for a resume."""
 
 
 class StagingError(Exception):
@@ -44,6 +50,7 @@ class Config:
     manifest_key: str
     ignore: list[str]
     scratch: Path
+    workers: int = 1
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Config:
@@ -55,6 +62,7 @@ class Config:
             manifest_key=env["LLMFLEET_MANIFEST_KEY"],
             ignore=list(json.loads(env.get("LLMFLEET_IGNORE", "[]"))),
             scratch=Path(env.get("LLMFLEET_SCRATCH", "/scratch")),
+            workers=max(1, int(env.get("LLMFLEET_WORKERS", "1"))),
         )
 
 
@@ -122,9 +130,48 @@ def staged_manifest(s3: Any, cfg: Config) -> dict[str, Any] | None:
     return manifest
 
 
+def already_staged(s3: Any, cfg: Config, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The file's manifest entry when S3 holds it already as published (a resumed Job): its
+    recorded SHA-256 is Hugging Face's (LFS files) and its size is the listed one."""
+    key = f"{cfg.prefix}/{entry['path']}"
+    try:
+        head = s3.head_object(Bucket=cfg.bucket, Key=key, ChecksumMode="ENABLED")
+    except s3.exceptions.ClientError:
+        return None
+    sha = (head.get("Metadata") or {}).get(SHA256_METADATA)
+    if sha is None or (entry["size"] is not None and head["ContentLength"] != entry["size"]):
+        return None
+    if entry["sha256"] is not None and sha != entry["sha256"]:
+        return None
+    if entry["sha256"] is None:
+        return None  # a small git-blob file: cheaper to fetch again than to trust
+    return {"path": entry["path"], "size": head["ContentLength"], "sha256": sha,
+            "s3_checksum_sha256": head.get("ChecksumSHA256")}
+
+
+def stage_file(download: Callable[..., str], s3: Any, cfg: Config, commit: str,
+               entry: dict[str, Any], token: str | None) -> dict[str, Any]:
+    """One file: skip it when staged, else download, check, upload, delete."""
+    done = already_staged(s3, cfg, entry)
+    if done is not None:
+        print(f"already staged {entry['path']}", flush=True)
+        return done
+    local = Path(download(repo_id=cfg.repo, filename=entry["path"], revision=commit,
+                          local_dir=str(cfg.scratch), token=token))
+    sha = check_download(local, entry)
+    key = f"{cfg.prefix}/{entry['path']}"
+    s3.upload_file(str(local), cfg.bucket, key, ExtraArgs={
+        "ChecksumAlgorithm": "SHA256", "Metadata": {SHA256_METADATA: sha}})
+    head = s3.head_object(Bucket=cfg.bucket, Key=key, ChecksumMode="ENABLED")
+    local.unlink()
+    print(f"staged {entry['path']} ({head['ContentLength']} bytes)", flush=True)
+    return {"path": entry["path"], "size": head["ContentLength"], "sha256": sha,
+            "s3_checksum_sha256": head.get("ChecksumSHA256")}
+
+
 def stage(api: Any, download: Callable[..., str], s3: Any, cfg: Config,
           token: str | None = None) -> dict[str, Any]:
-    """Stage every wanted file and write the manifest; returns the manifest."""
+    """Stage every wanted file (`cfg.workers` at a time) and write the manifest; returns it."""
     done = staged_manifest(s3, cfg)
     if done is not None and done.get("requested_revision") == cfg.revision:
         print(f"already staged: {cfg.repo}@{done['commit']} in s3://{cfg.bucket}/{cfg.prefix}")
@@ -133,22 +180,8 @@ def stage(api: Any, download: Callable[..., str], s3: Any, cfg: Config,
     if len(cfg.revision) == 40 and commit != cfg.revision:
         raise StagingError(f"{cfg.repo}: revision {cfg.revision} resolved to {commit}")
     cfg.scratch.mkdir(parents=True, exist_ok=True)
-    staged = []
-    for entry in files:
-        local = Path(download(repo_id=cfg.repo, filename=entry["path"], revision=commit,
-                              local_dir=str(cfg.scratch), token=token))
-        sha = check_download(local, entry)
-        key = f"{cfg.prefix}/{entry['path']}"
-        s3.upload_file(str(local), cfg.bucket, key, ExtraArgs={"ChecksumAlgorithm": "SHA256"})
-        head = s3.head_object(Bucket=cfg.bucket, Key=key, ChecksumMode="ENABLED")
-        staged.append({
-            "path": entry["path"],
-            "size": head["ContentLength"],
-            "sha256": sha,
-            "s3_checksum_sha256": head.get("ChecksumSHA256"),
-        })
-        local.unlink()
-        print(f"staged {entry['path']} ({head['ContentLength']} bytes)", flush=True)
+    with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
+        staged = list(pool.map(lambda e: stage_file(download, s3, cfg, commit, e, token), files))
     manifest = {
         "format": MANIFEST_FORMAT,
         "repo": cfg.repo,
