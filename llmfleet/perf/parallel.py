@@ -26,6 +26,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, cast
+
+import numpy as np
+
+from llmfleet.perf.elementwise import emax, emin
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,17 @@ SINGLE = Parallel()
 """One TP group: no pipeline stages, no data-parallel ranks."""
 
 
+InterNode = Literal["efa", "tcp"]
+"""What crosses between a replica's nodes: EFA (the serving image carries the EFA NCCL plugin)
+or NCCL's and NIXL's TCP transports on the node's primary ENA interface."""
+
+
+def tcp_link(latency_us: float, busbw_gb_s: float, gb_s_per_gpu: float) -> Link:
+    """NCCL over TCP sockets between nodes: a collective's latency, an all-reduce's bus
+    bandwidth and one GPU's share of the card for point-to-point sends (catalog/tcp.csv)."""
+    return Link("tcp", latency_us * 1e-6, busbw_gb_s * 1e9, gb_s_per_gpu * 1e9)
+
+
 def efa_link(
     latency_us: float,
     busbw_gb_s: float,
@@ -98,7 +114,7 @@ def efa_link(
 def microbatch(decode: float, pp: int) -> float:
     """Sequences per pipeline microbatch: the running batch split PP ways; below PP
     sequences each is a microbatch of its own (stages idle: the pipeline bubble)."""
-    return max(decode / pp, min(decode, 1.0))
+    return emax(decode / pp, emin(decode, 1.0))
 
 
 def stage_imbalance(layers: int, pp: int) -> float:
@@ -118,7 +134,7 @@ def pipeline_cycle_s(plain_s: float, with_chunk_s: float, pp: int) -> float:
     before its next token (with_chunk), while the others queue behind it at each stage. The
     second binds: a pipeline does not hide a chunk's stall, it only makes the microbatch that
     stalls smaller."""
-    return max(plain_s + (with_chunk_s - plain_s) / pp, with_chunk_s)
+    return emax(plain_s + (with_chunk_s - plain_s) / pp, with_chunk_s)
 
 
 def hop_s(tokens: float, hidden: int, tp: int, link: Link) -> float:
@@ -147,6 +163,13 @@ def measured_s(
 ) -> float:
     """Time at `msg_bytes` on a measured (bytes, seconds) curve: its first point below it,
     log-log between points, the bus bandwidth beyond the last."""
+    if isinstance(msg_bytes, np.ndarray):
+        sizes = np.log([b for b, _ in curve])
+        times = np.log([s for _, s in curve])
+        last_b, last_s = curve[-1]
+        inside = np.exp(np.interp(np.log(np.maximum(msg_bytes, 1e-300)), sizes, times))
+        beyond = last_s + 2 * (ranks - 1) / ranks * (msg_bytes - last_b) / bus_b_s
+        return cast(float, np.where(msg_bytes > last_b, beyond, inside))
     first_b, first_s = curve[0]
     if msg_bytes <= first_b:
         return first_s
@@ -172,7 +195,14 @@ def ep_imbalance(assignments: float, ep: int) -> float:
     """The busiest of EP ranks over the mean when `assignments` token-to-expert routings
     spread uniformly over them: the expected maximum of EP binomial counts, mean + sigma x
     sqrt(2 ln EP) (a floor: real routers skew beyond uniform)."""
-    if ep <= 1 or assignments <= 0:
+    if ep <= 1:
+        return 1.0
+    if isinstance(assignments, np.ndarray):
+        safe = np.maximum(assignments, 1e-300)
+        return cast(float, np.where(
+            assignments > 0, 1.0 + np.sqrt(2 * math.log(ep) * (ep - 1) / safe), 1.0
+        ))
+    if assignments <= 0:
         return 1.0
     return 1.0 + math.sqrt(2 * math.log(ep) * (ep - 1) / assignments)
 

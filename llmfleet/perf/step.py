@@ -22,10 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
+
+import numpy as np
 
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Gpu
 from llmfleet.perf.architecture import Arch, kv_dtype_bytes
+from llmfleet.perf.elementwise import emax, emin, present
 from llmfleet.perf.parallel import (
     SINGLE,
     Link,
@@ -278,12 +282,12 @@ class StepTime:
 
     @property
     def gpu_s(self) -> float:
-        longer, shorter = max(self.memory_s, self.compute_s), min(self.memory_s, self.compute_s)
+        longer, shorter = emax(self.memory_s, self.compute_s), emin(self.memory_s, self.compute_s)
         return longer + (1 - self.overlap) * shorter + self.comm_s
 
     @property
     def total_s(self) -> float:
-        return max(self.gpu_s * self.factor, self.launch_s) + self.overhead_s + self.draft_s
+        return emax(self.gpu_s * self.factor, self.launch_s) + self.overhead_s + self.draft_s
 
     @property
     def bound(self) -> str:
@@ -292,9 +296,10 @@ class StepTime:
 
 def experts_touched_fraction(experts: int, top_k: int, tokens: float) -> float:
     """Expected share of experts a step reads when `tokens` route uniformly to top-k of N."""
-    if experts == 0 or tokens <= 0:
+    if experts == 0:
         return 0.0
-    return 1.0 - float(((experts - top_k) / experts) ** tokens)
+    untouched: float = ((experts - top_k) / experts) ** emax(tokens, 0.0)
+    return 1.0 - untouched
 
 
 def _attended_context(arch: Arch, context: float) -> float:
@@ -302,7 +307,8 @@ def _attended_context(arch: Arch, context: float) -> float:
     if not arch.sliding_layers or arch.sliding_window is None:
         return context
     full = arch.layers - arch.sliding_layers
-    return (full * context + arch.sliding_layers * min(context, arch.sliding_window)) / arch.layers
+    window = emin(context, float(arch.sliding_window))
+    return (full * context + arch.sliding_layers * window) / arch.layers
 
 
 def step_time(
@@ -329,19 +335,16 @@ def step_time(
     touched = experts_touched_fraction(a.experts, a.experts_per_token, tokens)
     weights = (t.shared_b + t.expert_b * touched) / step_model.tp
     ctx = _attended_context(a, decode_context)
-    kv_read = decode * ctx * t.kv_tok
-    if prefill:
-        kv_read += _attended_context(a, prefill_context) * t.kv_tok
+    chunked = present(prefill)
+    kv_read = decode * ctx * t.kv_tok + chunked * _attended_context(a, prefill_context) * t.kv_tok
     memory_s = (weights + kv_read) / t.mem_bw
 
     # FLOPs: 2 per active weight per token (the LM head only for sampled rows) + attention.
-    sampled = decode * per_seq + (1 if prefill else 0)
+    sampled = decode * per_seq + chunked
     linear = 2.0 * (t.body - t.routed) * tokens + 2.0 * t.lm_head * sampled
     experts = 2.0 * t.routed * tokens
     attention = t.att4 * decode * per_seq * ctx
-    if prefill:
-        mid = _attended_context(a, prefill_context + prefill / 2)
-        attention += t.att4 * prefill * mid
+    attention += t.att4 * prefill * _attended_context(a, prefill_context + prefill / 2)
     compute_s = (linear + attention) / t.flops + experts / t.expert_flops
 
     # Two all-reduces of the activations per layer across the TP group.
@@ -360,16 +363,28 @@ def step_time(
     overhead_s = t.step_overhead_s + decode * t.sequence_overhead_us * 1e-6
     draft_s = 0.0
     draft = step_model.draft
-    if spec and draft and decode:
+    if spec and draft:
         # k draft passes over the running batch; the first also carries the prefill chunk.
         rest = step_time(draft, decode, decode_context).total_s
-        first = rest
-        if prefill:
-            first = step_time(draft, decode, decode_context, prefill, prefill_context).total_s
-        draft_s = first + (spec.k - 1) * rest
+        first = step_time(draft, decode, decode_context, prefill, prefill_context).total_s
+        draft_s = (first + (spec.k - 1) * rest) * present(decode)
     return StepTime(
         memory_s, compute_s, comm_s, overhead_s, t.factor, t.overlap, draft_s, t.launch_s
     )
+
+
+def step_times(
+    step_model: StepModel,
+    decode: np.ndarray | float,
+    decode_context: np.ndarray | float,
+    prefill: np.ndarray | float = 0.0,
+    prefill_context: np.ndarray | float = 0.0,
+) -> np.ndarray:
+    """`step_time`'s total for arrays of batches, contexts, chunks and starts (broadcast
+    together): a table of steps in one pass of the same arithmetic."""
+    t = step_time(step_model, cast(float, decode), cast(float, decode_context),
+                  cast(float, prefill), cast(float, prefill_context))
+    return np.asarray(t.total_s, dtype=float)
 
 
 def _parallel_step_time(
@@ -392,9 +407,7 @@ def _parallel_step_time(
     per_seq = 1 + spec.k if spec else 1
     b = microbatch(decode, par.pp)
     plain = _rank_step(step_model, b, decode_context, 0.0, 0.0)
-    mixed = plain
-    if prefill:
-        mixed = _rank_step(step_model, b, decode_context, prefill, prefill_context)
+    mixed = _rank_step(step_model, b, decode_context, prefill, prefill_context)
     stretch = stage_imbalance(step_model.arch.layers, par.pp)
 
     def cycle(x: float, y: float) -> float:
@@ -438,19 +451,17 @@ def _rank_step(
     touched = experts_touched_fraction(a.experts, a.experts_per_token, all_tokens)
     experts_b = t.expert_b * touched / (ep if par.ep else tp)
     ctx = _attended_context(a, decode_context)
-    kv_read = own * ctx * t.kv_tok
-    if prefill:
-        kv_read += _attended_context(a, prefill_context) * t.kv_tok
+    chunked = present(prefill)
+    kv_read = own * ctx * t.kv_tok + chunked * _attended_context(a, prefill_context) * t.kv_tok
     memory_s = (t.shared_b / tp + experts_b + kv_read) / t.mem_bw
 
-    sampled = own * per_seq + (1 if prefill else 0)
+    sampled = own * per_seq + chunked
     imbalance = ep_imbalance(all_tokens * a.experts_per_token, ep) if par.ep else 1.0
     routed_tokens = all_tokens * imbalance / par.dp if par.ep else own_tokens
     linear = 2.0 * (t.body - t.routed) * own_tokens + 2.0 * t.lm_head * sampled
     experts = 2.0 * t.routed * routed_tokens
     attention = t.att4 * own * per_seq * ctx
-    if prefill:
-        attention += t.att4 * prefill * _attended_context(a, prefill_context + prefill / 2)
+    attention += t.att4 * prefill * _attended_context(a, prefill_context + prefill / 2)
     compute_s = (linear + attention) / t.flops + experts / t.expert_flops
 
     comm_s = t.moe_fixed_s
