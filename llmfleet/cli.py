@@ -360,7 +360,7 @@ def _pools_line(rp: RegionPlan) -> str:
     return (
         f"  disaggregated: the TTFT above is the prefill pool's (TP "
         f"{pre.layout.tensor_parallel_size}, {pre.capacity_requests_per_s:.2f} prompts/s a "
-        f"replica, the KV's transfer {pre.load.transfer_s * 1000:.1f} ms); predict below runs "
+        f"replica, the KV over {pre.kv_link.name.upper()}); predict below runs "
         "the decode pool's engine, and prefills its prompts beside the decodes as an "
         "aggregated engine would, which the decode pool never does\n"
     )

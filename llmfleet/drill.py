@@ -26,7 +26,6 @@ from llmfleet.plan.model import resolve_model
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.plan.stacks import global_stack, region_stack, splits
 from llmfleet.search.region_losses import Absorption, reroute
-from llmfleet.search.replica_slo import itl_percentile_s
 
 
 class SurvivorResult(BaseModel):
@@ -127,8 +126,9 @@ def drill(
         prefill_fits = pre is None or per_prefill <= pre.capacity_requests_per_s * (1 + 1e-9)
         if per_replica <= capacity * (1 + 1e-9) and prefill_fits:
             # disaggregated: its prefill pool at its ceiling too
-            steps, ttft_s = slo_at(record, plan, model, per_replica, per_prefill)
-            ttft_ms, itl_ms = ttft_s * 1000, itl_percentile_s(plan, steps) * 1000
+            point, pair = slo_at(record, plan, model, per_replica, per_prefill)
+            ttft_s = pair.ttft_at() if pair else point.ttft_at()
+            ttft_ms, itl_ms = ttft_s * 1000, point.itl_s(plan.slo.itl) * 1000
         holds = ttft_ms is not None and ttft_ms <= slo.ttft_ms and (itl_ms or 0) <= slo.itl_ms
         warm = warm_at_peak(plan, rp)
         survivors.append(

@@ -57,6 +57,38 @@ def allreduce_curve(measured_on: str) -> tuple[tuple[float, float], ...]:
     )
 
 
+class Tcp(BaseModel):
+    """What crosses a node's primary ENA interface when the serving image has no EFA
+    plugin: NCCL over TCP sockets, NIXL over UCX's TCP transport (tcp.csv)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instance_type: str
+    card_gbps: float
+    allreduce_busbw_gb_s: float
+    p2p_gb_s: float  # one sender using the whole card
+    latency_us: float
+    kv_transfer_gb_s: float  # one KV transfer (UCX opens one TCP connection)
+    read_on: str
+    source: str
+
+    @property
+    def p2p_gb_s_per_gpu(self) -> float:
+        """One GPU's share of the card when every GPU of the node sends."""
+        return self.p2p_gb_s / instances()[self.instance_type].gpu_count
+
+
+@cache
+def tcp_table() -> dict[str, Tcp]:
+    with open(DATA_DIR / "tcp.csv", newline="") as f:
+        return {r["instance_type"]: Tcp.model_validate(r) for r in csv.DictReader(f)}
+
+
+def tcp(instance_type: str) -> Tcp | None:
+    """The instance type's TCP row (what crosses its nodes without EFA), or None."""
+    return tcp_table().get(instance_type)
+
+
 def efa(instance_type: str) -> Efa | None:
     """The instance type's EFA row, or None without EFA in the catalog."""
     return efa_table().get(instance_type)

@@ -16,10 +16,8 @@ from pydantic import Field
 
 from llmfleet.catalog.vllm_release import bucket_family, default_buckets, quantile_problem
 from llmfleet.data import Data
-from llmfleet.perf.queueing import length_cv2, prefill_wait
-from llmfleet.perf.slots import running_context_tokens
+from llmfleet.perf.latency import at_rate
 from llmfleet.search.choice import Choice
-from llmfleet.search.replica_slo import predict_at, ttft_percentile_s
 
 
 class Trigger(Data):
@@ -106,24 +104,22 @@ def build_autoscaling(
     choice: Choice, namespace: str, served_model_name: str, container_s: float
 ) -> Autoscaling:
     """Triggers whose thresholds are the signals at the load a replica was sized for."""
-    plan, sizing, step_model = choice.plan, choice.sizing, choice.step_model
-    replicas, t = choice.replicas, plan.traffic
-    i, o = t.input_tokens.mean, t.output_tokens.mean
+    plan, sizing = choice.plan, choice.sizing
+    replicas = choice.replicas
     rate = sizing.capacity_requests_per_s * (1 - plan.headroom)
-    steps, ttft_s = predict_at(step_model, plan, sizing.batch, sizing.chunk_tokens, rate)
-    running = rate * o * steps.mean_token_s
-    context = running_context_tokens(i, o, t.output_tokens.sigma)
+    at = at_rate(sizing.point.table, rate, plan.slo.percentile)
+    ttft_s = at.ttft_at()
+    running = at.running
+    context = at.table.workload.context_tokens
     kv_use = min(running * context / sizing.memory.kv_cache_tokens, 0.95)
-    service = i / sizing.chunk_tokens * steps.mixed_s
-    cv2 = length_cv2(i, t.input_tokens.p95_or_mean)
-    wait = prefill_wait(steps.mixed_share, service, cv2, plan.slo.percentile)
-    queued = rate * wait.mean_s  # Little's law
-    limit_ttft = ttft_percentile_s(
-        step_model, plan, sizing.steps, sizing.batch, sizing.chunk_tokens
-    )
+    lane, wait_mean_s = at.lane, at.lane.wait_chance * at.lane.wait_s
+    wait_mean_s += at.slot_full_chance * at.slot_wait_s
+    queued = rate * wait_mean_s  # Little's law
+    limit_ttft = sizing.point.ttft_at()
+    assert lane.stable
     p, sel, w = plan.slo.percentile, selector(namespace, served_model_name), RATE_WINDOW
     queue_depth = queue_depth_threshold(queued, POLLING_INTERVAL_S)
-    queue_wait = round(max(wait.mean_s, 0.001), 4)
+    queue_wait = round(max(wait_mean_s, 0.001), 4)
     triggers = [
         Trigger(
             name="queue-depth",
@@ -131,7 +127,7 @@ def build_autoscaling(
             query=f"sum(vllm:num_requests_waiting{sel})",
             threshold=queue_depth,
             reason=f"{queued:.2f} requests wait per replica at the sized load (Little's law: "
-            f"{rate:.2f} req/s x {wait.mean_s * 1000:.0f} ms mean wait); a queue's length has "
+            f"{rate:.2f} req/s x {wait_mean_s * 1000:.0f} ms mean wait); a queue's length has "
             f"a geometric tail, so one replica holds {queue_depth} or more by chance at most "
             f"about once a day of {POLLING_INTERVAL_S} s polls: above that the queue is load",
         ),
@@ -157,8 +153,9 @@ def build_autoscaling(
                 sel,
             ),
             threshold=queue_wait,
-            reason=f"the mean prefill-queue wait at the sized load is "
-            f"{wait.mean_s * 1000:.1f} ms; a mean from _sum and _count resolves any value, "
+            reason=f"the mean wait before a prompt's first chunk (the prefill lane and a "
+            f"batch slot) at the sized load is {wait_mean_s * 1000:.1f} ms; a mean from _sum "
+            "and _count resolves any value, "
             "where a quantile of this family's buckets (lowest bound 0.3 s) could not",
         ),
         Trigger(

@@ -20,6 +20,7 @@ pool (`search.disagg`), what each runs, how each scales, and the router in front
 
 from __future__ import annotations
 
+import numpy as np
 from pydantic import Field
 
 from llmfleet.data import Data, MinDesiredMax
@@ -37,11 +38,8 @@ from llmfleet.fleetplan.cold_start import ColdStart
 from llmfleet.fleetplan.multi_node import ROLE_LABEL
 from llmfleet.fleetplan.serving import Serving, build_serving, docker_hub_ref
 from llmfleet.fleetplan.workload import NODE_LABEL_PREFIX, PORT
-from llmfleet.perf.chunked import MixedSteps
-from llmfleet.perf.queueing import prefill_wait
-from llmfleet.perf.slots import running_context_tokens
+from llmfleet.perf.latency import Point, at_rate
 from llmfleet.search.choice import Choice, PrefillPool
-from llmfleet.search.operating_point import ReplicaSizing
 from llmfleet.search.replica_slo import ttft_prompt_tokens
 
 CONNECTOR = "NixlConnector"
@@ -120,26 +118,30 @@ class Disaggregation(Data):
 
 def prefill_choice(choice: Choice, pool: PrefillPool) -> Choice:
     """The prefill pool as a Choice of its own, so the serving builders size its pods."""
-    sizing = ReplicaSizing(
-        pool.max_num_seqs,
-        pool.chunk_tokens,
-        MixedSteps(pool.prompt_s, pool.prompt_s, 1.0),
-        pool.capacity_requests_per_s,
-        pool.memory,
-    )
     return Choice(
         plan=choice.plan,
         model=choice.model,
         region=choice.region,
         instance=choice.instance,
         step_model=pool.step_model,
-        sizing=sizing,
+        sizing=pool.sizing,
         price_usd_per_hour=choice.price_usd_per_hour,
         price_source=choice.price_source,
         replicas=pool.replicas,
         nodes=pool.nodes,
         levers=choice.levers,
+        shape=None if pool.shape.plain else pool.shape,
     )
+
+
+def percentile_prompt(choice: Choice, pool: PrefillPool) -> tuple[int, float, float]:
+    """(tokens, its prefill alone, its KV's transfer) of the prompt bin nearest the SLO
+    percentile's prompt: what the reasons quote."""
+    prompt = ttft_prompt_tokens(choice.plan)
+    table = pool.sizing.point.table
+    bins = table.workload.prompts.tokens
+    k = int(np.argmin(np.abs(bins - prompt)))
+    return prompt, float(table.own_s[0][k]), float(pool.transfer_s[k])
 
 
 def with_kv_transfer(serving: Serving, backend: str) -> Serving:
@@ -170,12 +172,9 @@ def build_decode_autoscaling(
 ) -> Autoscaling:
     """The decode pool scales on its KV cache use at the load a replica was sized for."""
     plan, s = choice.plan, choice.sizing
-    t = plan.traffic
     rate = s.capacity_requests_per_s * (1 - plan.headroom)
-    running = rate * t.output_tokens.mean * s.steps.decode_only_s
-    context = running_context_tokens(
-        t.input_tokens.mean, t.output_tokens.mean, t.output_tokens.sigma
-    )
+    running = at_rate(s.point.table, rate, plan.slo.percentile).running
+    context = s.point.table.workload.context_tokens
     kv_use = min(running * context / s.memory.kv_cache_tokens, 0.95)
     sel = _selector(namespace, served_model_name, "decode")
     trigger = Trigger(
@@ -205,9 +204,9 @@ def build_prefill_autoscaling(
     """The prefill pool scales on its queue (prompts waiting) at the sized load."""
     plan = choice.plan
     rate = pool.capacity_requests_per_s * (1 - plan.headroom)
-    rho = min(rate * pool.load.service_mean_s, 0.999)
-    wait = prefill_wait(rho, pool.load.service_mean_s, pool.load.cv2, plan.slo.percentile)
-    queued = rate * wait.mean_s
+    lane = Point(pool.sizing.point.table, rate, 0.0, plan.slo.percentile).lane
+    wait_mean_s = lane.wait_chance * lane.wait_s
+    queued = rate * wait_mean_s
     sel = _selector(namespace, served_model_name, "prefill")
     trigger = Trigger(
         name="queue-depth",
@@ -215,7 +214,7 @@ def build_prefill_autoscaling(
         query=f"sum(vllm:num_requests_waiting{sel})",
         threshold=queue_depth_threshold(queued, POLLING_INTERVAL_S),
         reason=f"{queued:.2f} prompts wait per prefill replica at the sized load (Little's "
-        f"law: {rate:.2f} req/s x {wait.mean_s * 1000:.0f} ms mean wait); the count one "
+        f"law: {rate:.2f} req/s x {wait_mean_s * 1000:.0f} ms mean wait); the count one "
         "replica exceeds by chance at most about once a day of polls (a geometric tail)",
     )
     return _scaling(
@@ -293,7 +292,7 @@ def build_disaggregation(
     pre = prefill_choice(choice, pool)
     prefill_labels = {**workload_labels, ROLE_LABEL: "prefill"}
     decode_labels = {**workload_labels, ROLE_LABEL: "decode"}
-    prompt = ttft_prompt_tokens(choice.plan)
+    prompt, prefill_s, moved_s = percentile_prompt(choice, pool)
     p = choice.plan.slo.percentile
     return Disaggregation(
         connector=CONNECTOR,
@@ -303,9 +302,9 @@ def build_disaggregation(
         prometheus_role_label=PROMETHEUS_ROLE_LABEL,
         prefill_labels=dict(sorted(prefill_labels.items())),
         decode_labels=dict(sorted(decode_labels.items())),
-        kv_transfer_ms=round(pool.kv_transfer_s * 1000, 2),
+        kv_transfer_ms=round(moved_s * 1000, 2),
         kv_prompt_tokens=prompt,
-        prompt_prefill_ms=round(pool.prompt_s * 1000, 1),
+        prompt_prefill_ms=round(prefill_s * 1000, 1),
         prefill=PrefillPoolPlan(
             tensor_parallel_size=pool.tp,
             replicas=pool.replicas,
@@ -315,22 +314,23 @@ def build_disaggregation(
                 choice, pool, namespace, served_model_name, cold.container_s
             ),
             requests_per_s=round(pool.capacity_requests_per_s, 3),
-            kv_cache_tokens=pool.memory.kv_cache_tokens,
+            kv_cache_tokens=pool.sizing.memory.kv_cache_tokens,
         ),
         router=build_router(
             choice, namespace, {k: prefill_labels[k] for k in sorted(prefill_labels)},
             {k: decode_labels[k] for k in sorted(decode_labels)},
         ),
         reasons=[
-            f"disaggregated: {pool.replicas.desired} prefill replicas (TP {pool.tp}) and "
-            f"{choice.replicas.desired} decode replicas (TP {choice.tp}) cost less than any "
-            "aggregated candidate: no prompt chunk rides a decode step, so a decode step "
-            f"({choice.sizing.steps.decode_only_s * 1000:.1f} ms at batch "
-            f"{choice.sizing.batch}) is the token gap",
+            f"disaggregated: {pool.replicas.desired} prefill replicas ({pool.shape.label}) "
+            f"and {choice.replicas.desired} decode replicas ({choice.layout.label}) cost less "
+            "than any aggregated candidate: no prompt chunk rides a decode step, so a decode "
+            f"step ({choice.sizing.point.decode_s * 1000:.1f} ms at "
+            f"{choice.sizing.running:.0f} running sequences) is the token gap",
             f"TTFT p{p:g}: the p{p:g} prompt ({prompt:,} tokens) prefills in "
-            f"{pool.prompt_s * 1000:.0f} ms and its KV reaches the decode pool in "
-            f"{pool.kv_transfer_s * 1000:.1f} ms as the step model prices it (NIXL "
-            f"{kv_backend})",
+            f"{prefill_s * 1000:.0f} ms and its KV reaches the decode pool in "
+            f"{moved_s * 1000:.1f} ms over {pool.link.name.upper()} (NIXL {kv_backend}); "
+            f"TTFT at the peak is the distribution of both pools' waits, every prompt's own "
+            "prefill and its KV's transfer",
             "vLLM's docs: disaggregation controls tail ITL and sizes each phase for its SLO; "
             "it does not add throughput by itself (docs/features/disagg_prefill.md)",
             f"the router ({ROUTER_IMAGE}) finds both pools' pods through the Kubernetes API "

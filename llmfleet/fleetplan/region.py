@@ -57,7 +57,8 @@ from llmfleet.fleetplan.workload import Workload, build_workload, pods_per_node
 from llmfleet.search.choice import Choice
 from llmfleet.search.levers import served
 from llmfleet.search.optimizer import Alternative, allowed_instances
-from llmfleet.search.replica_slo import itl_percentile_s, ttft_prompt_tokens
+from llmfleet.plan.schema import STALL_ITLS
+from llmfleet.search.replica_slo import ttft_prompt_tokens
 from llmfleet.search.replicas import LossSizing
 
 
@@ -223,28 +224,38 @@ def node_volume_gib(weights_gib: float, replicas_per_node: int) -> int:
 def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
     plan, s, inst, mem = choice.plan, choice.sizing, choice.instance, choice.sizing.memory
     p = plan.slo.percentile
-    itl_name = "longest token gap" if plan.slo.itl == "token_gap" else f"TPOT p{p:g}"
-    limit_itl_ms = itl_percentile_s(plan, s.steps) * 1000
+    itl_name = f"token gap p{p:g}" if plan.slo.itl == "token_gap" else f"TPOT p{p:g}"
+    pt = s.point
+    limit_itl_ms = pt.itl_s(plan.slo.itl) * 1000
     given = {95: plan.traffic.input_tokens.p95, 99: plan.traffic.input_tokens.p99}.get(int(p))
     prompt_from = "as given" if given else "lognormal through the plan's mean and percentiles"
     own = stage4.replicas_without_resilience["desired"] if stage4 else choice.replicas.desired
+    stall = (f"the longest stall {pt.stall_s * 1000:.0f} ms <= {plan.slo.stall_ms:g} ms"
+             + ("" if plan.slo.max_stall_ms is not None
+                else f" (slo.max_stall_ms default: {STALL_ITLS} x itl_ms)"))
     steps_line = (
-        f"at the SLO limit a replica runs {s.batch} sequences with {s.chunk_tokens}-token "
-        f"prefill chunks in {min(1.0, s.steps.mixed_share):.0%} of steps: decode step "
-        f"{s.steps.decode_only_s * 1000:.1f} ms, mixed step {s.steps.mixed_s * 1000:.1f} ms, "
-        f"{itl_name} {limit_itl_ms:.1f} ms <= {plan.slo.itl_ms:g} ms"
+        f"at the SLO limit a replica runs {pt.running:.0f} sequences of its "
+        f"{s.slots} slots (max_num_seqs {s.max_num_seqs}) with {s.chunk_tokens}-token prompt "
+        f"chunks in {pt.mixed_time_share:.0%} of the time ({pt.mixed_gap_share:.0%} of the "
+        f"token gaps): decode step {pt.decode_s * 1000:.1f} ms, mixed step "
+        f"{pt.mixed_s * 1000:.1f} ms, {itl_name} {limit_itl_ms:.1f} ms <= "
+        f"{plan.slo.itl_ms:g} ms, {stall}; an arrival finds every slot taken "
+        f"{pt.slot_full_chance:.2%} of the time"
         if choice.prefill is None
-        else f"at the SLO limit a decode replica runs {s.batch} sequences and no prompt "
-        f"chunk: its step, {s.steps.decode_only_s * 1000:.1f} ms, is the {itl_name} "
-        f"(<= {plan.slo.itl_ms:g} ms)"
+        else f"at the SLO limit a decode replica runs {pt.running:.0f} sequences of its "
+        f"{s.slots} slots and no prompt chunk: its step, {pt.decode_s * 1000:.1f} ms, is the "
+        f"{itl_name} (<= {plan.slo.itl_ms:g} ms)"
     )
     return [
         f"{inst.instance_type} at {choice.layout.label}: weights {mem.weights_gib_per_gpu:.1f} "
         f"GiB per GPU, KV pool {mem.kv_cache_gib_per_gpu:.1f} GiB per GPU = "
         f"{mem.kv_cache_tokens:,} tokens",
         steps_line,
-        f"TTFT p{p:g} is for the p{p:g} prompt ({ttft_prompt_tokens(plan):,} tokens, "
-        f"{prompt_from}) plus the prefill-queue wait at that percentile",
+        f"TTFT p{p:g} is of every prompt length (lognormal through the plan's mean and "
+        f"percentiles; the p{p:g} prompt is {ttft_prompt_tokens(plan):,} tokens, "
+        f"{prompt_from}) with the prefill lane's and the slots' waits as distributions"
+        + (f"; {pt.table.workload.prompts.refused:.2%} of prompts exceed max_model_len and "
+           "count against it" if pt.table.workload.prompts.refused > 0 else ""),
         f"one replica sustains {s.capacity_requests_per_s:.2f} req/s inside TTFT "
         f"{plan.slo.ttft_ms:g} ms and ITL {plan.slo.itl_ms:g} ms; with {plan.headroom:.0%} "
         f"headroom {own} replicas carry "
@@ -372,7 +383,7 @@ def build_region_plan(
         capacity.floor_nodes, choice.nodes_per_replica, cold.total_s, serve.termination_grace_s
     )
     expected = build_predicted(choice, consts)
-    bound = build_binding(choice, consts)
+    bound = build_binding(choice)
     faster, faster_note = faster_gpus(choice)
     volume = node_volume_gib(weights_gib / choice.nodes_per_replica, choice.replicas_per_node)
     cost = build_costs(
@@ -396,14 +407,7 @@ def build_region_plan(
         predicted=expected,
         binding=bound,
         risk=build_risk(choice, expected, pessimistic),
-        batch_curve=build_batch_curve(
-            choice.step_model,
-            plan,
-            choice.sizing.chunk_tokens,
-            choice.sizing.batch,
-            choice.sizing.memory.kv_cache_tokens
-            // (plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean),
-        ),
+        batch_curve=build_batch_curve(choice),
         memory=build_memory(choice),
         serving=serve,
         autoscaling=build_decode_autoscaling(

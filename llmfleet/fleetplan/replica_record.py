@@ -25,8 +25,8 @@ from llmfleet.catalog.constants import fitted
 from llmfleet.catalog.hardware import Instance
 from llmfleet.data import Data
 from llmfleet.perf.architecture import Arch
-from llmfleet.perf.chunked import MixedSteps
-from llmfleet.perf.disagg import PrefillLoad
+from llmfleet.perf.disagg import Pair
+from llmfleet.perf.latency import Point, at_rate
 from llmfleet.perf.memory import MemoryBudget
 from llmfleet.perf.parallel import Link, Parallel
 from llmfleet.perf.speculation import Speculation, resolve
@@ -34,9 +34,11 @@ from llmfleet.perf.step import Correction, StepModel
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice, PrefillPool
-from llmfleet.search.disagg import pools_at
+from llmfleet.perf.periods import Engine, Table, table_for
+from llmfleet.search.disagg import transfer_s
+from llmfleet.search.levers import Levers
 from llmfleet.search.operating_point import ReplicaSizing
-from llmfleet.search.replica_slo import predict_at
+from llmfleet.search.replica_slo import workload_of
 from llmfleet.search.shapes import Shape
 
 
@@ -151,39 +153,47 @@ class PoolRecord(Data):
 
     layout: ReplicaLayout
     step: StepInputs
-    batch: int = Field(description="Running sequences of the whole replica at the SLO limit.")
+    slots: int = Field(
+        description="Running sequences the whole replica admits: max_num_seqs x its "
+        "data-parallel ranks."
+    )
+    batch: int = Field(
+        description="Alias of `slots` (the name before the SLO model told the slots from "
+        "the running batch); kept for scripts that read it."
+    )
+    running_at_limit: float = Field(
+        description="Mean sequences decoding at the SLO-limit rate (fewer than the slots)."
+    )
     max_num_seqs: int = Field(description="vLLM's max_num_seqs: one engine's (a DP rank's).")
-    chunk_tokens: int = Field(description="Prefill tokens a mixed step carries.")
-    max_num_batched_tokens: int = Field(description="One engine's token budget a step.")
+    chunk_tokens: int = Field(
+        description="Prompt tokens a scheduled batch carries beside its decodes at the SLO "
+        "limit (max_num_batched_tokens less its share of the running batch)."
+    )
+    max_num_batched_tokens: int = Field(
+        description="One engine's token budget a scheduled batch (a pipeline microbatch)."
+    )
     gpu_memory_utilization: float
     memory: MemoryBudget = Field(
         description="vLLM's start-up memory budget; kv_cache_tokens is the KV pool."
     )
-    capacity_requests_per_s: float = Field(description="Requests/s inside both SLOs.")
+    capacity_requests_per_s: float = Field(description="Requests/s inside every SLO.")
     loss_requests_per_s: float = Field(
-        description="Requests/s one replica carries in a region loss (perf.slots)."
+        description="Requests/s one replica carries in a region loss: its SLO-limit rate, at "
+        "which an arrival finds the slots full at most 1 - p of the time."
     )
-
-    @property
-    def replica_budget_tokens(self) -> int:
-        """One step's tokens across the replica: every running sequence's and one chunk
-        (max_num_batched_tokens but for a data-parallel replica's ranks together)."""
-        return self.batch + self.chunk_tokens
-
-
-class PrefillLoadRecord(Data):
-    """A prefill replica's latency terms (`perf.disagg.PrefillLoad`)."""
-
-    service_mean_s: float
-    cv2: float
-    prompt_s: float
-    transfer_s: float
-    first_step_s: float
-    overhead_s: float
 
 
 class PrefillPoolRecord(PoolRecord):
-    load: PrefillLoadRecord
+    """A disaggregated region's prefill pool: an engine that decodes nothing, and the link
+    each prompt's KV crosses to the decode pool."""
+
+    kv_link: LinkRecord = Field(
+        description="What the KV crosses: EFA, or NIXL's UCX TCP transport (one connection)."
+    )
+    kv_readers: int = Field(
+        description="GPUs of a decode replica that each pull a share of a prompt's KV (1 "
+        "over TCP)."
+    )
 
 
 class ReplicaRecord(PoolRecord):
@@ -266,8 +276,10 @@ def _pool(
     return {
         "layout": _layout(sm, instance),
         "step": _step_inputs(sm, calibration),
-        "batch": sizing.batch,
-        "max_num_seqs": sizing.batch_per_rank,
+        "slots": sizing.slots,
+        "batch": sizing.slots,
+        "running_at_limit": round(sizing.running, 3),
+        "max_num_seqs": sizing.max_num_seqs,
         "chunk_tokens": sizing.chunk_tokens,
         "max_num_batched_tokens": sizing.max_num_batched_tokens,
         "gpu_memory_utilization": gpu_memory_utilization,
@@ -278,18 +290,13 @@ def _pool(
 
 
 def _prefill(choice: Choice, pool: PrefillPool) -> PrefillPoolRecord:
-    sizing = ReplicaSizing(
-        pool.max_num_seqs, pool.chunk_tokens, choice.sizing.steps,
-        pool.capacity_requests_per_s, pool.memory,
-    )
-    ld = pool.load
+    link = _link(pool.link)
+    assert link is not None
     return PrefillPoolRecord(
-        **_pool(pool.step_model, choice.instance, None, sizing,
+        **_pool(pool.step_model, choice.instance, None, pool.sizing,
                 choice.plan.gpu_memory_utilization),
-        load=PrefillLoadRecord(
-            service_mean_s=ld.service_mean_s, cv2=ld.cv2, prompt_s=ld.prompt_s,
-            transfer_s=ld.transfer_s, first_step_s=ld.first_step_s, overhead_s=ld.overhead_s,
-        ),
+        kv_link=link,
+        kv_readers=1 if pool.link.name == "tcp" else choice.tp,
     )
 
 
@@ -389,11 +396,20 @@ def step_model_of(pool: PoolRecord, model: ResolvedModel) -> StepModel:
     )
 
 
-def prefill_load_of(pool: PrefillPoolRecord) -> PrefillLoad:
-    ld = pool.load
-    return PrefillLoad(
-        ld.service_mean_s, ld.cv2, ld.prompt_s, ld.transfer_s, ld.first_step_s, ld.overhead_s
+def engine_of(pool: PoolRecord, model: ResolvedModel) -> Engine:
+    """The engine the search sized, from the record alone: a disaggregated region's decode
+    pool prefills nothing, its prefill pool decodes nothing."""
+    split = isinstance(pool, ReplicaRecord) and pool.prefill is not None
+    return Engine(
+        step_model_of(pool, model), pool.slots, pool.max_num_batched_tokens,
+        pool.memory.kv_cache_tokens, prefills=not split,
+        decodes=not isinstance(pool, PrefillPoolRecord),
     )
+
+
+def table_of(pool: PoolRecord, plan: CapacityPlan, model: ResolvedModel) -> Table:
+    """The engine's periods under the plan's traffic (`perf.periods`)."""
+    return table_for(engine_of(pool, model), workload_of(plan))
 
 
 def slo_at(
@@ -402,15 +418,18 @@ def slo_at(
     model: ResolvedModel,
     requests_per_s: float,
     prefill_requests_per_s: float = 0.0,
-) -> tuple[MixedSteps, float]:
-    """The replica's steps and TTFT at the SLO percentile (s) when each replica takes
-    `requests_per_s` (a disaggregated region's prefill replicas `prefill_requests_per_s`),
-    from the record alone: what the FleetPlan's `predicted` holds at the peak."""
-    sm = step_model_of(record, model)
-    if record.prefill is None:
-        return predict_at(sm, plan, record.batch, record.chunk_tokens, requests_per_s)
-    load = prefill_load_of(record.prefill)
-    itl_s, ttft_s = pools_at(
-        plan, sm, record.batch, load, requests_per_s, prefill_requests_per_s
-    )
-    return MixedSteps(itl_s, itl_s, 0.0), ttft_s
+) -> tuple[Point, Pair | None]:
+    """The replica at `requests_per_s` per replica (a disaggregated region's decode pool, and
+    the pair with its prefill replicas at `prefill_requests_per_s`), from the record alone:
+    what the FleetPlan's `predicted` holds at the peak."""
+    p = plan.slo.percentile
+    point = at_rate(table_of(record, plan, model), requests_per_s, p)
+    pre = record.prefill
+    if pre is None:
+        return point, None
+    k = pre.kv_link
+    link = Link(k.name, k.latency_s, k.bus_bytes_per_s, k.p2p_bytes_per_s, tuple(k.allreduce))
+    prefill = table_of(pre, plan, model)
+    lever = Levers(pre.step.precision, pre.step.kv_cache_dtype)
+    moved = transfer_s(model, lever, prefill.workload.prompts.tokens, link, pre.kv_readers)
+    return point, Pair(Point(prefill, prefill_requests_per_s, 0.0, p), point, moved)

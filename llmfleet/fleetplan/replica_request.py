@@ -16,7 +16,6 @@ from llmfleet.fleetplan.replica_record import slo_at
 from llmfleet.perf.replica import PredictRequest
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
-from llmfleet.search.replica_slo import itl_percentile_s
 
 
 def region_of(plan: CapacityPlan, regions: list[RegionPlan], name: str | None) -> RegionPlan:
@@ -70,8 +69,9 @@ def at_peak(plan: CapacityPlan, rp: RegionPlan, model: ResolvedModel) -> tuple[f
     peak = plan.traffic.peak_requests_per_s * region.traffic_share
     split = rp.disaggregation
     per_prefill = peak / split.prefill.replicas.desired if split else 0.0
-    steps, ttft_s = slo_at(rp.replica, plan, model, peak / rp.replicas.desired, per_prefill)
-    return round(ttft_s * 1000, 1), round(itl_percentile_s(plan, steps) * 1000, 2)
+    point, pair = slo_at(rp.replica, plan, model, peak / rp.replicas.desired, per_prefill)
+    ttft_s = pair.ttft_at() if pair else point.ttft_at()
+    return round(ttft_s * 1000, 1), round(point.itl_s(plan.slo.itl) * 1000, 2)
 
 
 def model_config(plan: CapacityPlan, base_dir: Path) -> dict[str, object] | None:

@@ -284,7 +284,7 @@ def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
         port=PORT,
         tensor_parallel_size=choice.tp,
         max_model_len=plan.max_model_len,
-        max_num_seqs=s.batch_per_rank,
+        max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens,
         gpu_memory_utilization=plan.gpu_memory_utilization,
         kv_cache_dtype=lv.kv_cache_dtype,

@@ -1,38 +1,31 @@
-"""Disaggregated prefill and decode, as plain numbers: a prefill pool computes each prompt's
-KV and its first token, the decode pool pulls the KV (vLLM's NixlConnector) and generates the
-rest. No prompt chunk ever rides a decode step, so a token gap is one decode step; the price
-is a second pool and the KV's trip between them.
+"""Disaggregated prefill and decode, as plain numbers: a prefill pool computes each prompt's KV
+and its first token, the decode pool pulls the KV (vLLM's NixlConnector) and generates the
+rest. No prompt chunk ever rides a decode period, so a token gap is a decode period; the
+price is a second pool and the KV's trip between them.
 
-- Prefill replica: prompts queue (M/G/1, `perf.queueing`) and are prefilled in steps of up to
-  `chunk` tokens with nothing decoding beside them; a prompt's service time is its tokens'
-  share of a full step (short prompts share a step), the p-th prompt alone takes its own
-  chunks (`prefill_alone_s`).
-- KV transfer: the prompt's KV (every layer, `kv_bytes`) crosses the link between the pools'
-  nodes, each of the decode replica's GPUs pulling its share over its own share of the link
-  (`kv_transfer_s`).
-- Decode replica: every step is a decode step of the running batch (`decode_step_s`).
-- TTFT at the percentile: queue wait + the prompt's prefill + its KV transfer + the decode
-  pool's first step (+ the fitted fixed overhead)."""
+- Prefill replica: an engine that decodes nothing (`Engine(decodes=False)`): prompts queue in
+  its lane (M/G/c of their packed work, `perf.latency`) and each is prefilled in chunks of the
+  budget.
+- KV transfer: the prompt's KV (every layer) crosses the link between the pools' nodes, each
+  of the decode replica's GPUs pulling its share over its own share of the link; over TCP
+  (no EFA in the serving image) NIXL's UCX transport moves a fraction of what EFA does.
+- Decode replica: an engine that prefills nothing (`Engine(prefills=False)`); its slots are a
+  birth-death chain as an aggregated replica's.
+- TTFT: request handling + the prefill lane's wait + the prompt's own prefill + its KV's
+  transfer + the decode pool's first period + the decode slots' wait, as one distribution
+  over the prompt lengths."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from llmfleet.perf.chunked import prefill_s
+import numpy as np
+
+from llmfleet.perf.latency import OVER_SLO, Point
 from llmfleet.perf.parallel import Link
-from llmfleet.perf.queueing import prefill_wait
-from llmfleet.perf.step import StepModel, step_time
-
-
-def prefill_alone_s(step_model: StepModel, prompt: int, chunk: int) -> float:
-    """A prompt prefilled in chunks of `chunk` tokens on an engine that decodes nothing."""
-    return prefill_s(step_model, 0.0, float(prompt), prompt, chunk)
-
-
-def prefill_token_s(step_model: StepModel, chunk: int, context: float) -> float:
-    """Seconds a prefill engine spends per prompt token when its steps are full (`chunk`
-    tokens of several prompts, at a mean prefix of `context`)."""
-    return step_time(step_model, 0.0, 0.0, float(chunk), context).total_s / chunk
+from llmfleet.perf.queueing import wait_tail
+from llmfleet.perf.workload import Slo
 
 
 def kv_transfer_s(kv_bytes: float, link: Link, readers: int) -> float:
@@ -41,36 +34,70 @@ def kv_transfer_s(kv_bytes: float, link: Link, readers: int) -> float:
     return link.latency_s + kv_bytes / (link.p2p_b_s * max(1, readers))
 
 
-def decode_step_s(step_model: StepModel, batch: float, context: float) -> float:
-    """A decode pool's step: the running batch, no prompt chunk beside it."""
-    return step_time(step_model, batch, context).total_s
-
-
 @dataclass(frozen=True)
-class PrefillLoad:
-    """What one prefill replica sees: the mean prompt's service time, the squared coefficient
-    of variation of prompt lengths, and the p-th prompt's own latency terms."""
+class Pair:
+    """A prefill replica and a decode replica, each at its own rate, and each prompt bin's KV
+    transfer between them."""
 
-    service_mean_s: float
-    cv2: float
-    prompt_s: float  # the p-th prompt's prefill
-    transfer_s: float  # its KV to the decode pool
-    first_step_s: float  # the decode pool's first step
-    overhead_s: float
+    prefill: Point  # the prefill replica (running 0: nothing decodes on it)
+    decode: Point  # the decode replica
+    transfer_s: np.ndarray  # each prompt bin's KV to the decode pool
 
-    def ttft_s(self, rho: float, percentile: float) -> float:
-        wait = prefill_wait(rho, self.service_mean_s, self.cv2, percentile).percentile_s
-        return wait + self.prompt_s + self.transfer_s + self.first_step_s + self.overhead_s
+    @property
+    def stable(self) -> bool:
+        return self.prefill.lane.stable and self.decode.stable
 
-    def capacity_requests_per_s(self, ttft_target_s: float, percentile: float) -> float:
-        """Requests/s one prefill replica takes while TTFT at the percentile stays within the
-        target (0: not even an idle replica meets it); utilisation by bisection."""
-        if self.ttft_s(0.0, percentile) > ttft_target_s:
-            return 0.0
-        lo, hi = 0.0, 0.999
-        if self.ttft_s(hi, percentile) <= ttft_target_s:
-            return hi / self.service_mean_s
-        for _ in range(40):
+    @property
+    def fixed_s(self) -> float:
+        """Request handling, and the decode pool's first period."""
+        handling = self.prefill.table.engine.step_model.ttft_overhead_s
+        return handling + self.decode.lane.decode_s
+
+    def ttft_over(self, target_s: float) -> float:
+        """Share of requests (the refused ones included) whose TTFT exceeds `target_s`."""
+        p = self.prefill.table.workload.prompts
+        if not self.stable:
+            return 1.0
+        slack = target_s - self.fixed_s - self.prefill.own_prefill_s - self.transfer_s
+        lane, dec = self.prefill.lane, self.decode
+        tail = wait_tail(np.maximum(slack, 0.0), lane.wait_chance, lane.wait_s,
+                         dec.slot_full_chance, dec.slot_wait_s)
+        tail = np.where(slack < 0, 1.0, tail)
+        return float(p.refused + tail @ p.weights)
+
+    def ttft_at(self, percentile: float | None = None) -> float:
+        """TTFT (s) at a percentile (the decode point's by default)."""
+        tail = 1 - (self.decode.percentile if percentile is None else percentile) / 100
+        if not self.stable or self.prefill.table.workload.prompts.refused >= tail:
+            return math.inf
+        own = self.prefill.own_prefill_s + self.transfer_s
+        lo, hi = self.fixed_s + float(own.min()), self.fixed_s + float(own.max()) + 0.1
+        while self.ttft_over(hi) > tail:
+            hi *= 2
+            if hi > 1e7:
+                return math.inf
+        while hi - lo > 1e-5 * hi:
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if self.ttft_s(mid, percentile) <= ttft_target_s else (lo, mid)
-        return lo / self.service_mean_s
+            lo, hi = (mid, hi) if self.ttft_over(mid) > tail else (lo, mid)
+        return hi
+
+    def itl_s(self, kind: str) -> float:
+        return self.decode.itl_s(kind)
+
+    def margin(self, slo: Slo) -> float:
+        """As `Point.margin`: the decode pool's token gaps, stall and slots, and TTFT over
+        both pools."""
+        if not self.stable:
+            return OVER_SLO
+        tail = slo.tail
+        dec = self.decode
+        over_itl = dec.tpot_over(slo.itl_s) if slo.itl == "tpot" else dec.gap_over(slo.itl_s)
+        return max(
+            over_itl / tail - 1,
+            dec.stall_s / slo.max_stall_s - 1,
+            dec.slot_full_chance / tail - 1,
+            self.ttft_over(slo.ttft_s) / tail - 1,
+        )
+
+    def meets(self, slo: Slo) -> bool:
+        return self.margin(slo) <= 1e-9

@@ -13,7 +13,7 @@ from __future__ import annotations
 from llmfleet.catalog import network
 from llmfleet.catalog.hardware import Instance
 from llmfleet.perf.architecture import Arch, tp_problem
-from llmfleet.perf.parallel import SINGLE, Parallel, efa_link
+from llmfleet.perf.parallel import SINGLE, InterNode, Link, Parallel, efa_link, tcp_link
 
 
 def layout_problem(
@@ -95,19 +95,30 @@ def _widest(tp: int, pp: int, dp: int) -> str:
 
 
 def parallel_for(
-    instance: Instance, tp: int, pp: int = 1, dp: int = 1, ep: bool = False
+    instance: Instance, tp: int, pp: int = 1, dp: int = 1, ep: bool = False,
+    inter_node: InterNode = "efa",
 ) -> Parallel:
-    """The Parallel of a layout on nodes of `instance` (checked by `layout_problem`): its
-    nodes' EFA link where the replica spans more than one."""
+    """The Parallel of a layout on nodes of `instance` (checked by `layout_problem`): the
+    link between its nodes where the replica spans more than one, EFA's measured collective,
+    or NCCL's TCP sockets on the primary ENA interface (`inter_node` "tcp": a serving image
+    without the EFA plugin)."""
     if pp == 1 and dp == 1 and not ep and tp <= instance.gpu_count:
         return SINGLE
     link = None
     if tp * pp * dp > instance.gpu_count:
-        row = network.multi_node_row(instance)
-        assert row is not None and row.collective_latency_us is not None
-        assert row.collective_busbw_gb_s is not None
-        curve = network.allreduce_curve(row.measured_on or row.instance_type)
-        link = efa_link(
-            row.collective_latency_us, row.collective_busbw_gb_s, row.gb_s_per_gpu, curve
-        )
+        link = node_link(instance, inter_node)
     return Parallel(pp=pp, dp=dp, ep=ep, gpus_per_node=instance.gpu_count, inter_node=link)
+
+
+def node_link(instance: Instance, inter_node: InterNode) -> Link:
+    """What crosses between two nodes of `instance`: EFA (its measured two-node all-reduce)
+    or TCP sockets (catalog/tcp.csv)."""
+    if inter_node == "tcp":
+        tcp = network.tcp(instance.instance_type)
+        assert tcp is not None, f"no TCP row for {instance.instance_type} (catalog/tcp.csv)"
+        return tcp_link(tcp.latency_us, tcp.allreduce_busbw_gb_s, tcp.p2p_gb_s_per_gpu)
+    row = network.multi_node_row(instance)
+    assert row is not None and row.collective_latency_us is not None
+    assert row.collective_busbw_gb_s is not None
+    curve = network.allreduce_curve(row.measured_on or row.instance_type)
+    return efa_link(row.collective_latency_us, row.collective_busbw_gb_s, row.gb_s_per_gpu, curve)

@@ -1,24 +1,19 @@
-"""The prefill lane as a queue: one function for sizing (TTFT at the SLO percentile) and
-for autoscaling (the queue-wait threshold), so the two cannot disagree.
+"""Queues, as plain numbers: the lognormal length distributions a plan gives, the chance a
+prompt waits and how its wait's tail decays (Erlang C, Cramer-Lundberg), the sum of two waits,
+and the running batch a rate settles at (Little's law).
 
-With chunked prefill a prompt waits for the prompts ahead of it to be chunked through. The
-lane is an M/G/1 queue whose utilisation rho is the share of steps carrying a prefill chunk
-and whose service time is a prompt's chunks x the mixed step time. Pollaczek-Khinchine
-gives the mean wait, `rho * S * (1 + cv^2) / (2 * (1 - rho))`; the wait at percentile p
-takes the exponential tail of a loaded M/G/1 queue, P(W > t) = rho * exp(-t rho / W_mean)."""
+A wait here is an atom at zero and, with some chance, an exponential tail: the M/G/c queue of
+prompts waits with Erlang C's chance and its tail decays at the rate the Cramer-Lundberg
+equation gives for the prompts' own work (a few long prompts slow it far more than their
+mean suggests); a slot freeing in a full engine is the other wait."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from statistics import NormalDist
 
-
-@dataclass(frozen=True)
-class PrefillWait:
-    mean_s: float
-    percentile_s: float
+import numpy as np
 
 
 Z_95 = 1.6448536
@@ -68,19 +63,91 @@ def length_at_percentile(
     return round(math.exp(mu + z * sigma))
 
 
-def prefill_wait(rho: float, service_mean_s: float, cv2: float, percentile: float) -> PrefillWait:
-    """Mean and percentile (0-100) wait in the prefill lane; infinite when rho >= 1.
+def erlang_c(servers: int, load: float) -> float:
+    """The chance an arrival waits in an M/M/c queue with `servers` and offered load `load`
+    (rate x service; utilisation load / servers < 1)."""
+    if servers == 1:
+        return load
+    b = 1.0
+    for k in range(1, servers + 1):  # Erlang B by its recursion
+        b = load * b / (k + load * b)
+    rho = load / servers
+    return b / (1 - rho + rho * b)
 
-    Below the percentile's share of arrivals that wait at all (rho <= 1 - p) the wait at
-    the percentile is zero."""
-    if rho >= 1:
-        return PrefillWait(math.inf, math.inf)
-    if rho <= 0:
-        return PrefillWait(0.0, 0.0)
-    mean = rho * service_mean_s * (1 + cv2) / (2 * (1 - rho))
-    p = percentile / 100
-    at_p = mean / rho * math.log(rho / (1 - p)) if rho > 1 - p else 0.0
-    return PrefillWait(mean, at_p)
+
+def any_busy(servers: int, load: float) -> float:
+    """The chance at least one of `servers` is busy (M/M/c, offered load `load`)."""
+    if servers == 1:
+        return load
+    rho = load / servers
+    terms = sum(load**k / math.factorial(k) for k in range(servers))
+    idle = 1 / (terms + load**servers / (math.factorial(servers) * (1 - rho)))
+    return 1 - idle
+
+
+def lundberg_decay(rate: float, service_s: np.ndarray, weights: np.ndarray) -> float:
+    """The rate at which an M/G/1 queue's wait tail decays, P(W > t) ~ exp(-g t): the root
+    g > 0 of rate x (E[exp(g S)] - 1) = g (Cramer-Lundberg), the service S over weighted bins
+    (0 when the queue is unstable). Newton's method from above the root (the function is
+    convex)."""
+    mean = float(service_s @ weights)
+    rho = rate * mean
+    if rho >= 1 or mean <= 0:
+        return 0.0
+    top = float(service_s.max())
+    g = min(2 * (1 - rho) / mean, 600 / top)  # the exponential service's root, doubled
+    for _ in range(60):
+        ex = np.exp(g * service_s)
+        f = rate * (float(ex @ weights) - 1) - g
+        if f <= 0:  # below the root (or at it): step up until above
+            if f > -1e-12 * g:
+                break
+            g = min(g * 2, 700 / top)
+            continue
+        slope = rate * float((service_s * ex) @ weights) - 1
+        step = f / slope
+        g -= step
+        if step <= 1e-7 * g:
+            break
+    return max(g, 1e-300)
+
+
+def cramer_lundberg_constant(
+    rate: float, service_s: np.ndarray, weights: np.ndarray, decay: float
+) -> float:
+    """C of an M/G/1 wait's tail, P(W > t) ~ C exp(-decay t): (1 - rho) / (rate x E[S e^(g
+    S)] - 1); the chance to wait at all, rho, when the tail is exponential."""
+    rho = rate * float(service_s @ weights)
+    slope = rate * float((service_s * np.exp(decay * service_s)) @ weights) - 1
+    return (1 - rho) / slope if slope > 0 else rho
+
+
+def wait_tail(x: np.ndarray, p1: float, m1: float, p2: float, m2: float,
+              shift1: float = 0.0) -> np.ndarray:
+    """P(W1 + W2 > x) for x >= 0, each W an atom at 0 and, with chance p, exponential with
+    mean m (W1's exponential after a fixed `shift1`: what waiting adds beyond the wait
+    itself); the convolution's closed form."""
+
+    def over(y: np.ndarray, rate: float) -> np.ndarray:
+        out: np.ndarray = np.where(y > 0, np.exp(-rate * np.maximum(y, 0.0)), 1.0)
+        return out
+
+    zeros = np.zeros_like(x, dtype=float)
+    p1 = p1 if m1 > 0 else 0.0
+    p2 = p2 if m2 > 0 else 0.0
+    e1 = over(x - shift1, 1 / m1) if p1 > 0 else zeros
+    e2 = over(x, 1 / m2) if p2 > 0 else zeros
+    out: np.ndarray = p1 * (1 - p2) * e1 + p2 * (1 - p1) * e2
+    if p1 > 0 and p2 > 0:
+        r1, r2 = 1 / m1, 1 / m2
+        y = np.maximum(x - shift1, 0.0)
+        f1, f2 = np.exp(-r1 * y), np.exp(-r2 * y)
+        if abs(r2 - r1) <= 1e-9 * max(r1, r2):
+            both = (1 + r1 * y) * f1
+        else:
+            both = (r2 * f1 - r1 * f2) / (r2 - r1)
+        out = out + p1 * p2 * np.where(x > shift1, both, 1.0)
+    return out
 
 
 def running_batch(

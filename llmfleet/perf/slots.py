@@ -1,154 +1,112 @@
-"""The wait for a batch slot: how far below its SLO-limit rate a replica must run so that an
-arrival rarely finds every slot (max_num_seqs) taken.
+"""The wait for a batch slot: how often an arrival finds every slot (max_num_seqs, or what the
+KV pool holds) taken, and how long it then waits for one.
 
-The operating point sets max_num_seqs to the running batch D at the SLO-limit rate: the
-*mean* batch there. Open-loop (Poisson) traffic makes the batch fluctuate around its mean,
-so at that rate an arrival finds the batch full about as often as not and waits for a slot,
-a wait the TTFT model does not count. The plan's headroom keeps a replica well below it
-every day; in a region loss the headroom is spent, so stage 4 sizes a survivor at the
-highest rate where an arrival finds the batch full no more often than 1 - p/100
-(`loss_share`): the p-th percentile request then never waits for a slot.
-
-The running batch is a birth-death chain on D = 0..cap: arrivals at rate lambda, each
-running sequence finishes at D x tokens per step / (output x mean step(D)) (more sequences,
-longer steps; the mixed steps the arrivals' prefills add included). Its stationary chance
-that an arrival finds the cap is exact for that chain (`slot_chain`); the simulator reads
-the same chain (`simulate.engine`), so the plan and the simulated day agree on it."""
+The slots taken are a birth-death chain on d = 0..slots: arrivals at the rate, each taken
+slot freed after its holder's own prefill and its (output - 1) / tokens-a-period periods of
+d sequences (more sequences, longer periods; periods that carry a chunk a share `busy` of
+the time). Its stationary chance that an arrival finds every slot taken is exact for that
+chain; an arrival that finds them taken waits, beyond the cap, as for a server that completes
+at the full engine's rate. The search cuts `max_num_seqs` to the fewest slots at which that
+chance stays within 1 - p (`slots_needed`), and TTFT counts the wait."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from llmfleet.perf.step import StepModel, step_time
-
-SEARCH_BATCH_POINTS = 33
-"""Batches at which the search's table is computed (the rest linear between)."""
-LOSS_SHARE_RESOLUTION = 0.002
-"""How closely the loss share is found (of the SLO-limit rate)."""
+from llmfleet.perf.periods import Table
+from llmfleet.perf.queueing import any_busy
 
 
-def running_context_tokens(input_mean: float, output_mean: float, output_sigma: float) -> float:
-    """KV a running sequence holds on average, i + E[o^2] / (2 E[o]): a sequence holds its
-    prompt plus half its output, weighted by how long it runs (long outputs stay longer;
-    `output_sigma`: of the output lengths' lognormal, `TokenLength.sigma`)."""
-    return input_mean + output_mean * math.exp(output_sigma**2) / 2
+def busy_by_batch(table: Table, admitted_rate: float, cap: int) -> np.ndarray:
+    """The share of time a period carries a chunk with d = 1..cap sequences running: the
+    lane's load at that batch (a larger batch leaves a smaller chunk, and a period with it
+    lasts longer, so the same prompts keep the lane busier)."""
+    d = np.arange(1, cap + 1, dtype=float)
+    work = np.interp(d, table.prefill_batches, table.work_mean_s)
+    load = admitted_rate * work
+    lanes = table.engine.lanes
+    if lanes == 1:
+        busy: np.ndarray = np.minimum(load, 1.0)
+        return busy
+    return np.array([any_busy(lanes, x) if x < lanes else 1.0 for x in load])
 
 
-def tokens_per_step(step_model: StepModel) -> float:
-    """Tokens a stream gets per step (> 1 with speculative decoding)."""
-    return step_model.speculation.tokens_per_step if step_model.speculation else 1.0
+def completions(table: Table, busy: float | np.ndarray, own_mean_s: float, cap: int
+                ) -> np.ndarray:
+    """Completion rate with d = 1..cap slots taken: each holds its slot for its own prefill
+    and (output - 1) / tokens a period periods of d sequences, a share `busy` of the time
+    (by batch, or one share for all) carrying a chunk."""
+    e, w = table.engine, table.workload
+    d = np.arange(1, cap + 1, dtype=float)
+    period = 1 / (busy / table.mixed_s[1:cap + 1] + (1 - busy) / table.decode_s[1:cap + 1])
+    hold = own_mean_s + max(w.output_mean - 1, 1e-9) / e.tokens_per_period * period
+    mu: np.ndarray = d / hold
+    return mu
 
 
-@dataclass(frozen=True)
-class BatchTable:
-    """A replica's step times by running batch D = 0..cap."""
-
-    cap: int  # max_num_seqs, or fewer when the KV pool holds fewer running contexts
-    context_tokens: float
-    chunk: list[int]  # prefill tokens a mixed step carries: what the token budget leaves
-    decode_s: list[float]  # a decode-only step at each batch
-    mixed_s: list[float]  # a step carrying a chunk of what the budget leaves
+def completion_at(table: Table, busy: float, own_mean_s: float, slots: int) -> float:
+    """The completion rate with `slots` slots taken."""
+    return float(completions(table, busy, own_mean_s, slots)[-1])
 
 
-def batch_table(
-    step_model: StepModel,
-    input_mean: float,
-    output_mean: float,
-    output_sigma: float,
-    max_num_seqs: int,
-    budget_tokens: int,
-    kv_cache_tokens: int,
-    points: int | None = None,
-) -> BatchTable:
-    """Every batch's step times, or with `points` those of that many batches spread over
-    0..cap and the rest linear between them (a step is a roofline of affine terms in the
-    batch: the search's cheap table; the simulator takes every batch)."""
-    ctx = running_context_tokens(input_mean, output_mean, output_sigma)
-    cap = max(1, min(max_num_seqs, int(kv_cache_tokens // ctx)))
-    chunks = [max(1, budget_tokens - d) for d in range(cap + 1)]
-    every = range(cap + 1)
-    at = every if points is None or points > cap else np.unique(  # 1: a decode step's least
-        np.concatenate([[1], np.linspace(0, cap, points).round().astype(int)])
-    )
-    decode = [step_time(step_model, max(int(d), 1), ctx).total_s for d in at]
-    mixed = [
-        step_time(step_model, int(d), ctx, chunks[int(d)], input_mean / 2).total_s for d in at
-    ]
-    if at is not every:
-        decode = list(np.interp(every, at, decode))
-        mixed = list(np.interp(every, at, mixed))
-    return BatchTable(cap, ctx, chunks, decode, mixed)
+def chain_weights(table: Table, rate: float, own_mean_s: float, cap: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(the stationary weights of d = 0..cap slots taken, unnormalised, and the completion
+    rates at d = 1..cap).
+
+    Arrivals take slots at `rate`; slots free at mu(d), the lane's share of time at d
+    carrying chunks. The lane also modulates mu: while it is busy every period carries a
+    chunk and completions slow from mu_idle(d) to mu_busy(d), in busy periods long enough to
+    matter (an M/G/1 queue's busy time grows with variance rate rate x E[S^2] for prompt work
+    S). That adds (mu_idle - mu_busy)^2 x rate x E[S^2] to the chain's diffusion, which the
+    chain takes as an equal extra rate up and down (its drift unchanged): near the lane's
+    saturation the batch swings far wider than arrivals and completions alone make it."""
+    busy = busy_by_batch(table, rate, cap)
+    mu = completions(table, busy, own_mean_s, cap)
+    idle = completions(table, 0.0, own_mean_s, cap)
+    full = completions(table, 1.0, own_mean_s, cap)
+    d = np.arange(1, cap + 1, dtype=float)
+    work = np.interp(d, table.prefill_batches, table.work_mean_s)
+    cv2 = np.interp(d, table.prefill_batches, table.work_cv2)
+    second = work * work * (1 + cv2) / table.engine.lanes
+    extra = (idle - full) ** 2 * rate * second / 2
+    up = np.concatenate([[rate], rate + extra[:-1]])  # d - 1 -> d
+    down = mu + extra  # d -> d - 1
+    log_w = np.concatenate([[0.0], np.cumsum(np.log(np.maximum(up, 1e-300))
+                                             - np.log(np.maximum(down, 1e-300)))])
+    weight: np.ndarray = np.exp(log_w - float(log_w.max()))
+    return weight, mu
 
 
 def slot_chain(
-    decode_s: np.ndarray, mixed_s: np.ndarray, chunk: np.ndarray, input_mean: float,
-    output_mean: float, tokens_per_step: float, rates: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """For each arrival rate: the chance an arrival finds every batch slot taken, and the
-    replica's completion rate at the cap, from the birth-death chain on the running batch
-    D = 0..cap whose death rate is mu(D) = D x tokens per step / (o x mean step(D, rate))."""
-    cap = len(decode_s) - 1
-    batch = np.arange(cap + 1, dtype=float)[None, :]
-    lam = rates[:, None]
-    mixed = lam * input_mean / chunk[None, :]  # mixed steps per second
-    steps = mixed + np.maximum(0.0, 1.0 - mixed * mixed_s[None, :]) / decode_s[None, :]
-    mu = batch * steps * tokens_per_step / output_mean
-    with np.errstate(divide="ignore"):
-        ratio = np.log(np.maximum(lam, 1e-300)) - np.log(np.maximum(mu[:, 1:], 1e-300))
-    log_pi = np.concatenate([np.zeros((len(rates), 1)), np.cumsum(ratio, axis=1)], axis=1)
-    top = log_pi.max(axis=1, keepdims=True)
-    weight = np.exp(log_pi - top)
-    at_cap = mu[:, cap]
-    r = np.minimum(rates / np.maximum(at_cap, 1e-300), 1 - 1e-12)
-    beyond = weight[:, cap] * r / (1 - r)
-    chance = (weight[:, cap] + beyond) / (weight.sum(axis=1) + beyond)
-    chance = np.where(rates >= at_cap, 1.0, chance)
-    return np.clip(chance, 0.0, 1.0), at_cap
+    table: Table, rate: float, busy: float, own_mean_s: float, slots: int | None = None
+) -> tuple[float, float]:
+    """(the chance an arrival finds every slot taken, the completion rate with every slot
+    taken) of the chain on d = 0..slots (the table's cap by default)."""
+    cap = table.cap if slots is None else max(1, min(slots, table.cap))
+    if rate <= 0:
+        return 0.0, float(completions(table, busy, own_mean_s, cap)[-1])
+    weight, mu = chain_weights(table, rate, own_mean_s, cap)
+    at_cap = float(mu[-1])
+    if rate >= at_cap:
+        return 1.0, at_cap
+    r = rate / at_cap
+    beyond = float(weight[-1]) * r / (1 - r)  # the requests waiting beyond the cap
+    chance = (float(weight[-1]) + beyond) / (float(weight.sum()) + beyond)
+    return min(1.0, max(0.0, chance)), at_cap
 
 
-def slot_wait_chance(
-    step_model: StepModel, table: BatchTable, prefill_tokens_mean: float, output_mean: float,
-    rates: np.ndarray,
-) -> np.ndarray:
-    """P(an arrival finds every slot taken) at each of `rates` (requests/s per replica);
-    `prefill_tokens_mean`: the prompt tokens a replica prefills per request (0 for a
-    disaggregated decode replica: its KV arrives computed, so no step is mixed)."""
-    chance, _ = slot_chain(
-        np.array(table.decode_s), np.array(table.mixed_s), np.array(table.chunk, float),
-        prefill_tokens_mean, output_mean, tokens_per_step(step_model), rates,
-    )
-    return chance
-
-
-def loss_share(
-    step_model: StepModel,
-    table: BatchTable,
-    prefill_tokens_mean: float,
-    output_mean: float,
-    capacity_requests_per_s: float,
-    percentile: float,
-    floor_share: float,
-) -> float:
-    """The largest share of the SLO-limit rate (`floor_share` to 1) at which an arrival
-    finds the batch full no more often than 1 - percentile / 100, to within
-    LOSS_SHARE_RESOLUTION (the chance only grows with the rate: bisection); `floor_share`
-    (the everyday sized share, 1 - headroom) when even that rate fills it more often."""
-    allowed = 1 - percentile / 100 + 1e-12
-
-    def within(share: float) -> bool:
-        rate = np.array([share * capacity_requests_per_s])
-        chance = slot_wait_chance(step_model, table, prefill_tokens_mean, output_mean, rate)
-        return bool(chance[0] <= allowed)
-
-    if within(1.0):
-        return 1.0
-    lo, hi = floor_share, 1.0
-    if not within(lo):
-        return floor_share
-    while hi - lo > LOSS_SHARE_RESOLUTION:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if within(mid) else (lo, mid)
-    return round(lo, 4)
+def slots_needed(table: Table, rate: float, busy: float, own_mean_s: float,
+                 tail: float) -> int:
+    """The fewest slots at which an arrival finds them all taken at most `tail` of the time
+    (the table's cap when even it is taken more often)."""
+    if rate <= 0:
+        return 1
+    weight, _ = chain_weights(table, rate, own_mean_s, table.cap)
+    total = np.cumsum(weight)[1:]
+    # Truncated at n slots: w(n) / W(n); 1 where every state below n has underflowed.
+    full = np.divide(weight[1:], total, out=np.ones_like(total), where=total > 0)
+    ok = np.nonzero(full <= tail)[0]
+    return int(ok[0]) + 1 if len(ok) else table.cap

@@ -6,6 +6,8 @@ access and start-up in `cluster`."""
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -131,6 +133,14 @@ class TokenLength(Data):
         """Tokens at a percentile (50-100): the value given for it, else the lognormal."""
         return length_at_percentile(self.mean, self.p95, self.p99, percentile)
 
+    def share_above(self, tokens: int) -> float:
+        """Share of requests longer than `tokens` (the lognormal; 0 or 1 when fixed)."""
+        sigma = self.sigma
+        if sigma == 0:
+            return 1.0 if self.mean > tokens else 0.0
+        mu = math.log(self.mean) - sigma * sigma / 2
+        return 1 - NormalDist().cdf((math.log(tokens) - mu) / sigma)
+
 
 class Traffic(Data):
     peak_requests_per_s: float = Field(gt=0, description="Fleet-wide peak request rate.")
@@ -164,6 +174,35 @@ class Slo(Data):
     percentile: float = Field(
         default=99, gt=50, lt=100, description="Percentile both targets hold at."
     )
+    max_stall_ms: float | None = Field(
+        default=None,
+        gt=0,
+        description="The longest gap between two tokens of a stream the plan allows: a step "
+        "carrying a prompt chunk stalls every running stream for its length. `itl_ms` holds "
+        "the gaps at the percentile; this bounds the rest. Default: 5 x itl_ms (STALL_ITLS).",
+    )
+
+    @property
+    def stall_ms(self) -> float:
+        """The longest stall allowed: `max_stall_ms`, or STALL_ITLS x itl_ms when not given."""
+        return self.max_stall_ms if self.max_stall_ms is not None else STALL_ITLS * self.itl_ms
+
+    @model_validator(mode="after")
+    def _stall_above_itl(self) -> Slo:
+        if self.max_stall_ms is not None and self.max_stall_ms < self.itl_ms:
+            raise ValueError(
+                f"slo.max_stall_ms ({self.max_stall_ms:g}) is below slo.itl_ms "
+                f"({self.itl_ms:g}): the longest stall cannot be shorter than the gap at the "
+                f"percentile; give max_stall_ms >= {self.itl_ms:g} or leave it out "
+                f"(default {STALL_ITLS} x itl_ms)"
+            )
+        return self
+
+
+STALL_ITLS = 5
+"""The longest stall a plan allows by default, in ITL targets: a step carrying a prompt chunk
+may stall the streams for up to five token gaps (200 ms at a 40 ms target), about one token
+at a reader's pace; longer chunks would make multi-second pauses at a relaxed percentile."""
 
 
 class DayProfile(Data):
@@ -402,6 +441,17 @@ class CapacityPlan(Data):
                 f"{t.input_tokens.p95_or_mean} + output p95 {t.output_tokens.p95_or_mean} = "
                 f"{p95}): vLLM would refuse about one request in 20; "
                 + self._longer_context(p95, f"to {p95} or more")
+            )
+        refused = t.input_tokens.share_above(self.max_model_len - 1)
+        tail = 1 - self.slo.percentile / 100
+        if refused >= tail:
+            fits = t.input_tokens.at_percentile(100 * (1 - tail / 10)) + 1
+            raise ValueError(
+                f"max_model_len ({self.max_model_len}) refuses {refused:.2%} of prompts (the "
+                f"lognormal through input_tokens' mean and percentiles exceeds "
+                f"{self.max_model_len - 1:,} tokens that often): vLLM rejects them, more than "
+                f"the {tail:.2%} the p{self.slo.percentile:g} SLO allows outside it; "
+                + self._longer_context(fits, f"to {fits} or more (refusing a tenth of that)")
             )
         if self.environment == "production" and self.cluster.endpoint_public_access:
             open_to_all = [c for c in self.cluster.public_access_cidrs if c.endswith("/0")]

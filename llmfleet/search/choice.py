@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from llmfleet.calibration.server_calibration import Covered
 from llmfleet.catalog.hardware import Instance
 from llmfleet.data import MinDesiredMax
-from llmfleet.perf.disagg import PrefillLoad
-from llmfleet.perf.memory import MemoryBudget
+from llmfleet.perf.disagg import Pair
+from llmfleet.perf.parallel import Link
 from llmfleet.perf.step import StepModel
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
@@ -22,22 +24,35 @@ from llmfleet.units import HOURS_PER_MONTH
 
 @dataclass(frozen=True)
 class PrefillPool:
-    """The prefill pool of a disaggregated region (search.disagg): its TP, operating point,
-    replicas and nodes; the Choice that holds it is the decode pool."""
+    """The prefill pool of a disaggregated region (search.disagg): its shape, engine at its
+    SLO-limit rate, replicas and nodes, the link the KV crosses, and the pair of pools at
+    their limits; the Choice that holds it is the decode pool."""
 
-    tp: int
+    shape: Shape
     step_model: StepModel
-    memory: MemoryBudget
-    chunk_tokens: int  # prompt tokens a prefill step carries (its token budget)
-    max_num_seqs: int  # prompts a step may carry
-    capacity_requests_per_s: float  # prompts/s one replica takes inside the TTFT target
+    sizing: ReplicaSizing  # the prefill engine at its SLO-limit rate
     replicas: MinDesiredMax
     nodes: MinDesiredMax
-    kv_transfer_s: float  # the p-th prompt's KV to the decode pool
-    prompt_s: float  # the p-th prompt's prefill
-    ttft_s: float  # TTFT at the percentile at the sized load
-    load: PrefillLoad  # TTFT at any load (perf.disagg)
+    link: Link  # what the KV crosses to the decode pool
+    transfer_s: np.ndarray  # each prompt bin's KV to the decode pool
+    pair: Pair  # both pools at their SLO-limit rates
 
+    @property
+    def tp(self) -> int:
+        return self.shape.tp
+
+    @property
+    def capacity_requests_per_s(self) -> float:
+        """Prompts/s one replica takes inside the TTFT target."""
+        return self.sizing.capacity_requests_per_s
+
+    @property
+    def max_num_seqs(self) -> int:
+        return self.sizing.max_num_seqs
+
+    @property
+    def chunk_tokens(self) -> int:
+        return self.sizing.budget_tokens
 
 
 @dataclass(frozen=True)

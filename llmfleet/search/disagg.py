@@ -1,18 +1,23 @@
 """Disaggregated serving as a lever: per region, a prefill pool and a decode pool of one
-instance type, each at its own TP, priced against aggregated serving (`perf.disagg`).
+instance type, each in its own shape (TP inside a node, or across nodes where a replica may
+span them), priced against aggregated serving (`perf.disagg`).
 
-- Decode pool: the largest running batch whose decode step (no prompt chunk beside it) stays
-  within the ITL target and whose KV fits; a replica sustains batch / (output x step).
-- Prefill pool: prompts/s one replica takes while the p-th prompt's TTFT (queue wait, its
-  prefill, its KV's transfer to the decode pool, the decode pool's first step) stays within
-  the TTFT target.
+- Decode pool: an engine that prefills nothing; its SLO-limit rate keeps the token gap (a
+  decode period) and the stall within their targets and an arrival finding the slots full
+  within 1 - p, its slots then cut to the fewest that hold them.
+- Prefill pool: the highest rate of prompts one replica takes while TTFT at the percentile
+  (request handling, its lane's wait, the prompt's own prefill, its KV's transfer, the decode
+  pool's first period and slot wait, with the decode pool at its own limit) meets the target.
+- The KV crosses between the pools' nodes as the pods get it: EFA with GPUDirect RDMA where
+  the serving image carries the EFA plugin, else NIXL's UCX TCP transport on the ENA interface
+  (catalog/tcp.csv: a fraction of a GB/s, one connection a transfer). Only instance types whose
+  nodes a replica may span (catalog.network) are tried: their nodes share a placement.
 - Replicas per pool cover the region's peak with headroom and its region losses, as for
-  aggregated replicas; the KV moves between nodes over EFA (GPUDirect RDMA; NIXL's LIBFABRIC
-  backend), so only instance types a replica may span (catalog.network) are tried.
+  aggregated replicas.
 
-The levers are those of aggregated serving without speculation (one drafter per decode
-replica is possible but not sized here). The cheapest pair per instance type is listed as an
-alternative; the region chooses it when it is cheaper than the best aggregated candidate."""
+The levers are those of aggregated serving without speculation. The cheapest pair per
+instance type is listed as an alternative; the region chooses it when it is cheaper than the
+best aggregated candidate."""
 
 from __future__ import annotations
 
@@ -20,53 +25,56 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from llmfleet.catalog import hardware, network
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Instance
 from llmfleet.data import MinDesiredMax
 from llmfleet.perf.architecture import kv_dtype_bytes
-from llmfleet.perf.chunked import MixedSteps
-from llmfleet.perf.disagg import (
-    PrefillLoad,
-    decode_step_s,
-    kv_transfer_s,
-    prefill_alone_s,
-    prefill_token_s,
-)
-from llmfleet.perf.parallel import Link, efa_link
-from llmfleet.perf.queueing import length_cv2, running_batch
-from llmfleet.perf.step import StepModel
+from llmfleet.perf.disagg import Pair, kv_transfer_s
+from llmfleet.perf.latency import Point, at_rate
+from llmfleet.perf.layout import node_link
+from llmfleet.perf.parallel import InterNode, Link
+from llmfleet.perf.periods import Engine, Table, table_for
+from llmfleet.perf.workload import Slo
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice, PrefillPool
 from llmfleet.search.levers import Levers, gpu_problem
 from llmfleet.search.operating_point import (
-    CHUNK_GRID,
     MAX_BATCH,
+    RATE_TOLERANCE,
     Rejection,
     ReplicaSizing,
-    kv_batch,
-    memory_for,
-    slot_loss_share,
+    engine_memory,
+    engine_slots,
+    max_rate,
+    shrink_slots,
 )
-from llmfleet.search.replica_slo import BATCH_RESOLUTION, ttft_prompt_tokens
+from llmfleet.search.replica_slo import slo_of, workload_of
 from llmfleet.search.replicas import deployed_replicas, nodes_for
-from llmfleet.search.shapes import TP_DEGREES, Shape
+from llmfleet.search.shapes import Shape, inter_node, shapes
 from llmfleet.units import HOURS_PER_MONTH
 
-PREFILL_CHUNK = CHUNK_GRID[-1]
-"""Prompt tokens a prefill step carries: nothing decodes beside it, so the largest budget."""
+PREFILL_BUDGET = 8192
+"""Prompt tokens a prefill step carries: nothing decodes beside it (vLLM's default budget on
+H100-class GPUs)."""
 PREFILL_SEQS = 64
-"""Prompts a prefill step may carry (its max_num_seqs)."""
-DECODE_CHUNK = CHUNK_GRID[0]
-"""A decode replica's token budget beyond its batch (the KV arrives computed)."""
+"""Prompts a prefill engine holds at once (its max_num_seqs)."""
+DECODE_CHUNK = 128
+"""A decode engine's token budget beyond its slots (the KV arrives computed)."""
 
 
 @dataclass(frozen=True)
 class DecodeSizing:
-    tp: int
+    shape: Shape
     sizing: ReplicaSizing
+
+    @property
+    def tp(self) -> int:
+        return self.shape.tp
 
 
 @dataclass(frozen=True)
@@ -81,116 +89,141 @@ class Disaggregated:
         return self.choice.monthly_cost_usd
 
 
-def kv_link(instance: Instance) -> Link | None:
-    """The link the KV crosses between the pools' nodes: EFA with GPUDirect RDMA, else None."""
-    row = network.multi_node_row(instance)
-    if row is None or row.collective_latency_us is None or row.collective_busbw_gb_s is None:
+def kv_link(instance: Instance, transport: InterNode) -> Link | None:
+    """The link the KV crosses between the pools' nodes (None: nodes a replica may not span).
+    Over TCP one UCX connection carries a transfer: its rate is the link's, not a GPU's."""
+    if network.multi_node_row(instance) is None:
         return None
-    return efa_link(row.collective_latency_us, row.collective_busbw_gb_s, row.gb_s_per_gpu)
+    if transport == "tcp":
+        tcp = network.tcp(instance.instance_type)
+        if tcp is None:
+            return None
+        return Link("tcp", tcp.latency_us * 1e-6, tcp.kv_transfer_gb_s * 1e9,
+                    tcp.kv_transfer_gb_s * 1e9)
+    return node_link(instance, "efa")
+
+
+def transfer_s(model: ResolvedModel, levers: Levers, prompts: np.ndarray, link: Link,
+               readers: int) -> np.ndarray:
+    """Each prompt's KV from a prefill replica to a decode replica (`readers`: the decode
+    replica's TP group; over TCP one connection)."""
+    kv_b = kv_dtype_bytes(levers.kv_cache_dtype)
+    per_reader = 1 if link.name == "tcp" else readers
+    return np.array([
+        kv_transfer_s(model.arch.kv_bytes_per_sequence(int(n), kv_b), link, per_reader)
+        for n in prompts
+    ])
+
+
+def _engine_table(
+    model: ResolvedModel, instance: Instance, shape: Shape, plan: CapacityPlan,
+    consts: Constants, levers: Levers, role: str,
+) -> tuple[Table, ReplicaSizing] | Rejection:
+    """A pool's engine and its table: a decode engine holds every slot the KV pool takes,
+    a prefill engine PREFILL_SEQS prompts and a PREFILL_BUDGET budget."""
+    arch, gpu = model.arch, hardware.gpu(instance.gpu)
+    problem = shape.problem(arch, instance) or gpu_problem(arch, gpu, levers)
+    if shape.plain and instance.gpu_count % shape.tp:
+        problem = f"TP {shape.tp} does not divide the {instance.gpu_count} GPUs of a node"
+    if problem:
+        return Rejection(problem, "shape")
+    transport = inter_node(plan.startup.image)
+    par = shape.parallel(instance, transport)
+    wl = workload_of(plan)
+    sm = levers.step_model(arch, gpu, shape.tp, consts, parallel=par)
+    if role == "decode":
+        slots, mem = engine_slots(arch, gpu, shape.tp, plan, MAX_BATCH + DECODE_CHUNK, consts,
+                                  levers, par, wl.context_tokens)
+        if slots < 1:
+            return Rejection(f"{shape.label}: the KV pool holds no running sequence", "memory")
+        budget = -(-slots // (par.pp * par.dp)) + DECODE_CHUNK
+        engine = Engine(sm, slots, budget, mem.kv_cache_tokens, prefills=False)
+    else:
+        mem = engine_memory(arch, gpu, shape.tp, plan, PREFILL_SEQS, PREFILL_BUDGET, consts,
+                            levers, par)
+        if mem.kv_cache_tokens < plan.max_model_len:
+            return Rejection(f"{shape.label}: the KV pool cannot hold a "
+                             f"{plan.max_model_len:,}-token request", "memory")
+        engine = Engine(sm, PREFILL_SEQS, PREFILL_BUDGET, mem.kv_cache_tokens, decodes=False)
+    table = table_for(engine, wl)
+    empty = Point(table, 0.0, 0.0, plan.slo.percentile)
+    return table, ReplicaSizing(engine.slots, engine.budget_tokens, empty, mem, par.dp)
 
 
 def size_decode(
-    model: ResolvedModel,
-    instance: Instance,
-    tp: int,
-    plan: CapacityPlan,
-    consts: Constants,
-    levers: Levers,
+    model: ResolvedModel, instance: Instance, shape: Shape, plan: CapacityPlan,
+    consts: Constants, levers: Levers,
 ) -> ReplicaSizing | Rejection:
-    """A decode replica: the largest batch whose decode step meets the ITL target and whose
-    KV (a whole request each) fits."""
-    arch, gpu = model.arch, hardware.gpu(instance.gpu)
-    problem = Shape(tp).problem(arch, instance) or gpu_problem(arch, gpu, levers)
-    if instance.gpu_count % tp:
-        problem = f"TP {tp} does not divide the {instance.gpu_count} GPUs of a node"
-    if problem:
-        return Rejection(problem, "shape")
-    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
-    most = kv_batch(arch, gpu, tp, plan, DECODE_CHUNK, consts, levers)
-    if most < 1:
-        return Rejection(f"TP {tp}: the KV pool holds no whole request", "memory")
-    step_model = levers.step_model(arch, gpu, tp, consts)
-    ctx, target = i + o / 2, plan.slo.itl_ms / 1000
-
-    def step(b: float) -> float:
-        return decode_step_s(step_model, b, ctx)
-
-    if step(1) > target:
-        floor = step(1) * 1000
+    """A decode replica at its SLO-limit rate: the token gap (a decode period), the stall and
+    the slots within their targets (TTFT is the pair's), slots cut to the fewest."""
+    built = _engine_table(model, instance, shape, plan, consts, levers, "decode")
+    if isinstance(built, Rejection):
+        return built
+    table, empty = built
+    slo = replace(slo_of(plan), ttft_s=math.inf)
+    rate = max_rate(table, slo)
+    if rate <= 0:
+        floor = table.decode_s[1] * 1000
         return Rejection(f"a decode step at batch 1 takes {floor:.1f} ms", "itl", floor)
-    lo, hi = 1.0, float(min(most, MAX_BATCH))
-    if step(hi) <= target:
-        lo = hi
-    while hi - lo > BATCH_RESOLUTION:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if step(mid) <= target else (lo, mid)
-    t = step(lo)
-    batch = max(1, math.floor(lo))
-    mem = memory_for(arch, gpu, tp, plan, batch, batch + DECODE_CHUNK, consts, levers)
-    sized = ReplicaSizing(batch, DECODE_CHUNK, MixedSteps(t, t, 0.0), lo / (o * t), mem)
-    return replace(sized, loss_share=slot_loss_share(step_model, plan, sized, prefills=False))
+    final, rate = shrink_slots(table, slo, rate)
+    e = final.engine
+    mem = engine_memory(model.arch, hardware.gpu(instance.gpu), shape.tp, plan, e.slots,
+                        e.budget_tokens, consts, levers, e.step_model.parallel)
+    point = at_rate(final, rate, plan.slo.percentile)
+    return ReplicaSizing(e.slots, e.budget_tokens, point, mem, e.step_model.parallel.dp)
 
 
 def size_prefill(
-    model: ResolvedModel,
-    instance: Instance,
-    tp: int,
-    plan: CapacityPlan,
-    consts: Constants,
-    levers: Levers,
-    decode: DecodeSizing,
-    link: Link,
+    model: ResolvedModel, instance: Instance, shape: Shape, plan: CapacityPlan,
+    consts: Constants, levers: Levers, decode: DecodeSizing, link: Link,
 ) -> PrefillPool | Rejection:
-    """A prefill replica's capacity inside the TTFT target, feeding `decode`'s replicas
-    (replicas and nodes are filled in by `price_pair`)."""
-    arch, gpu = model.arch, hardware.gpu(instance.gpu)
-    problem = Shape(tp).problem(arch, instance) or gpu_problem(arch, gpu, levers)
-    if instance.gpu_count % tp:
-        problem = f"TP {tp} does not divide the {instance.gpu_count} GPUs of a node"
-    if problem:
-        return Rejection(problem, "shape")
-    budget = PREFILL_CHUNK + PREFILL_SEQS
-    mem = memory_for(arch, gpu, tp, plan, PREFILL_SEQS, budget, consts, levers)
-    prompt = ttft_prompt_tokens(plan)
-    if mem.kv_cache_tokens < prompt:
-        return Rejection(f"TP {tp}: the KV pool cannot hold a {prompt:,}-token prompt", "memory")
-    step_model = levers.step_model(arch, gpu, tp, consts)
-    t = plan.traffic.input_tokens
-    kv_b = arch.kv_bytes_per_sequence(prompt, kv_dtype_bytes(levers.kv_cache_dtype))
-    load = PrefillLoad(
-        service_mean_s=t.mean * prefill_token_s(step_model, PREFILL_CHUNK, t.mean / 2),
-        cv2=length_cv2(t.mean, t.p95_or_mean),
-        prompt_s=prefill_alone_s(step_model, prompt, PREFILL_CHUNK),
-        transfer_s=kv_transfer_s(kv_b, link, decode.tp),
-        first_step_s=decode.sizing.steps.decode_only_s,
-        overhead_s=step_model.ttft_overhead_s,
-    )
-    target = plan.slo.ttft_ms / 1000
-    capacity = load.capacity_requests_per_s(target, plan.slo.percentile)
-    if capacity <= 0:
-        best = load.ttft_s(0.0, plan.slo.percentile) * 1000
+    """A prefill replica's capacity inside the TTFT target, feeding `decode`'s replicas at
+    their own SLO-limit rate (replicas and nodes are filled in by `price_pair`)."""
+    built = _engine_table(model, instance, shape, plan, consts, levers, "prefill")
+    if isinstance(built, Rejection):
+        return built
+    table, empty = built
+    slo = slo_of(plan)
+    moved = transfer_s(model, levers, table.workload.prompts.tokens, link, decode.tp)
+    dec = decode.sizing.point
+
+    def pair(rate: float) -> Pair:
+        return Pair(Point(table, rate, 0.0, slo.percentile), dec, moved)
+
+    rate = _max_pair_rate(pair, table, slo)
+    if rate <= 0:
+        idle = pair(0.0)
+        best = idle.ttft_at() * 1000
         return Rejection(
-            f"a lone p{plan.slo.percentile:g} prompt ({prompt:,} tokens) takes {best:.0f} ms "
-            f"to its first token (prefill {load.prompt_s * 1000:.0f} ms, KV transfer "
-            f"{load.transfer_s * 1000:.1f} ms)",
-            "ttft",
-            best,
+            f"a nearly idle pair takes {best:.0f} ms to the first token at "
+            f"p{plan.slo.percentile:g} (the KV crosses {link.name.upper()}: "
+            f"{float(moved.max()) * 1000:.0f} ms for the longest prompt)", "ttft", best,
         )
-    empty = MinDesiredMax(min=0, desired=0, max=0)
+    at = pair(rate)
     return PrefillPool(
-        tp=tp,
-        step_model=step_model,
-        memory=mem,
-        chunk_tokens=PREFILL_CHUNK,
-        max_num_seqs=PREFILL_SEQS,
-        capacity_requests_per_s=capacity,
-        replicas=empty,
-        nodes=empty,
-        kv_transfer_s=load.transfer_s,
-        prompt_s=load.prompt_s,
-        ttft_s=load.ttft_s(capacity * load.service_mean_s, plan.slo.percentile),
-        load=load,
+        shape=shape,
+        step_model=table.engine.step_model,
+        sizing=replace(empty, point=at.prefill),
+        replicas=MinDesiredMax(min=0, desired=0, max=0),
+        nodes=MinDesiredMax(min=0, desired=0, max=0),
+        link=link,
+        transfer_s=moved,
+        pair=at,
     )
+
+
+def _max_pair_rate(pair: Callable[[float], Pair], table: Table, slo: Slo) -> float:
+    """The highest prefill rate at which the pair meets every SLO, by bisection on the log
+    of the rate below the lane's saturation."""
+    work = float(table.work_mean_s[0]) * table.engine.lanes
+    top = 1.0 / max(work, 1e-12) / table.workload.prompts.admitted
+    if pair(top * 1e-6).margin(slo) > 1e-9:
+        return 0.0
+    lo, hi = math.log(top * 1e-6), math.log(top)
+    while hi - lo > math.log1p(RATE_TOLERANCE):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if pair(math.exp(mid)).margin(slo) <= 1e-9 else (lo, mid)
+    return math.exp(lo)
 
 
 @dataclass(frozen=True)
@@ -215,44 +248,43 @@ def price_pair(
     """The pair's replicas, nodes and Choice (the decode pool, with its prefill pool)."""
     gpn = p.instance.gpu_count
 
-    def pool(capacity: float, tp: int, in_loss: float) -> tuple[MinDesiredMax, MinDesiredMax]:
+    def pool(capacity: float, shape: Shape, in_loss: float
+             ) -> tuple[MinDesiredMax, MinDesiredMax]:
         if (capacity, in_loss) not in replicas:
             replicas[capacity, in_loss] = deployed_replicas(
                 p.plan, p.region, capacity, loss_requests_per_s=in_loss
             )
         rep = replicas[capacity, in_loss]
-        return rep, nodes_for(rep, gpn // tp)
+        return rep, nodes_for(rep, shape.replicas_per_node(gpn), shape.nodes_per_replica(gpn))
 
     d = decode.sizing
-    d_rep, d_nodes = pool(d.capacity_requests_per_s, decode.tp, d.loss_requests_per_s)
-    p_rep, p_nodes = pool(
-        prefill.capacity_requests_per_s, prefill.tp, prefill.capacity_requests_per_s
-    )
+    d_rep, d_nodes = pool(d.capacity_requests_per_s, decode.shape, d.loss_requests_per_s)
+    cap = prefill.sizing.capacity_requests_per_s
+    p_rep, p_nodes = pool(cap, prefill.shape, cap)
     total = MinDesiredMax(
         min=d_nodes.min + p_nodes.min,
         desired=d_nodes.desired + p_nodes.desired,
         max=d_nodes.max + p_nodes.max,
     )
-    gpu = hardware.gpu(p.instance.gpu)
-    consts = prefill.step_model.consts
     choice = Choice(
         plan=p.plan,
         model=p.model,
         region=p.region,
         instance=p.instance,
-        step_model=levers.step_model(p.model.arch, gpu, decode.tp, consts),
-        sizing=decode.sizing,
+        step_model=d.engine.step_model,
+        sizing=d,
         price_usd_per_hour=p.price_usd_per_hour,
         price_source=p.price_source,
         replicas=d_rep,
         nodes=total,
         levers=levers,
+        shape=None if decode.shape.plain else decode.shape,
         prefill=replace(prefill, replicas=p_rep, nodes=p_nodes),
     )
     return Disaggregated(choice, prefill.tp)
 
 
-Pair = tuple[Levers, DecodeSizing, PrefillPool]
+Pair3 = tuple[Levers, DecodeSizing, PrefillPool]
 
 
 class PairSizer:
@@ -269,51 +301,55 @@ class PairSizer:
     ) -> None:
         self.model, self.instance, self.plan, self.consts = model, instance, plan, consts
         self.levers = [lv for lv in levers if lv.spec is None]
-        self.link = kv_link(instance)
-        self.tps = [tp for tp in TP_DEGREES if tp <= instance.gpu_count]
+        self.link = kv_link(instance, inter_node(plan.startup.image))
+        found = shapes(model.arch, instance)
+        if not plan.allowed.multi_node:
+            found = [s for s in found if s.nodes_per_replica(instance.gpu_count) == 1]
+        self.shapes = found
         self.why: list[str] = []
         self._decodes: list[tuple[Levers, DecodeSizing]] | None = None
-        self._prefill: dict[tuple[Levers, int, int], PrefillPool | None] = {}
+        self._prefill: dict[tuple[Levers, Shape, Shape], PrefillPool | None] = {}
 
     def decodes(self) -> list[tuple[Levers, DecodeSizing]]:
         if self._decodes is None:
             self._decodes = []
             if self.link is None:
                 why = network.why_single_node(self.instance)
-                self.why.append(f"{why}: the KV would not cross on EFA")
+                self.why.append(f"{why}: the KV would not cross to the decode pool")
                 return self._decodes
             for lv in self.levers:
-                for tp in self.tps:
-                    sized = size_decode(self.model, self.instance, tp, self.plan, self.consts, lv)
+                for shape in self.shapes:
+                    sized = size_decode(self.model, self.instance, shape, self.plan,
+                                        self.consts, lv)
                     if isinstance(sized, Rejection):
-                        self.why.append(f"decode TP {tp} ({lv.label}): {sized.reason}")
+                        self.why.append(f"decode {shape.label} ({lv.label}): {sized.reason}")
                     else:
-                        self._decodes.append((lv, DecodeSizing(tp, sized)))
+                        self._decodes.append((lv, DecodeSizing(shape, sized)))
         return self._decodes
 
-    def prefill(self, lv: Levers, decode: DecodeSizing, tp: int) -> PrefillPool | None:
-        key = (lv, decode.tp, tp)
+    def prefill(self, lv: Levers, decode: DecodeSizing, shape: Shape) -> PrefillPool | None:
+        key = (lv, decode.shape, shape)
         if key not in self._prefill:
             assert self.link is not None
-            pre = size_prefill(
-                self.model, self.instance, tp, self.plan, self.consts, lv, decode, self.link
-            )
+            pre = size_prefill(self.model, self.instance, shape, self.plan, self.consts, lv,
+                               decode, self.link)
             if isinstance(pre, Rejection):
-                self.why.append(f"prefill TP {tp} ({lv.label}): {pre.reason}")
+                self.why.append(f"prefill {shape.label} ({lv.label}): {pre.reason}")
                 self._prefill[key] = None
             else:
                 self._prefill[key] = pre
         return self._prefill[key]
 
-    def pairs(self, decode_nodes: Callable[[DecodeSizing], int], most_nodes: float) -> list[Pair]:
+    def pairs(self, decode_nodes: Callable[[DecodeSizing], int], most_nodes: float
+              ) -> list[Pair3]:
         """Feasible pairs whose decode pool alone needs fewer than `most_nodes` nodes (a pair
         needs at least one prefill node more)."""
         out = []
         for lv, decode in self.decodes():
             if decode_nodes(decode) + 1 > most_nodes:
                 continue
-            for tp in self.tps:
-                pre = self.prefill(lv, decode, tp)
+            for shape in self.shapes:
+                pre = self.prefill(lv, decode, shape)
                 if pre is not None:
                     out.append((lv, decode, pre))
         return out
@@ -325,22 +361,23 @@ def cheapest_pair(p: Pricing, sizer: PairSizer, best_usd: float) -> Disaggregate
     replicas: dict[tuple[float, float], MinDesiredMax] = {}
     gpn = p.instance.gpu_count
 
-    def nodes(capacity: float, tp: int, in_loss: float) -> int:
+    def nodes(capacity: float, shape: Shape, in_loss: float) -> int:
         if (capacity, in_loss) not in replicas:
             replicas[capacity, in_loss] = deployed_replicas(
                 p.plan, p.region, capacity, loss_requests_per_s=in_loss
             )
-        return nodes_for(replicas[capacity, in_loss], gpn // tp).desired
+        rep = replicas[capacity, in_loss]
+        return nodes_for(rep, shape.replicas_per_node(gpn), shape.nodes_per_replica(gpn)).desired
 
-    def total(pair: Pair) -> int:
+    def total(pair: Pair3) -> int:
         _, d, pre = pair
-        return nodes(
-            d.sizing.capacity_requests_per_s, d.tp, d.sizing.loss_requests_per_s
-        ) + nodes(pre.capacity_requests_per_s, pre.tp, pre.capacity_requests_per_s)
+        cap = pre.sizing.capacity_requests_per_s
+        return nodes(d.sizing.capacity_requests_per_s, d.shape, d.sizing.loss_requests_per_s) \
+            + nodes(cap, pre.shape, cap)
 
     most = best_usd / (p.price_usd_per_hour * HOURS_PER_MONTH) + 1e-9
     pairs = sizer.pairs(
-        lambda d: nodes(d.sizing.capacity_requests_per_s, d.tp, d.sizing.loss_requests_per_s),
+        lambda d: nodes(d.sizing.capacity_requests_per_s, d.shape, d.sizing.loss_requests_per_s),
         most,
     )
     if not pairs:
@@ -349,62 +386,29 @@ def cheapest_pair(p: Pricing, sizer: PairSizer, best_usd: float) -> Disaggregate
     return price_pair(p, lv, decode, pre, replicas)
 
 
-def disaggregated_at(
-    choice: Choice, decode_rate: float, prefill_rate: float
-) -> tuple[float, float]:
-    """(ITL, TTFT at the percentile), seconds, of a disaggregated region whose decode
-    replicas each take `decode_rate` requests/s and prefill replicas `prefill_rate`."""
+def pair_at(choice: Choice, decode_rate: float, prefill_rate: float) -> Pair:
+    """A disaggregated region's pair when its decode replicas each take `decode_rate`
+    requests/s and its prefill replicas `prefill_rate`."""
     pre = choice.prefill
     assert pre is not None
-    return pools_at(
-        choice.plan, choice.step_model, choice.sizing.batch, pre.load, decode_rate, prefill_rate
-    )
-
-
-def pools_at(
-    plan: CapacityPlan,
-    decode: StepModel,
-    decode_batch: int,
-    load: PrefillLoad,
-    decode_rate: float,
-    prefill_rate: float,
-) -> tuple[float, float]:
-    """`disaggregated_at` from the pools' own terms (a FleetPlan's replica record): the
-    decode batch settles by Little's law, a token gap is its step; TTFT is the prefill
-    queue's wait at that load plus the prompt's own terms."""
-    o = plan.traffic.output_tokens.mean
-    ctx = plan.traffic.input_tokens.mean + o / 2
-
-    def token_s(d: float) -> float:
-        return decode_step_s(decode, d, ctx)
-
-    cap = float(decode_batch)
-    running = running_batch(decode_rate, o, cap, token_s, 1e-6, resolution=BATCH_RESOLUTION)
-    rho = min(prefill_rate * load.service_mean_s, 0.999)
-    return token_s(max(running, 1e-6)), load.ttft_s(rho, plan.slo.percentile)
+    p = choice.plan.slo.percentile
+    dec = at_rate(choice.sizing.point.table, decode_rate, p)
+    return Pair(Point(pre.sizing.point.table, prefill_rate, 0.0, p), dec, pre.transfer_s)
 
 
 def resize_pair(choice: Choice, consts: Constants) -> Choice | Rejection:
-    """The same pools (instance type, TPs, levers) re-sized with other constants (the risk
+    """The same pools (instance type, shapes, levers) re-sized with other constants (the risk
     section's pessimistic ones) and re-priced, or why they no longer meet the SLOs."""
     pre = choice.prefill
     assert pre is not None
-    lv, inst = choice.lever, choice.instance
-    link = kv_link(inst)
-    assert link is not None
-    decode = size_decode(choice.model, inst, choice.tp, choice.plan, consts, lv)
+    lv, inst, plan = choice.lever, choice.instance, choice.plan
+    decode = size_decode(choice.model, inst, choice.layout, plan, consts, lv)
     if isinstance(decode, Rejection):
         return decode
-    sized = DecodeSizing(choice.tp, decode)
-    prefill = size_prefill(choice.model, inst, pre.tp, choice.plan, consts, lv, sized, link)
+    sized = DecodeSizing(choice.layout, decode)
+    prefill = size_prefill(choice.model, inst, pre.shape, plan, consts, lv, sized, pre.link)
     if isinstance(prefill, Rejection):
         return prefill
-    p = Pricing(
-        choice.plan,
-        choice.model,
-        choice.region,
-        inst,
-        choice.price_usd_per_hour,
-        choice.price_source,
-    )
+    p = Pricing(plan, choice.model, choice.region, inst, choice.price_usd_per_hour,
+                choice.price_source)
     return price_pair(p, lv, sized, prefill, {}).choice

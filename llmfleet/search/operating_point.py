@@ -1,85 +1,143 @@
-"""Stage 1: size one replica on one (instance type, TP, levers) candidate against the SLOs.
+"""Stage 1: size one replica on one (instance type, shape, levers) candidate against the SLOs.
 
-With chunked prefill a share of steps carries a prefill chunk (`perf.chunked.MixedSteps`);
-once more than 1 - p of steps carry one, the gap at percentile p is a mixed step, and a
-mixed step stalls every stream, so the token-gap target bounds the longest gap: the chunk
-size and the batch together set it.
-
-For each chunk size C the largest running batch D is found such that
-  - ITL at the percentile <= the ITL target,
-  - TTFT at the percentile <= the TTFT target (`replica_slo`),
-  - D sequences of input + output tokens fit the KV pool.
-The replica then sustains D / (output * mean step) requests/s. The best C wins.
-`batch_bound` says which of them stops D, for the reasons a reviewer reads."""
+The engine's two batch flags are the decision: `max_num_batched_tokens` (the budget a
+scheduled batch carries: the running sequences' tokens and what is left for prompt chunks)
+and `max_num_seqs` (the slots). For each budget on a grid (and bisected between the best
+grid points) the SLO model (`perf.latency`) gives the highest request rate at which
+- the token gap at the percentile meets the ITL target (or TPOT, with `slo.itl: tpot`),
+- no period a chunk makes is longer than the stall bound,
+- TTFT at the percentile (over every prompt length, the lane's and the slots' waits, the
+  refused share) meets the TTFT target,
+- an arrival finds every slot taken at most 1 - p of the time,
+with as many slots as the KV pool holds; the best budget wins, and its slots are then cut to
+the fewest that keep every SLO at that rate: a smaller `max_num_seqs` protects the running
+streams from a burst, the requests beyond it wait for a slot (a wait TTFT already counts).
+`binding` says which constraint stops the rate, for the reasons a reviewer reads."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from llmfleet.catalog import vllm_release
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Gpu, Instance
 from llmfleet.perf.architecture import Arch
-from llmfleet.perf.chunked import MixedSteps, mixed_steps, prefill_s
+from llmfleet.perf.latency import Point, at_rate, at_running, running_at
+from llmfleet.perf.periods import Engine, Table, table_for
+from llmfleet.perf.slots import slots_needed
+from llmfleet.perf.workload import Slo, Workload
 from llmfleet.perf.memory import MemoryBudget, budget
 from llmfleet.perf.parallel import SINGLE, Parallel
-from llmfleet.perf.slots import SEARCH_BATCH_POINTS, batch_table, loss_share
-from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel, step_time
+from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel, step_time, step_times
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, gpu_problem, pinned
-from llmfleet.search.replica_slo import (
-    BATCH_RESOLUTION,
-    itl_percentile_s,
-    ttft_percentile_s,
-    ttft_prompt_tokens,
-)
-from llmfleet.search.shapes import Shape
+from llmfleet.search.replica_slo import slo_of, ttft_prompt_tokens, workload_of
+from llmfleet.search.shapes import Shape, inter_node
 
-CHUNK_GRID = (128, 256, 512, 1024, 2048, 4096, 8192)
-
-
+BUDGET_GRID = (256, 512, 1024, 2048, 4096, 8192, 16384)
+"""max_num_batched_tokens the search tries (vLLM's own defaults are 2048, 8192 and 16384 by
+GPU memory), then bisects between the best one's neighbours."""
+BUDGET_BISECTIONS = 3
+"""Geometric midpoints tried on each side of the best budget (to 1/16 of a grid step)."""
+BUDGET_ROUND = 16
+"""A bisected budget is a multiple of this (vLLM's block size)."""
+RATE_TOLERANCE = 1e-3
+"""The SLO-limit rate is found to this share of itself."""
+COARSE_TOLERANCE = 2e-2
+"""Budgets are compared at rates found to this share (the best one's then to RATE_TOLERANCE)."""
 MAX_BATCH = 1024
+"""Running sequences per engine at most (vLLM's max_num_seqs default on large GPUs)."""
 
 
 @dataclass(frozen=True)
 class ReplicaSizing:
-    """A feasible operating point of one replica."""
+    """A feasible operating point of one replica: its engine and the replica at its
+    SLO-limit rate."""
 
-    batch: int  # running sequences at the SLO limit: max_num_seqs (of the whole replica)
-    chunk_tokens: int  # prefill tokens a mixed step carries
-    steps: MixedSteps
-    capacity_requests_per_s: float  # requests/s one replica sustains inside both SLOs
+    slots: int  # running sequences the replica admits: max_num_seqs x data-parallel ranks
+    budget_tokens: int  # max_num_batched_tokens: tokens one scheduled batch carries
+    point: Point  # the replica at its SLO-limit rate
     memory: MemoryBudget
-    data_parallel_size: int = 1  # vLLM's batch flags are per data-parallel rank
-    loss_share: float = 1.0  # of the capacity a replica carries in a region loss (perf.slots;
-    # 1 when the plan survives no loss)
+    data_parallel_size: int = 1
+
+    @property
+    def capacity_requests_per_s(self) -> float:
+        """Requests/s one replica sustains inside every SLO (slots, lane and KV included)."""
+        return self.point.rate
 
     @property
     def loss_requests_per_s(self) -> float:
-        """What a replica carries when a region loss has spent the headroom: the SLO-limit
-        rate, lowered until an arrival rarely finds the batch full (`perf.slots`)."""
-        return self.capacity_requests_per_s * self.loss_share
+        """What a replica carries when a region loss has spent the headroom: its SLO-limit
+        rate, at which an arrival already finds the slots full at most 1 - p of the time."""
+        return self.point.rate
 
     @property
-    def batch_per_rank(self) -> int:
-        """max_num_seqs of one engine: a data-parallel rank's share of the batch."""
-        return -(-self.batch // self.data_parallel_size)
+    def running(self) -> float:
+        """Mean sequences decoding at the SLO-limit rate."""
+        return self.point.running
+
+    @property
+    def chunk_tokens(self) -> int:
+        """Prompt tokens a scheduled batch carries beside its decodes at the SLO limit."""
+        return int(self.point.chunk_tokens)
+
+    @property
+    def max_num_seqs(self) -> int:
+        """max_num_seqs of one engine: a data-parallel rank's share of the slots."""
+        return -(-self.slots // self.data_parallel_size)
 
     @property
     def max_num_batched_tokens(self) -> int:
-        return self.batch_per_rank + self.chunk_tokens
+        return self.budget_tokens
+
+    @property
+    def engine(self) -> Engine:
+        return self.point.table.engine
 
 
 @dataclass(frozen=True)
 class Rejection:
     reason: str
-    kind: str  # shape | lever (the GPU lacks what a lever needs) | memory | itl | ttft | price
+    kind: str  # shape | lever | memory | itl | ttft | stall | price | input
     best_ms: float | None = None  # the physical floor, for the nearest feasible change
     over: float = math.inf  # how far past its limit the binding constraint is (1.2: 20 %)
-    gap_ms: float | None = None  # the closest chunk's ITL and TTFT with one sequence
+    gap_ms: float | None = None  # the closest budget's ITL and TTFT with one sequence
     ttft_ms: float | None = None
-    one_sequence: tuple[tuple[float, float], ...] = ()  # (ITL, TTFT) ms per chunk, batch 1
+    one_sequence: tuple[tuple[float, float], ...] = ()  # (ITL, TTFT) ms per budget, idle
+
+
+def engine_memory(
+    arch: Arch,
+    gpu: Gpu,
+    tp: int,
+    plan: CapacityPlan,
+    slots: int,
+    budget_tokens: int,
+    consts: Constants,
+    levers: Levers,
+    parallel: Parallel = SINGLE,
+) -> MemoryBudget:
+    """vLLM's memory budget for an engine of `slots` (the whole replica's: a data-parallel
+    rank's engine takes its share) and a `budget_tokens` token budget."""
+    return budget(
+        arch,
+        gpu,
+        tp,
+        levers.precision,
+        levers.kv_cache_dtype,
+        plan.gpu_memory_utilization,
+        plan.max_model_len,
+        -(-slots // parallel.dp),
+        budget_tokens,
+        consts,
+        speculation=levers.spec,
+        graph_pool_gib=vllm_release.graph_pool_gib("vllm", None, levers.enforce_eager),
+        parallel=parallel,
+    )
 
 
 def memory_for(
@@ -93,39 +151,144 @@ def memory_for(
     levers: Levers | None = None,
     parallel: Parallel = SINGLE,
 ) -> MemoryBudget:
-    """vLLM's memory budget for this candidate; `max_num_seqs` and the token budget are the
-    whole replica's (a data-parallel rank's engine takes its share)."""
-    lv = levers or pinned(plan)
-    per_rank = -(-max_num_seqs // parallel.dp)
-    return budget(
-        arch,
-        gpu,
-        tp,
-        lv.precision,
-        lv.kv_cache_dtype,
-        plan.gpu_memory_utilization,
-        plan.max_model_len,
-        per_rank,
-        budget_tokens - max_num_seqs + per_rank,
-        consts,
-        speculation=lv.spec,
-        graph_pool_gib=vllm_release.graph_pool_gib("vllm", None, lv.enforce_eager),  # pinned
-        parallel=parallel,
+    """`engine_memory` with the plan's own levers by default."""
+    return engine_memory(
+        arch, gpu, tp, plan, max_num_seqs, budget_tokens, consts, levers or pinned(plan),
+        parallel,
     )
 
 
-def _meets(
-    step_model: StepModel, plan: CapacityPlan, batch: float, chunk: int
-) -> MixedSteps | None:
-    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
-    steps = mixed_steps(step_model, batch, i, o, chunk)
-    if steps.mixed_share >= 1:
-        return None
-    if itl_percentile_s(plan, steps) * 1000 > plan.slo.itl_ms:
-        return None
-    if ttft_percentile_s(step_model, plan, steps, batch, chunk) * 1000 > plan.slo.ttft_ms:
-        return None
-    return steps
+def engine_slots(
+    arch: Arch,
+    gpu: Gpu,
+    tp: int,
+    plan: CapacityPlan,
+    budget_tokens: int,
+    consts: Constants,
+    levers: Levers,
+    parallel: Parallel,
+    context_tokens: float,
+) -> tuple[int, MemoryBudget]:
+    """The most slots the KV pool holds at this budget (running sequences of `context_tokens`
+    each), at most MAX_BATCH per engine and what the budget leaves a chunk beside them, and
+    the memory at that engine. The pool shrinks as max_num_seqs grows (the sampler's
+    profiling peak): from the largest down to a fixed point."""
+    batches = parallel.pp * parallel.dp
+    most = min(MAX_BATCH * parallel.dp, batches * max(1, budget_tokens - 1))
+    slots = most
+    mem = engine_memory(arch, gpu, tp, plan, slots, budget_tokens, consts, levers, parallel)
+    for _ in range(8):
+        fits = min(most, int(mem.kv_cache_tokens // context_tokens))
+        if fits >= slots or fits < 1:
+            break
+        slots = fits
+        mem = engine_memory(arch, gpu, tp, plan, slots, budget_tokens, consts, levers, parallel)
+    return max(0, min(slots, int(mem.kv_cache_tokens // context_tokens))), mem
+
+
+def kv_batch(
+    arch: Arch,
+    gpu: Gpu,
+    tp: int,
+    plan: CapacityPlan,
+    chunk: int,
+    consts: Constants,
+    levers: Levers,
+    parallel: Parallel = SINGLE,
+) -> int:
+    """Most whole requests (input + output tokens) the KV pool holds beside a `chunk`-token
+    prompt chunk (MAX_BATCH per data-parallel rank at most)."""
+    need = plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean
+    return engine_slots(
+        arch, gpu, tp, plan, chunk + MAX_BATCH, consts, levers, parallel, float(need)
+    )[0]
+
+
+def max_rate(table: Table, slo: Slo, tolerance: float = RATE_TOLERANCE,
+             guess: float | None = None, slots: int | None = None) -> float:
+    """The highest request rate at which the replica of `table` meets every SLO (0: not even
+    an idle one does), to `tolerance` of itself. Searched on the running batch D the rate
+    settles at (the rate follows from D in closed form; both only grow together), around the
+    batch of `guess` when given: regula falsi (Illinois) on log D of the log of the worst
+    share outside a target over the share allowed (`Point.load_ratio`: shares grow about
+    exponentially with the load, so their log is nearly linear in it)."""
+    p = slo.percentile
+    if table.stall_s > slo.max_stall_s * (1 + 1e-9):
+        return 0.0
+
+    def margin(log_d: float) -> float:
+        ratio = at_running(table, math.exp(log_d), p, slots).load_ratio(slo)
+        return math.log(max(ratio, 1e-9))
+
+    top = math.log(float(table.cap))
+    floor = math.log(1e-4)
+    f_floor = margin(floor)
+    if f_floor > 0:  # not even a nearly idle replica meets the SLOs
+        return 0.0
+    start = (math.log(max(running_at(table, guess * table.workload.prompts.admitted), 1e-4))
+             if guess else None)
+    if start is None:
+        hi, f_hi = top, margin(top)
+        if f_hi <= 0:
+            return at_running(table, float(table.cap), p, slots).rate
+        lo, f_lo = floor, f_floor
+    else:
+        width = 2 * math.log1p(max(tolerance, COARSE_TOLERANCE))  # a coarse guess's error
+        lo, hi = max(floor, start - width), min(top, start + width)
+        f_lo, f_hi = margin(lo), margin(hi)
+        while f_hi <= 0:
+            if hi >= top:
+                return at_running(table, math.exp(hi), p, slots).rate
+            lo, f_lo = hi, f_hi
+            hi = min(top, hi + 0.5)
+            f_hi = margin(hi)
+        while f_lo > 0:
+            hi, f_hi = lo, f_lo
+            lo = max(floor, lo - 0.5)
+            f_lo = f_floor if lo <= floor else margin(lo)
+    side = 0
+    step = math.log1p(tolerance)
+    while hi - lo > step:
+        x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+        x = min(max(x, lo + step / 2), hi - step / 2)
+        f = margin(x)
+        if f <= 0:
+            lo, f_lo = x, f
+            if side == -1:
+                f_hi /= 2
+            side = -1
+        else:
+            hi, f_hi = x, f
+            if side == 1:
+                f_lo /= 2
+            side = 1
+    return at_running(table, math.exp(lo), p, slots).rate
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What size_replica holds about one candidate while it tries budgets."""
+
+    arch: Arch
+    gpu: Gpu
+    tp: int
+    plan: CapacityPlan
+    consts: Constants
+    levers: Levers
+    parallel: Parallel
+    step_model: StepModel
+    workload: Workload
+    slo: Slo
+
+    def table(self, budget_tokens: int) -> tuple[Table, MemoryBudget] | None:
+        slots, mem = engine_slots(
+            self.arch, self.gpu, self.tp, self.plan, budget_tokens, self.consts, self.levers,
+            self.parallel, self.workload.context_tokens,
+        )
+        if slots < 1:
+            return None
+        engine = Engine(self.step_model, slots, budget_tokens, mem.kv_cache_tokens)
+        return table_for(engine, self.workload), mem
 
 
 def size_replica(
@@ -149,10 +312,10 @@ def size_replica(
     unsupported = gpu_problem(arch, gpu, lv)
     if unsupported:
         return Rejection(unsupported, "lever")
-    par = shape.parallel(instance)
-    # Feasibility at the smallest engine (one sequence, the smallest chunk): the activation
-    # peak grows with max_num_seqs and the token budget, which the search then picks.
-    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, lv, par)
+    par = shape.parallel(instance, inter_node(plan.startup.image))
+    # Feasibility at the smallest engine (one sequence, the smallest budget): the activation
+    # peak grows with max_num_seqs and the budget, which the search then picks.
+    mem = engine_memory(arch, gpu, tp, plan, 1, BUDGET_GRID[0], consts, lv, par)
     if mem.kv_cache_gib_per_gpu <= 0:
         need = mem.weights_gib_per_gpu + mem.activation_gib + mem.non_torch_gib
         return Rejection(
@@ -169,121 +332,183 @@ def size_replica(
             "memory",
             over=1 / max(mem.max_concurrency, 1e-9),
         )
-
     step_model = lv.step_model(arch, gpu, tp, consts, correction, par)
-    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
-    floor = step_time(step_model, 1, i + o / 2).total_s * 1000
+    cand = Candidate(arch, gpu, tp, plan, consts, lv, par, step_model, workload_of(plan),
+                     slo_of(plan))
+    floor = float(step_time(step_model, 1.0, cand.workload.context_tokens).total_s) * 1000
     if plan.slo.itl == "tpot" and lv.spec:
         floor /= lv.spec.tokens_per_step
-    prompt = ttft_prompt_tokens(plan)
-    one = _one_sequence(step_model, plan)
-    over_one = min(max(g / plan.slo.itl_ms, t / plan.slo.ttft_ms) for g, t in one)
-    closest = min((max(g / plan.slo.itl_ms, t / plan.slo.ttft_ms), g, t) for g, t in one)
-    if floor > plan.slo.itl_ms:
-        return Rejection(
-            f"ITL {floor:.1f} ms > {plan.slo.itl_ms:g} ms at batch 1",
-            "itl",
-            floor,
-            over=max(floor / plan.slo.itl_ms, over_one),
-            gap_ms=floor,
-            ttft_ms=closest[2],
-            one_sequence=one,
-        )
-    best: ReplicaSizing | None = None
-    ttft_best_ms = gap_best_ms = math.inf
-    for chunk in CHUNK_GRID:
-        ttft_best_ms = min(ttft_best_ms, 1000 * prefill_s(step_model, 1, i + o / 2, prompt, chunk))
-        gap_best_ms = min(
-            gap_best_ms, 1000 * itl_percentile_s(plan, mixed_steps(step_model, 1, i, o, chunk))
-        )
-        kv_most = kv_batch(arch, gpu, tp, plan, chunk, consts, lv, par)
-        if kv_most < 1 or _meets(step_model, plan, 1, chunk) is None:
-            continue
-        lo, hi = 1.0, float(kv_most)
-        if _meets(step_model, plan, hi, chunk) is not None:
-            lo = hi
-        else:
-            while hi - lo > BATCH_RESOLUTION:
-                mid = (lo + hi) / 2
-                lo, hi = (mid, hi) if _meets(step_model, plan, mid, chunk) else (lo, mid)
-        steps = _meets(step_model, plan, lo, chunk)
-        assert steps is not None
-        rate = lo / (o * steps.mean_token_s)
-        if best is None or rate > best.capacity_requests_per_s * (1 + 1e-9):
-            best = ReplicaSizing(max(1, math.floor(lo)), chunk, steps, rate, mem, par.dp)
-    if best is None and gap_best_ms > plan.slo.itl_ms:
-        return Rejection(
-            f"no prefill chunk keeps the longest token gap within "
-            f"{plan.slo.itl_ms:g} ms: a step carrying the smallest chunk ({CHUNK_GRID[0]} "
-            f"tokens) beside one sequence takes {gap_best_ms:.1f} ms",
-            "itl",
-            gap_best_ms,
-            over=closest[0],
-            gap_ms=closest[1],
-            ttft_ms=closest[2],
-            one_sequence=one,
-        )
-    if best is None:
-        why = (
-            f"a lone p{plan.slo.percentile:g} prompt ({prompt:,} tokens) takes "
-            f"{ttft_best_ms:.0f} ms to prefill"
-            if ttft_best_ms > plan.slo.ttft_ms
-            else f"the prefill chunks that keep the longest token gap within "
-            f"{plan.slo.itl_ms:g} ms are too small to prefill a p{plan.slo.percentile:g} "
-            f"prompt ({prompt:,} tokens) in time (the largest chunk needs {ttft_best_ms:.0f} ms)"
-        )
-        return Rejection(
-            f"no batch meets TTFT {plan.slo.ttft_ms:g} ms and ITL {plan.slo.itl_ms:g} ms "
-            f"p{plan.slo.percentile:g}: {why}",
-            "ttft",
-            ttft_best_ms,
-            over=max(1.0, closest[0]),
-            gap_ms=closest[1],
-            ttft_ms=closest[2],
-            one_sequence=one,
-        )
-    final_mem = memory_for(
-        arch, gpu, tp, plan, best.batch, best.batch + best.chunk_tokens, consts, lv, par
-    )
-    sized = ReplicaSizing(
-        best.batch, best.chunk_tokens, best.steps, best.capacity_requests_per_s, final_mem, par.dp
-    )
-    return replace(sized, loss_share=slot_loss_share(step_model, plan, sized))
+    tried: dict[int, tuple[float, Table, MemoryBudget] | None] = {}
+    last = [0.0]  # the budget tried last's rate: the next one's is near it
+
+    def attempt(budget_tokens: int) -> float:
+        if budget_tokens not in tried:
+            built = cand.table(budget_tokens)
+            if built is None or built[0].stall_s > cand.slo.max_stall_s * (1 + 1e-9):
+                tried[budget_tokens] = None
+            else:
+                table, m = built
+                rate = max_rate(table, cand.slo, COARSE_TOLERANCE, last[0] or None)
+                last[0] = rate or last[0]
+                tried[budget_tokens] = (rate, table, m)
+        got = tried[budget_tokens]
+        return got[0] if got else 0.0
+
+    best = _best_budget(attempt, lambda b: _stall_floor_s(cand, b) > cand.slo.max_stall_s)
+    if floor > plan.slo.itl_ms or best is None:
+        return _rejection(cand, tried, floor)
+    got = tried[best]
+    assert got is not None
+    coarse, table, _ = got
+    return _sized(cand, table, max_rate(table, cand.slo, guess=coarse))
 
 
-def slot_loss_share(
-    step_model: StepModel, plan: CapacityPlan, sizing: ReplicaSizing, prefills: bool = True
-) -> float:
-    """The share of its SLO-limit rate a replica carries in a region loss (`perf.slots`):
-    the highest at which an arrival finds every slot taken no more often than 1 - p/100,
-    between the everyday sized share (1 - headroom) and 1; `prefills` False for a
-    disaggregated decode replica (no prompt is chunked beside its batch)."""
-    if plan.survive_region_losses == 0 or len(plan.regions) == 1:
-        return 1.0  # no loss to carry: the share is never read
-    t = plan.traffic
-    table = batch_table(
-        step_model, t.input_tokens.mean, t.output_tokens.mean, t.output_tokens.sigma,
-        sizing.batch, sizing.max_num_batched_tokens, sizing.memory.kv_cache_tokens,
-        SEARCH_BATCH_POINTS,
-    )
-    return loss_share(
-        step_model, table, t.input_tokens.mean if prefills else 0.0, t.output_tokens.mean,
-        sizing.capacity_requests_per_s, plan.slo.percentile, 1 - plan.headroom,
-    )
+def _best_budget(attempt: Callable[[int], float], too_long: Callable[[int], bool]) -> int | None:
+    """The budget with the highest SLO-limit rate (None: no budget meets the SLOs).
+
+    A larger budget prefills in larger chunks, so the rate rises with it until a chunk's
+    period crosses the token-gap target (then only a share 1 - p of the gaps may carry one:
+    the rate falls off a cliff) or TTFT and TPOT stop gaining: the grid is walked up to the
+    first fall and bisected on both sides of its best point. Past the cliff the rate rises
+    again with the budget up to the stall bound, so the largest budget the stall allows is
+    tried too."""
+    rates: list[float] = []
+    for k, b in enumerate(BUDGET_GRID):
+        rates.append(attempt(b))
+        if k >= 1 and rates[-1] < 0.98 * max(rates) and max(rates) > 0:
+            break
+    widest = next((b for b in reversed(BUDGET_GRID) if not too_long(b)), None)
+    top = attempt(widest) if widest is not None and widest not in BUDGET_GRID[:len(rates)] \
+        else 0.0
+    if max(rates) <= 0 and top <= 0:
+        return None
+    k = max(range(len(rates)), key=lambda j: (rates[j], -j))
+    lo, centre = BUDGET_GRID[max(0, k - 1)], BUDGET_GRID[k]
+    hi = BUDGET_GRID[min(len(BUDGET_GRID) - 1, k + 1)]
+    best, best_rate = centre, rates[k]
+    for _ in range(BUDGET_BISECTIONS):  # geometric midpoints on each side of the best
+        for side in (lo, hi):
+            mid = _round_budget(math.sqrt(side * centre))
+            if mid not in (side, centre):
+                rate = attempt(mid)
+                if rate > best_rate:
+                    best, best_rate = mid, rate
+                if mid < centre:
+                    lo = mid if rate <= best_rate and best != mid else lo
+                else:
+                    hi = mid if rate <= best_rate and best != mid else hi
+        if best != centre:
+            lo, hi = (lo, centre) if best < centre else (centre, hi)
+            centre = best
+    if widest is not None and top > best_rate:
+        return widest
+    return best
 
 
-def _one_sequence(step_model: StepModel, plan: CapacityPlan) -> tuple[tuple[float, float], ...]:
-    """ITL (as slo.itl reads it) and TTFT at the percentile, in ms, of a replica running one
-    sequence, for each prefill chunk: how close a candidate comes to the SLOs."""
-    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
+def _stall_floor_s(cand: Candidate, budget_tokens: int) -> float:
+    """A period carrying a whole budget of prompt tokens beside one sequence: the stall a
+    budget makes at least (cheap: one step, no table)."""
+    return float(step_time(cand.step_model, 1.0, cand.workload.context_tokens,
+                           float(budget_tokens - 1), 0.0).total_s)
+
+
+def _round_budget(tokens: float) -> int:
+    return max(BUDGET_ROUND, int(round(tokens / BUDGET_ROUND)) * BUDGET_ROUND)
+
+
+def shrink_slots(table: Table, slo: Slo, rate: float) -> tuple[Table, float]:
+    """The engine of `table` with the fewest slots that keep every SLO at `rate` (an arrival
+    then finds them all taken at most 1 - p of the time and waits for one, inside TTFT), its
+    own table, and its SLO-limit rate found again on that table (whose periods are read at
+    other batches)."""
+    p = slo.percentile
+    point = at_rate(table, rate, p)
+    least = slots_needed(table, rate * table.workload.prompts.admitted,
+                         point.mixed_time_share, point.own_mean_s, slo.tail)
+    lo, hi = max(1, least), table.cap
+    if at_rate(table, rate, p, slots=lo).meets(slo):
+        hi = lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if at_rate(table, rate, p, slots=mid).meets(slo) else (mid, hi)
+    final = table_for(replace(table.engine, slots=hi), table.workload)
+    return final, max_rate(final, slo, guess=rate)
+
+
+def _sized(cand: Candidate, table: Table, rate: float) -> ReplicaSizing:
+    """The sizing at this budget: the fewest slots that keep every SLO, the memory re-read at
+    that max_num_seqs."""
+    final, rate = shrink_slots(table, cand.slo, rate)
+    e = final.engine
+    mem = engine_memory(cand.arch, cand.gpu, cand.tp, cand.plan, e.slots, e.budget_tokens,
+                        cand.consts, cand.levers, cand.parallel)
+    point = at_rate(final, rate, cand.slo.percentile)
+    return ReplicaSizing(e.slots, e.budget_tokens, point, mem, cand.parallel.dp)
+
+
+def _one_sequence(cand: Candidate, tried: dict[int, tuple[float, Table, MemoryBudget] | None]
+                  ) -> tuple[tuple[float, float], ...]:
+    """ITL (as slo.itl reads it) and TTFT at the percentile, in ms, of a nearly idle replica
+    at each budget tried: how close a candidate comes to the SLOs."""
     out = []
-    for chunk in CHUNK_GRID:
-        steps = mixed_steps(step_model, 1, i, o, chunk)
-        ttft = math.inf
-        if steps.mixed_share < 1:
-            ttft = ttft_percentile_s(step_model, plan, steps, 1, chunk)
-        out.append((1000 * itl_percentile_s(plan, steps), 1000 * ttft))
+    p = cand.slo.percentile
+    for b in sorted(tried):
+        got = tried[b]
+        table = got[1] if got else (cand.table(b) or (None,))[0]
+        if table is None:
+            continue
+        pt = at_rate(table, 1e-6, p)
+        out.append((1000 * pt.itl_s(cand.slo.itl), 1000 * pt.ttft_at(p)))
     return tuple(out)
+
+
+def _rejection(
+    cand: Candidate, tried: dict[int, tuple[float, Table, MemoryBudget] | None], floor: float
+) -> Rejection:
+    """Why no budget meets the SLOs, with how close the candidate came."""
+    plan, slo = cand.plan, cand.plan.slo
+    one = _one_sequence(cand, tried)
+    if not one:
+        return Rejection("the KV pool holds no running sequence at any budget", "memory")
+    closest = min((max(g / slo.itl_ms, t / slo.ttft_ms), g, t) for g, t in one)
+    p = f"p{slo.percentile:g}"
+    if floor > slo.itl_ms:
+        return Rejection(
+            f"ITL {floor:.1f} ms > {slo.itl_ms:g} ms at batch 1", "itl", floor,
+            over=max(floor / slo.itl_ms, closest[0]), gap_ms=floor, ttft_ms=closest[2],
+            one_sequence=one,
+        )
+    stalls = [v for v in tried.values() if v is None]
+    if len(stalls) == len(tried):
+        smallest = cand.table(BUDGET_GRID[0])
+        stall = smallest[0].stall_s * 1000 if smallest else math.inf
+        return Rejection(
+            f"every prompt chunk stalls the streams longer than the {slo.stall_ms:g} ms the "
+            f"plan allows (slo.max_stall_ms): a {BUDGET_GRID[0]}-token step takes "
+            f"{stall:.0f} ms", "stall", stall, over=stall / slo.stall_ms,
+            gap_ms=closest[1], ttft_ms=closest[2], one_sequence=one,
+        )
+    ttft_best = min(t for _, t in one)
+    gap_best = min(g for g, _ in one)
+    if gap_best > slo.itl_ms:
+        return Rejection(
+            f"no budget keeps the token gap {p} within {slo.itl_ms:g} ms: the shortest takes "
+            f"{gap_best:.1f} ms beside one sequence", "itl", gap_best, over=closest[0],
+            gap_ms=closest[1], ttft_ms=closest[2], one_sequence=one,
+        )
+    prompt = ttft_prompt_tokens(plan)
+    why = (
+        f"a nearly idle replica takes {ttft_best:.0f} ms to the first token at {p} (the "
+        f"{p} prompt is {prompt:,} tokens)"
+        if ttft_best > slo.ttft_ms
+        else f"the budgets that keep the token gap within {slo.itl_ms:g} ms prefill too "
+        f"slowly for TTFT {slo.ttft_ms:g} ms {p} (the closest: {closest[2]:.0f} ms)"
+    )
+    return Rejection(
+        f"no load meets TTFT {slo.ttft_ms:g} ms and ITL {slo.itl_ms:g} ms {p}: {why}", "ttft",
+        ttft_best, over=max(1.0, closest[0]), gap_ms=closest[1], ttft_ms=closest[2],
+        one_sequence=one,
+    )
 
 
 def capacity_upper_bound(
@@ -298,74 +523,72 @@ def capacity_upper_bound(
     correction: Correction = NO_CORRECTION,
 ) -> float:
     """Requests/s no operating point of this candidate can exceed (0: it cannot run), for
-    pruning the search. The batch D is capped by the largest KV pool (one sequence, the
-    smallest chunk) and, with `slo`, by the SLOs, found to within 10 % by a coarse search
-    for the batch where some chunk still meets them; D / decode step(D) only grows with D
-    (each term of a step is affine or concave in the batch), so D * tokens per step /
-    (output * decode step(D)) bounds the capacity."""
+    pruning the search: every slot the KV pool holds (with `slo`, no more than keep a
+    decode step within the ITL target, since the token gap at any percentile is at least a
+    decode step) decoding in periods without chunks, by Little's law (a step grows at most
+    linearly with the batch, so the rate only grows with it)."""
     if _shape_problem(arch, instance, shape) or gpu_problem(arch, gpu, levers):
         return 0.0
-    tp, par = shape.tp, shape.parallel(instance)
-    mem = memory_for(arch, gpu, tp, plan, 1, CHUNK_GRID[0] + 1, consts, levers, par)
-    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
-    most = MAX_BATCH * par.dp
-    batch = min(most, mem.kv_cache_tokens // (i + o)) if mem.kv_cache_gib_per_gpu > 0 else 0
-    if batch < 1:
+    tp, par = shape.tp, shape.parallel(instance, inter_node(plan.startup.image))
+    wl = workload_of(plan)
+    most, _ = engine_slots(arch, gpu, tp, plan, BUDGET_GRID[0], consts, levers, par,
+                           wl.context_tokens)
+    if most < 1:
         return 0.0
     step_model = levers.step_model(arch, gpu, tp, consts, correction, par)
-    per_step = levers.spec.tokens_per_step if levers.spec else 1.0
-    ctx = i + o / 2
-
-    last = [CHUNK_GRID[0]]  # the chunk that met the SLOs last is the likeliest again
-
-    def possible(d: float) -> bool:
-        """Some chunk meets both SLOs at batch d (`_meets` only gets harder as d grows)."""
-        for c in sorted(CHUNK_GRID, key=lambda c: c != last[0]):
-            if _meets(step_model, plan, d, c) is not None:
-                last[0] = c
-                return True
-        return False
-
-    if slo and not possible(1):
-        return 0.0
-    lo, hi = 1.0, float(batch)
+    tps = step_model.speculation.tokens_per_step if step_model.speculation else 1.0
+    o = max(wl.output_mean - 1, 1.0)
+    ctx = wl.context_tokens
+    d = float(most)
+    if slo:
+        target = plan.slo.itl_ms / 1000 * (tps if plan.slo.itl == "tpot" else 1.0)
+        if float(step_time(step_model, 1.0, ctx).total_s) > target:
+            return 0.0
+        if float(step_time(step_model, d, ctx).total_s) > target:
+            lo, hi = 1.0, d
+            while hi > 1.05 * lo:
+                mid = math.sqrt(lo * hi)
+                lo, hi = (mid, hi) if step_time(step_model, mid, ctx).total_s <= target else (
+                    lo, mid)
+            d = hi
+    little = d * tps / (o * float(step_time(step_model, d, ctx).total_s))
     if not slo:
-        return hi * per_step / (o * step_time(step_model, hi, ctx).total_s)
-    if not possible(hi):
-        while hi > 1.1 * lo:  # geometric bisection: a bound within 10 % is enough to prune
-            mid = math.sqrt(lo * hi)
-            lo, hi = (mid, hi) if possible(mid) else (lo, mid)
-    return hi * per_step / (o * step_time(step_model, hi, ctx).total_s)
+        return little
+    return min(little, _lane_bound(step_model, plan, wl.prompts.mean, ctx, d, tps, o)
+               / wl.prompts.admitted)
 
 
-def kv_batch(
-    arch: Arch,
-    gpu: Gpu,
-    tp: int,
-    plan: CapacityPlan,
-    chunk: int,
-    consts: Constants,
-    levers: Levers,
-    parallel: Parallel = SINGLE,
-) -> int:
-    """Most sequences of input + output tokens the KV pool holds with this chunk (MAX_BATCH
-    per data-parallel rank at most).
-
-    The pool shrinks as max_num_seqs grows (the sampler's profiling peak), so iterate from
-    the largest batch down to a fixed point.
-    """
-    need = plan.traffic.input_tokens.mean + plan.traffic.output_tokens.mean
-    most = MAX_BATCH * parallel.dp
-    seqs = most
-    for _ in range(8):
-        m = memory_for(arch, gpu, tp, plan, seqs, chunk + seqs, consts, levers, parallel)
-        fits = min(most, m.kv_cache_tokens // need)
-        if fits >= seqs:
-            return seqs
-        seqs = fits
-        if seqs < 1:
-            return 0
-    return seqs
+def _lane_bound(step_model: StepModel, plan: CapacityPlan, prompt_mean: float, ctx: float,
+                most: float, tps: float, o: float) -> float:
+    """Requests/s the prefill lane carries at most, whatever the budget: its prompts' tokens
+    need periods that carry chunks, and with the token gap at p as the target at most a
+    share 1 - p of all gaps may exceed it, so at any running batch D the periods at or below
+    the target carry at most k_itl(D) tokens each (the chunk whose period is the target;
+    a period is affine in its chunk) and the longer ones, at most as long as the stall
+    bound allows, come at most at that share of all periods. With `slo.itl: tpot` a period
+    may be longer: every period may carry the stall bound's chunk. The rate also cannot
+    exceed D decodes in periods without chunks (Little's law): the bound is the best of
+    min(lane, Little) over D."""
+    par = step_model.parallel
+    per_batch = par.pp * par.dp
+    itl, stall, tail = plan.slo.itl_ms / 1000, plan.slo.stall_ms / 1000, 1 - plan.slo.percentile / 100
+    batches = np.geomspace(1.0, max(most, 1.0), 12)
+    probe = float(BUDGET_GRID[-1])
+    start = prompt_mean / 2
+    t0 = step_times(step_model, batches, ctx, 1.0, start)
+    t1 = step_times(step_model, batches, ctx, probe, start)
+    slope = np.maximum((t1 - t0) / (probe - 1.0), 1e-15)
+    widest = np.clip((stall - t0) / slope + 1.0, 0.0, None)  # the stall bound's chunk
+    decode = step_times(step_model, batches, ctx)
+    periods = 1.0 / np.maximum(decode, 1e-15)  # periods a second at most
+    if plan.slo.itl == "tpot":
+        tokens = per_batch * widest * periods
+    else:
+        within = np.clip((itl - t0) / slope + 1.0, 0.0, None)
+        tokens = per_batch * (within / itl + tail * widest * periods)
+    lane = tokens / prompt_mean
+    little = batches * tps / (o * decode)
+    return float(np.max(np.minimum(lane, little)))
 
 
 def _shape_problem(arch: Arch, instance: Instance, shape: Shape) -> str | None:
@@ -376,61 +599,49 @@ def _shape_problem(arch: Arch, instance: Instance, shape: Shape) -> str | None:
 
 @dataclass(frozen=True)
 class BatchBound:
-    """What stops a replica's batch at its operating point, and the floors beside it: the
-    constraint one more running sequence would break, and what a lone request costs."""
+    """What stops a replica's rate at its operating point, and the floors beside it."""
 
-    constraint: str  # ttft | itl | prefill | kv_cache | max_batch
-    batch: int  # the operating point (max_num_seqs)
+    constraint: str  # ttft | itl | stall | slots | prefill | kv_cache | max_batch
+    running: float  # mean sequences decoding at the SLO-limit rate
+    slots: int
     chunk_tokens: int
-    ttft_next_ms: float | None  # TTFT at the percentile with one more sequence (None: prefill)
-    itl_next_ms: float  # ITL (as slo.itl reads it) with one more sequence
-    lone_prompt_ttft_ms: float  # the percentile prompt alone: its chunked prefill
+    ttft_next_ms: float | None  # TTFT at the percentile a little above the rate
+    itl_next_ms: float  # ITL (as slo.itl reads it) a little above the rate
+    lone_prompt_ttft_ms: float  # the percentile's prompt alone: its chunked prefill
     lone_itl_ms: float  # ITL with one sequence running
-    kv_sequences: int  # mean requests (input + output) the KV pool holds
+    kv_sequences: int  # running sequences the KV pool holds
 
 
-def batch_bound(
-    arch: Arch,
-    gpu: Gpu,
-    tp: int,
-    plan: CapacityPlan,
-    consts: Constants,
-    levers: Levers,
-    sizing: ReplicaSizing,
-    step_model: StepModel,
-) -> BatchBound:
-    """Which constraint binds `sizing`'s batch: the one a batch one larger breaks (the KV
-    pool when that batch no longer fits, llmfleet's MAX_BATCH when it is reached), on the
-    step model the sizing used (a calibrated server's correction and the replica's layout
-    included)."""
-    i, o = plan.traffic.input_tokens.mean, plan.traffic.output_tokens.mean
-    chunk, b = sizing.chunk_tokens, sizing.batch
-    kv = kv_batch(arch, gpu, tp, plan, chunk, consts, levers, step_model.parallel)
-    nxt = mixed_steps(step_model, b + 1, i, o, chunk)
-    itl_next = itl_percentile_s(plan, nxt) * 1000
-    ttft_next = (
-        ttft_percentile_s(step_model, plan, nxt, b + 1, chunk) * 1000
-        if nxt.mixed_share < 1
-        else None
-    )
-    if b >= MAX_BATCH:
-        constraint = "max_batch"
-    elif b + 1 > kv:
-        constraint = "kv_cache"
-    elif ttft_next is None:
-        constraint = "prefill"
-    else:  # the SLO one more sequence overruns most (both within: the bisection's edge)
-        over_itl, over_ttft = itl_next / plan.slo.itl_ms, ttft_next / plan.slo.ttft_ms
-        constraint = "itl" if over_itl >= over_ttft else "ttft"
-    ctx = i + o / 2
-    lone = prefill_s(step_model, 1, ctx, ttft_prompt_tokens(plan), chunk)
+def batch_bound(plan: CapacityPlan, sizing: ReplicaSizing) -> BatchBound:
+    """Which constraint stops `sizing`'s rate: the one a rate 1 % higher breaks first
+    (the lane's stability, the slots, TTFT, then ITL), on the sizing's own engine."""
+    slo, p = slo_of(plan), plan.slo.percentile
+    table = sizing.point.table
+    nxt = at_rate(table, sizing.capacity_requests_per_s * 1.01, p)
+    ttft_next = nxt.ttft_at(p) * 1000 if nxt.stable else None
+    itl_next = nxt.itl_s(slo.itl) * 1000
+    if not nxt.stable:
+        constraint = "prefill" if nxt.lane.utilisation >= 0.999 else "slots"
+    elif nxt.slot_full_chance > slo.tail:
+        kv_held = int(table.engine.kv_cache_tokens // table.workload.context_tokens)
+        constraint = "kv_cache" if sizing.slots >= kv_held else "slots"
+    elif nxt.ttft_over(slo.ttft_s) > slo.tail:
+        constraint = "ttft"
+    else:
+        constraint = "itl"
+    idle = at_rate(table, 1e-6, p)
+    prompt = ttft_prompt_tokens(plan)
+    bins = table.workload.prompts.tokens
+    k = int(min(range(len(bins)), key=lambda j: abs(bins[j] - prompt)))
+    lone = float(idle.own_prefill_s[k]) + table.engine.step_model.ttft_overhead_s
     return BatchBound(
         constraint=constraint,
-        batch=b,
-        chunk_tokens=chunk,
+        running=sizing.running,
+        slots=sizing.slots,
+        chunk_tokens=sizing.chunk_tokens,
         ttft_next_ms=ttft_next,
         itl_next_ms=itl_next,
-        lone_prompt_ttft_ms=(lone + step_model.ttft_overhead_s) * 1000,
-        lone_itl_ms=itl_percentile_s(plan, mixed_steps(step_model, 1, i, o, chunk)) * 1000,
-        kv_sequences=kv,
+        lone_prompt_ttft_ms=lone * 1000,
+        lone_itl_ms=idle.itl_s(slo.itl) * 1000,
+        kv_sequences=table.cap,
     )

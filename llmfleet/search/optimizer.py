@@ -38,7 +38,7 @@ from llmfleet.search.operating_point import (
 )
 from llmfleet.search.region_losses import loss_demands
 from llmfleet.search.replicas import deployed_replicas, nodes_for
-from llmfleet.search.shapes import Shape, shapes
+from llmfleet.search.shapes import Shape, inter_node, shapes
 from llmfleet.units import HOURS_PER_MONTH, round_or_none
 
 
@@ -277,7 +277,8 @@ def choose_region(
                 instance=inst,
                 step_model=levers.step_model(
                     model.arch, gpu, shape.tp, consts,
-                    size.correction(inst.gpu, shape.tp, levers), shape.parallel(inst),
+                    size.correction(inst.gpu, shape.tp, levers),
+                    shape.parallel(inst, inter_node(plan.startup.image)),
                 ),
                 calibration=size.covered(inst.gpu, shape.tp, levers),
                 sizing=result,

@@ -1,65 +1,48 @@
-"""A replica's SLO figures under the plan's traffic: the prompt a TTFT is for, TTFT and ITL
-at the SLO percentile at a running batch, and the running batch a request rate settles at.
+"""A plan's traffic and SLOs as the SLO model reads them (`perf.latency`): the prompt and
+output lengths a replica serves, the targets in seconds at the percentile, and the replica at
+a load.
 
-The ITL target is, by default, every gap between two tokens of a stream at the SLO
-percentile (vLLM's benchmark `itl`; `slo.itl: tpot` reads it as a request's mean time per
-output token instead). TTFT is the chunked prefill of the prompt at that percentile plus
-the wait in the prefill lane at that percentile (`perf.queueing`) plus the mean wait for
-the step under way (`MixedSteps.arrival_wait_s`)."""
+The ITL target is, by default, the gap between two tokens of a stream at the SLO percentile
+over every gap (vLLM's benchmark `itl`), with the longest stall bounded by `slo.max_stall_ms`;
+`slo.itl: tpot` reads it as a request's mean time per output token at the percentile. TTFT
+at the percentile is of the distribution of request handling, the waits and each prompt's
+own chunked prefill; prompts longer than max_model_len are refused and count against it."""
 
 from __future__ import annotations
 
-from llmfleet.perf.chunked import MixedSteps, mixed_steps, prefill_s
-from llmfleet.perf.queueing import length_cv2, prefill_wait, running_batch
-from llmfleet.perf.step import StepModel
-from llmfleet.plan.schema import CapacityPlan
+from functools import lru_cache
+
+from llmfleet.perf.latency import Point, at_rate
+from llmfleet.perf.periods import Engine, table_for
+from llmfleet.perf.workload import Slo, Workload, prompts_of
+from llmfleet.plan.schema import CapacityPlan, Traffic
 
 
 def ttft_prompt_tokens(plan: CapacityPlan) -> int:
-    """The prompt a TTFT at the SLO percentile is for: that percentile of the input lengths,
-    at most what max_model_len leaves for one output token."""
+    """The prompt at the SLO percentile of the input lengths (what a reviewer compares a
+    TTFT with; the SLO model integrates over every prompt length)."""
     prompt = plan.traffic.input_tokens.at_percentile(plan.slo.percentile)
     return max(1, min(prompt, plan.max_model_len - 1))
 
 
-def itl_percentile_s(plan: CapacityPlan, steps: MixedSteps) -> float:
-    """ITL as the SLO defines it (`slo.itl`): the longest token gap, or a request's TPOT at
-    the percentile."""
-    if plan.slo.itl == "tpot":
-        return steps.tpot_percentile_s(plan.traffic.output_tokens.mean, plan.slo.percentile)
-    return steps.longest_gap_s
+def workload_of(plan: CapacityPlan) -> Workload:
+    """The lengths one replica serves: prompts in quantile bins (those over max_model_len
+    refused), outputs as their lognormal."""
+    return _workload(plan.traffic, plan.max_model_len)
 
 
-def ttft_percentile_s(
-    step_model: StepModel, plan: CapacityPlan, steps: MixedSteps, batch: float, chunk: int
-) -> float:
-    """Own chunked prefill of the prompt at the SLO percentile + the prefill-lane wait at
-    that percentile."""
-    t = plan.traffic.input_tokens
-    ctx = t.mean + plan.traffic.output_tokens.mean / 2
-    service_p = prefill_s(step_model, batch, ctx, ttft_prompt_tokens(plan), chunk)
-    service_p += step_model.ttft_overhead_s
-    service_mean = t.mean / chunk * steps.mixed_s
-    cv2 = length_cv2(t.mean, t.p95_or_mean)
-    wait = prefill_wait(steps.mixed_share, service_mean, cv2, plan.slo.percentile)
-    return service_p + wait.percentile_s + steps.arrival_wait_s(batch)
+@lru_cache(maxsize=64)
+def _workload(traffic: Traffic, max_model_len: int) -> Workload:
+    t = traffic
+    prompts = prompts_of(t.input_tokens.mean, t.input_tokens.sigma, max_model_len - 1)
+    return Workload(prompts, float(t.output_tokens.mean), t.output_tokens.sigma)
 
 
-BATCH_RESOLUTION = 0.01
-"""Bisections on the running batch stop at 1/100 of a sequence."""
+def slo_of(plan: CapacityPlan) -> Slo:
+    s = plan.slo
+    return Slo(s.percentile, s.ttft_ms / 1000, s.itl_ms / 1000, s.stall_ms / 1000, s.itl)
 
 
-def predict_at(
-    step_model: StepModel, plan: CapacityPlan, batch: int, chunk_tokens: int, rate: float
-) -> tuple[MixedSteps, float]:
-    """Steps and TTFT (s) of a replica of at most `batch` running sequences and
-    `chunk_tokens`-token prefill chunks serving `rate` requests/s (below its capacity)."""
-    o = plan.traffic.output_tokens.mean
-    i = plan.traffic.input_tokens.mean
-
-    def token_s(d: float) -> float:
-        return mixed_steps(step_model, d, i, o, chunk_tokens).mean_token_s
-
-    running = running_batch(rate, o, float(batch), token_s, 1e-6, resolution=BATCH_RESOLUTION)
-    steps = mixed_steps(step_model, max(running, 1e-6), i, o, chunk_tokens)
-    return steps, ttft_percentile_s(step_model, plan, steps, running, chunk_tokens)
+def point_at(engine: Engine, plan: CapacityPlan, requests_per_s: float) -> Point:
+    """The replica of this engine serving `requests_per_s` (Poisson) under the plan's traffic."""
+    return at_rate(table_for(engine, workload_of(plan)), requests_per_s, plan.slo.percentile)

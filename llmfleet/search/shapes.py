@@ -11,17 +11,19 @@ for MoE models, data-parallel attention with expert parallelism.
   nodes, and for MoE DP over two nodes with EP 16.
 
 Speculative decoding is tried on single-group shapes only (its drafter runs beside one TP
-group)."""
+group). What crosses between nodes travels as the pods get it (`inter_node`): EFA only where
+the serving image carries the EFA NCCL plugin, else TCP sockets on the ENA interface."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from llmfleet.catalog import network
+from llmfleet.catalog.images import serving_image
 from llmfleet.catalog.hardware import Instance
 from llmfleet.perf.architecture import Arch
 from llmfleet.perf.layout import layout_problem, parallel_for
-from llmfleet.perf.parallel import Parallel
+from llmfleet.perf.parallel import InterNode, Parallel
 
 TP_DEGREES = (1, 2, 4, 8)
 PP_NODES = (2, 4)
@@ -73,13 +75,19 @@ class Shape:
         """Nodes one replica spans (1 when it fits a node)."""
         return max(1, self.ranks // gpus_per_node)
 
-    def parallel(self, instance: Instance) -> Parallel:
-        return parallel_for(instance, self.tp, self.pp, self.dp, self.ep)
+    def parallel(self, instance: Instance, inter_node: InterNode = "efa") -> Parallel:
+        return parallel_for(instance, self.tp, self.pp, self.dp, self.ep, inter_node)
 
     def problem(self, arch: Arch, instance: Instance) -> str | None:
         """Why this shape cannot run the model on nodes of `instance`, or None."""
         found = layout_problem(arch, instance, self.tp, self.pp, self.dp, self.ep)
         return found[1] if found else None
+
+
+def inter_node(image: str | None) -> InterNode:
+    """What crosses a plan's nodes: EFA where its serving image (`startup.image`, catalog
+    images.csv) carries the EFA NCCL plugin, else TCP."""
+    return "efa" if serving_image(image).efa_nccl_plugin else "tcp"
 
 
 def shapes(arch: Arch, instance: Instance) -> list[Shape]:

@@ -161,9 +161,7 @@ def _region_day(
         replicas_rec[idx] = len(rc.pods)
         nodes_rec[idx] = len(rc.nodes)
         batch_rec[idx] = pool.running
-    share, itl_ok = inside_share(
-        model, trace, slo.ttft_ms / 1000, slo.itl_ms / 1000, slo.itl, slo.percentile
-    )
+    share, itl_ok = inside_share(model, trace)
     got = served - noserve
     ready_a, replicas_a = np.array(ready_rec, dtype=float), np.array(replicas_rec, dtype=float)
     lost = np.zeros(steps, dtype=bool)

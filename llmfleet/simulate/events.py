@@ -25,6 +25,7 @@ from functools import cache
 
 import numpy as np
 
+from llmfleet.perf.periods import Engine
 from llmfleet.perf.step import StepModel, step_time
 from llmfleet.plan.schema import CapacityPlan, TokenLength
 from llmfleet.simulate.engine import Pool, ReplicaModel, inside_share
@@ -36,11 +37,39 @@ START_ROUND = 256
 
 @dataclass(frozen=True)
 class ServedRequest:
-    """Each request a sampled replica served: arrival time, TTFT, ITL as the SLO reads it."""
+    """Each request a sampled replica served: arrival time, TTFT, its longest token gap and
+    its mean time per output token (NaN for a refused request), and every period's length
+    with the streams it gave a token to (the pooled token gaps, vLLM's benchmark `itl`)."""
 
     arrival_s: np.ndarray
     ttft_s: np.ndarray
-    itl_s: np.ndarray
+    longest_gap_s: np.ndarray
+    tpot_s: np.ndarray
+    period_s: np.ndarray
+    period_streams: np.ndarray
+
+    def itl_s(self, itl: str) -> np.ndarray:
+        """Per request, ITL as `slo.itl` reads it (the longest gap, or TPOT)."""
+        return self.tpot_s if itl == "tpot" else self.longest_gap_s
+
+    def gap_at(self, percentile: float) -> float:
+        """The token gap at a percentile of every gap of every stream."""
+        return weighted_quantile(self.period_s, self.period_streams, percentile / 100)
+
+    def ttft_at(self, percentile: float) -> float:
+        """TTFT at a percentile of the requests (a refused one counts as over any target)."""
+        t = np.where(np.isnan(self.ttft_s), np.inf, self.ttft_s)
+        return float(np.quantile(t, percentile / 100, method="inverted_cdf"))
+
+
+def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """The q-quantile of `values` weighted by `weights` (the smallest value at or above it)."""
+    if len(values) == 0 or weights.sum() <= 0:
+        return 0.0
+    order = np.argsort(values)
+    cum = np.cumsum(weights[order]) / weights.sum()
+    k = int(np.searchsorted(cum, q - 1e-12))
+    return float(values[order][min(k, len(order) - 1)])
 
 
 def draw_lengths(rng: np.random.Generator, t: TokenLength, n: int, limit: int) -> np.ndarray:
@@ -50,6 +79,11 @@ def draw_lengths(rng: np.random.Generator, t: TokenLength, n: int, limit: int) -
         return np.full(n, min(t.mean, limit), dtype=np.int64)
     mu = math.log(t.mean) - sigma * sigma / 2
     return np.clip(np.rint(rng.lognormal(mu, sigma, n)), 1, limit).astype(np.int64)
+
+
+def draw_prompts(rng: np.random.Generator, t: TokenLength, n: int) -> np.ndarray:
+    """n prompt lengths from the plan's lognormal, unclipped (`serve` refuses the long)."""
+    return draw_lengths(rng, t, n, 2**62)
 
 
 def _timer(sm: StepModel) -> Callable[[int, int, int, int], float]:
@@ -63,49 +97,73 @@ def _timer(sm: StepModel) -> Callable[[int, int, int, int], float]:
 
 
 def serve(
-    model: ReplicaModel,
+    engine: Engine,
     arrivals: np.ndarray,
     prompts: np.ndarray,
     outputs: np.ndarray,
-    itl: str,
+    max_model_len: int | None = None,
 ) -> ServedRequest:
-    """One replica serving these requests (arrival times sorted)."""
-    m = model
-    timed = _timer(m.step_model)
-    budget, seqs, kv = m.budget_tokens, m.max_num_seqs, m.kv_cache_tokens
-    tps = m.tokens_per_step
+    """One replica serving these requests (arrival times sorted), period by period as vLLM's
+    V1 scheduler runs them: every running sequence decodes; then `lanes` batches (pipeline
+    microbatches, data-parallel ranks) each take prompt chunks from what their budget leaves
+    beside their share of the decodes, first come first served, a prompt in one batch at a
+    time, while fewer than `slots` run and the KV pool holds the prompt and its output. A
+    period takes the step model's time of its decodes and the fullest batch's chunk. A prompt
+    at or over `max_model_len` is refused."""
+    timed = _timer(engine.step_model)
+    budget, seqs, kv = engine.budget_tokens, engine.slots, engine.kv_cache_tokens
+    lanes, pipeline, batches = engine.lanes, engine.pipeline, engine.batches
+    tps = engine.tokens_per_period
+    handling = engine.step_model.ttft_overhead_s  # the API server before the first token
     n = len(arrivals)
     ttft = np.full(n, np.nan)
     gap = np.full(n, np.nan)
+    tpot = np.full(n, np.nan)
     first_at = np.zeros(n)
     first_step = np.zeros(n, dtype=np.int64)
     waiting: deque[int] = deque()
     prefilling: deque[list[int]] = deque()  # [request, prompt tokens done]
-    decoding: list[tuple[float, int]] = []  # (step at which it ends, request)
+    decoding: list[tuple[float, int]] = []  # (period at which it ends, request)
     durations: list[float] = []
+    streams: list[int] = []
     context_sum = 0.0  # KV tokens held by decoding sequences
     held = 0  # KV tokens held by every running sequence
+    limit = max_model_len if max_model_len is not None else 2**62
     t, nxt, step = 0.0, 0, 0
     while nxt < n or waiting or prefilling or decoding:
         while nxt < n and arrivals[nxt] <= t:
-            waiting.append(nxt)
+            if prompts[nxt] < limit:
+                waiting.append(nxt)
             nxt += 1
         if not (waiting or prefilling or decoding):
+            if nxt >= n:
+                break
             t = float(arrivals[nxt])
             continue
         decodes = len(decoding)
-        left = budget - decodes
+        room = max(0, budget - math.ceil(decodes / batches))  # a microbatch's chunk tokens
+        left = [room * pipeline] * lanes  # a rank's chunk tokens a period, its microbatches'
         chunks: list[tuple[list[int], int]] = []
-        start = 0
+        biggest, start = 0, 0
+
+        def place(entry: list[int], want: int) -> bool:
+            """Chunks of this prompt on the first rank with room (a prompt stays on one)."""
+            nonlocal biggest, start
+            for b in range(lanes):
+                if left[b] > 0:
+                    take = min(want, left[b])
+                    chunks.append((entry, take))
+                    left[b] -= take
+                    used = min(room, room * pipeline - left[b])  # the fullest microbatch
+                    if used > biggest:
+                        biggest, start = used, entry[1]
+                    return True
+            return False
+
         for entry in prefilling:
-            if left <= 0:
+            if not place(entry, int(prompts[entry[0]]) - entry[1]):
                 break
-            take = min(int(prompts[entry[0]]) - entry[1], left)
-            if not chunks:
-                start = entry[1]
-            chunks.append((entry, take))
-            left -= take
-        while waiting and left > 0 and decodes + len(prefilling) < seqs:
+        while waiting and any(x > 0 for x in left) and decodes + len(prefilling) < seqs:
             r = waiting[0]
             need = int(prompts[r] + outputs[r])
             if held + need > kv:
@@ -114,21 +172,17 @@ def serve(
             held += need
             entry = [r, 0]
             prefilling.append(entry)
-            take = min(int(prompts[r]), left)
-            if not chunks:
-                start = 0
-            chunks.append((entry, take))
-            left -= take
-        prefill = sum(take for _, take in chunks)
+            place(entry, int(prompts[r]))
         ctx = int(round(context_sum / decodes / CONTEXT_ROUND)) * CONTEXT_ROUND if decodes else 0
         dt = timed(
             decodes,
             ctx,
-            int(math.ceil(prefill / CHUNK_ROUND)) * CHUNK_ROUND if prefill else 0,
+            int(math.ceil(biggest / CHUNK_ROUND)) * CHUNK_ROUND if biggest else 0,
             int(start // START_ROUND) * START_ROUND,
         )
         t += dt
         durations.append(dt)
+        streams.append(decodes)
         step += 1
         context_sum += decodes * tps
         while decoding and decoding[0][0] <= step:
@@ -136,20 +190,24 @@ def serve(
             held -= int(prompts[r] + outputs[r])
             context_sum -= float(prompts[r] + outputs[r])
             if outputs[r] > 1:
-                steps = durations[int(first_step[r]):step]
-                gap[r] = max(steps) if itl == "token_gap" else (t - first_at[r]) / (outputs[r] - 1)
+                gap[r] = max(durations[int(first_step[r]):step])
+                tpot[r] = (t - first_at[r]) / (outputs[r] - 1)
             else:
-                gap[r] = 0.0
+                gap[r] = tpot[r] = 0.0
         for entry, take in chunks:
             entry[1] += take
-        while prefilling and prefilling[0][1] >= prompts[prefilling[0][0]]:
-            r = prefilling.popleft()[0]
-            ttft[r] = t - arrivals[r]
+        # Prompts whose last chunk ran now give their first token (with lanes side by side,
+        # one behind the head may finish first).
+        for entry in [e for e in prefilling if e[1] >= prompts[e[0]]]:
+            prefilling.remove(entry)
+            r = entry[0]
+            ttft[r] = t - arrivals[r] + handling
             first_at[r], first_step[r] = t, step
             remaining = max(0.0, (float(outputs[r]) - 1) / tps)
             heapq.heappush(decoding, (step + math.ceil(remaining - 1e-9), r))
             context_sum += float(prompts[r] + 1)
-    return ServedRequest(arrivals, ttft, gap)
+    return ServedRequest(arrivals, ttft, gap, tpot, np.array(durations), np.array(streams,
+                                                                                    float))
 
 
 @dataclass(frozen=True)
@@ -193,16 +251,18 @@ def compare(
     times = np.concatenate(
         [s + np.sort(rng.random(c)) for s, c in enumerate(counts)]
     ) if counts.sum() else np.zeros(0)
-    limit = plan.max_model_len - 1
     ttft_ok: list[np.ndarray] = []
     arrival: list[np.ndarray] = []
+    engine = model.table.engine
     for j in range(sample):
         mine = times[j::replicas]
-        prompts = draw_lengths(rng, plan.traffic.input_tokens, len(mine), limit)
+        prompts = draw_prompts(rng, plan.traffic.input_tokens, len(mine))
         outputs = draw_lengths(rng, plan.traffic.output_tokens, len(mine), plan.max_model_len)
-        outputs = np.minimum(outputs, plan.max_model_len - prompts)
-        got = serve(model, mine, prompts, outputs, slo.itl)
-        ok = (got.ttft_s <= slo.ttft_ms / 1000) & (got.itl_s <= slo.itl_ms / 1000 * (1 + 1e-9))
+        outputs = np.maximum(1, np.minimum(outputs, plan.max_model_len - prompts))
+        got = serve(engine, mine, prompts, outputs, plan.max_model_len)
+        ok = (got.ttft_s <= slo.ttft_ms / 1000) & (
+            got.itl_s(slo.itl) <= (slo.itl_ms if slo.itl == "tpot" else slo.stall_ms) / 1000
+            * (1 + 1e-9))
         ttft_ok.append(ok)
         arrival.append(mine)
     ok_all, at_all = np.concatenate(ttft_ok), np.concatenate(arrival)
@@ -215,8 +275,7 @@ def compare(
     per = int(round(step_s))
     for k in range(0, seconds, per):
         pool.advance(float(rate_per_replica[k:k + per].mean()) * replicas, replicas)
-    stepped, _ = inside_share(model, pool.trace, slo.ttft_ms / 1000, slo.itl_ms / 1000,
-                              slo.itl, slo.percentile)
+    stepped, _ = inside_share(model, pool.trace)
     share = np.repeat(stepped, per)[:seconds]
     weights = counts.astype(float)
     minute_fluid = []

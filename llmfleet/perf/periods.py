@@ -1,0 +1,257 @@
+"""An engine's token periods by running batch, computed once and read at every load.
+
+vLLM runs token periods: in each, every running sequence gets a token and what is left of a
+scheduled batch's token budget (`max_num_batched_tokens`) goes to prompt chunks, packed
+first come first served. A pipeline keeps a microbatch per stage in flight, each with its own
+budget, and one prompt may have a chunk in each (vLLM's scheduler advances a prompt when it
+schedules it), so a lone prompt gets `pipeline` chunks a period; every data-parallel rank runs
+its own scheduler, so `lanes` prompts are prefilled side by side. A period that carries a
+chunk lasts longer and stalls every running stream for that long.
+
+`Table` holds, by running batch, a period without a chunk and one whose batches carry full
+chunks; per prompt-length bin, a lone prompt's own chunked prefill and the work it puts on
+its lane when periods are packed, at a few batches; and the spread of the periods a prompt's
+chunks make (a chunk late in a long prompt attends to more of it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from llmfleet.perf.elementwise import Num, emax
+from llmfleet.perf.step import StepModel, step_times
+from llmfleet.perf.workload import Workload
+
+TABLE_POINTS = 33
+"""Running batches at which an engine's periods are computed (linear between)."""
+PREFILL_POINTS = 3
+"""Running batches at which each prompt bin's prefill is computed (linear between)."""
+CHUNK_POINTS = 4
+"""Starts at which a prompt's full chunks' periods are computed."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One replica's engine as vLLM is configured: `slots` running sequences (max_num_seqs
+    of every rank together), `budget_tokens` a scheduled batch carries, the KV pool."""
+
+    step_model: StepModel
+    slots: int
+    budget_tokens: int
+    kv_cache_tokens: int
+    prefills: bool = True  # False: a disaggregated decode engine (the KV arrives computed)
+    decodes: bool = True  # False: a disaggregated prefill engine (it stops at the 1st token)
+
+    @property
+    def lanes(self) -> int:
+        """Prompts prefilled side by side: each data-parallel rank runs its own scheduler."""
+        return self.step_model.parallel.dp
+
+    @property
+    def pipeline(self) -> int:
+        """Batches in flight per rank: a microbatch per pipeline stage, each with a chunk of
+        the prompt being prefilled; a running sequence decodes once a period."""
+        return self.step_model.parallel.pp
+
+    @property
+    def batches(self) -> int:
+        """Scheduled batches a period across the replica: the decodes split over them."""
+        return self.lanes * self.pipeline
+
+    @property
+    def tokens_per_period(self) -> float:
+        """Tokens a stream gets a period (> 1 with speculative decoding)."""
+        spec = self.step_model.speculation
+        return spec.tokens_per_step if spec else 1.0
+
+
+def chunk_at(engine: Engine, batch: Num) -> Num:
+    """Prompt tokens a scheduled batch carries beside its share of `batch` decodes."""
+    return emax(engine.budget_tokens - batch / engine.batches, 1.0)
+
+
+@dataclass(frozen=True)
+class Table:
+    """An engine's periods by running batch d = 0..cap, and each prompt bin's prefill."""
+
+    engine: Engine
+    workload: Workload
+    cap: int  # slots, or fewer when the KV pool holds fewer running contexts
+    decode_s: np.ndarray  # a period without a chunk, by batch
+    mixed_s: np.ndarray  # a period whose batches carry full chunks, by batch
+    prefill_batches: np.ndarray
+    own_s: np.ndarray  # (prefill batches, bins): a lone prompt's chunked prefill
+    work_s: np.ndarray  # (prefill batches, bins): its lane's time when periods are packed
+    work_mean_s: np.ndarray  # by prefill batch: an admitted prompt's mean work
+    work_cv2: np.ndarray  # by prefill batch: the work's squared coefficient of variation
+    period_lengths: np.ndarray  # (prefill batches, bins, CHUNK_POINTS + 1): its chunks'
+    # periods less a full period at the mean start (the last column: its partial one, or nan)
+    period_weights: np.ndarray  # (prefill batches, bins, CHUNK_POINTS + 1): periods each
+    # stands for
+
+    @property
+    def stall_s(self) -> float:
+        """The longest period a chunk makes at any running batch: the longest token gap."""
+        late = np.nanmax(self.period_lengths) if self.engine.prefills else 0.0
+        return float(self.mixed_s[1:].max()) + max(0.0, float(late))
+
+    def decode_at(self, batch: float) -> float:
+        return _interp(self.decode_s, batch)
+
+    def mixed_at(self, batch: float) -> float:
+        return _interp(self.mixed_s, batch)
+
+    def prefill_weights(self, batch: float) -> tuple[int, float]:
+        """(index, weight) that read a by-prefill-batch array at a running batch: values[j] x
+        (1 - w) + values[j + 1] x w."""
+        xs = self.prefill_batches
+        if len(xs) == 1 or batch <= xs[0]:
+            return 0, 0.0
+        if batch >= xs[-1]:
+            return len(xs) - 1, 0.0
+        j = int(np.searchsorted(xs, batch, side="right")) - 1
+        return j, float((batch - xs[j]) / (xs[j + 1] - xs[j]))
+
+    def by_prefill_batch(self, values: np.ndarray, batch: float | tuple[int, float]
+                         ) -> np.ndarray:
+        """A by-prefill-batch array (or table of bins) read at a running batch (or at the
+        weights `prefill_weights` gave for it)."""
+        j, w = batch if isinstance(batch, tuple) else self.prefill_weights(batch)
+        if w == 0.0:
+            return np.asarray(values[j])
+        return np.asarray(values[j] * (1 - w) + values[j + 1] * w)
+
+
+def _interp(values: np.ndarray, batch: float) -> float:
+    """A by-batch array read at a fractional batch."""
+    top = len(values) - 1
+    if batch >= top:
+        return float(values[top])
+    if batch <= 0:
+        return float(values[0])
+    k = int(batch)
+    w = batch - k
+    return float(values[k] * (1 - w) + values[k + 1] * w)
+
+
+class _Queries:
+    """Steps a table needs, gathered so that `step_times` computes them in one pass."""
+
+    def __init__(self) -> None:
+        self.decode: list[np.ndarray] = []
+        self.prefill: list[np.ndarray] = []
+        self.start: list[np.ndarray] = []
+        self.size = 0
+
+    def add(self, decode: object, prefill: object, start: object) -> slice:
+        d, c, s = np.broadcast_arrays(np.asarray(decode, float), np.asarray(prefill, float),
+                                      np.asarray(start, float))
+        self.decode.append(d.ravel())
+        self.prefill.append(c.ravel())
+        self.start.append(s.ravel())
+        at = slice(self.size, self.size + d.size)
+        self.size += d.size
+        return at
+
+    def run(self, step_model: StepModel, context: float) -> np.ndarray:
+        return step_times(step_model, np.concatenate(self.decode), context,
+                          np.concatenate(self.prefill), np.concatenate(self.start))
+
+
+def table_for(engine: Engine, workload: Workload, points: int | None = TABLE_POINTS) -> Table:
+    """The engine's table (`points`: batches computed, the rest linear between; None: all)."""
+    sm, ctx = engine.step_model, workload.context_tokens
+    cap = max(1, min(engine.slots, int(engine.kv_cache_tokens // ctx)))
+    every = np.arange(cap + 1, dtype=float)
+    at = every if points is None or points > cap else np.unique(
+        np.concatenate([[0.0, 1.0], np.linspace(0, cap, points).round()])
+    )
+    start = workload.prompts.mean / 2
+    tokens, weights = workload.prompts.tokens, workload.prompts.weights
+    pre_at = np.unique(np.linspace(0, cap if engine.decodes else 0, PREFILL_POINTS).round())
+    q = _Queries()
+    decode_at = q.add(np.maximum(at, 1.0), 0.0, 0.0)
+    mixed_at = q.add(at, chunk_at(engine, at), start)
+    per_batch = [_prefill_queries(q, engine, float(d), tokens, start) for d in pre_at]
+    times = q.run(sm, ctx)
+    decode, mixed = times[decode_at], times[mixed_at]
+    if not engine.prefills:
+        mixed = decode
+    if len(at) != len(every):
+        decode = np.interp(every, at, decode)
+        mixed = np.interp(every, at, mixed)
+    parts = [_prefill_parts(times, slices, engine, float(d), tokens)
+             for d, slices in zip(pre_at, per_batch, strict=True)]
+    own = np.array([p[0] for p in parts])
+    work = np.array([p[1] for p in parts])
+    lengths = np.array([p[2] for p in parts])
+    counts = np.array([p[3] for p in parts])
+    if not engine.prefills:
+        own, work = np.zeros_like(own), np.zeros_like(work)
+        lengths, counts = np.zeros_like(lengths), np.zeros_like(counts)
+    w = weights / max(float(weights.sum()), 1e-12)
+    m1 = work @ w
+    m2 = (work * work) @ w
+    return Table(
+        engine=engine,
+        workload=workload,
+        cap=cap,
+        decode_s=np.asarray(decode, dtype=float),
+        mixed_s=np.asarray(mixed, dtype=float),
+        prefill_batches=pre_at,
+        own_s=own,
+        work_s=work,
+        work_mean_s=m1,
+        work_cv2=np.maximum(m2 / np.maximum(m1 * m1, 1e-300) - 1, 0.0),
+        period_lengths=lengths,
+        period_weights=counts,
+    )
+
+
+def _split(engine: Engine, batch: float, prompts: np.ndarray
+           ) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """(chunk, a lone prompt's tokens a period, full periods, the rest) of each prompt."""
+    k = float(int(chunk_at(engine, batch)))
+    per = k * engine.pipeline
+    full = np.floor(prompts / per)
+    return k, per, full, prompts - full * per
+
+
+def _prefill_queries(q: _Queries, engine: Engine, batch: float, prompts: np.ndarray,
+                     mean_start: float) -> tuple[slice, ...]:
+    """The steps of each prompt's prefill at `batch` (see `_prefill_parts`)."""
+    k, per, full, rest = _split(engine, batch, prompts)
+    j = (np.arange(CHUNK_POINTS) + 0.5) / CHUNK_POINTS
+    return (
+        q.add(batch, k, np.maximum(full * per - k, 0.0) / 2),  # a full period, mean start
+        q.add(batch, np.minimum(rest, k), full * per),  # the partial last period
+        q.add(batch, k, np.maximum(prompts / 2 - k / 2, 0.0)),  # packed: the prompt's middle
+        q.add(batch, k, mean_start),  # the table's mixed period
+        q.add(batch, k, np.maximum(full[:, None] * per * j[None, :] - k / 2, 0.0)),  # spread
+    )
+
+
+def _prefill_parts(
+    times: np.ndarray, slices: tuple[slice, ...], engine: Engine, batch: float,
+    prompts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per prompt bin at `batch`:
+    - its own chunked prefill when alone: `pipeline` chunks a period (one in each microbatch
+      in flight), each full period as long as one carrying a chunk at the prompt's mean start
+      (a step is linear in its start), then its rest;
+    - the time it occupies its lane when periods are packed: its tokens' share of full
+      periods, other prompts filling the rest;
+    - the periods its chunks make, less a full one at the mean start: CHUNK_POINTS spread over
+      its full periods (each standing for its share of them) and its partial last one (nan
+      without one), with the periods each stands for."""
+    k, per, full, rest = _split(engine, batch, prompts)
+    t_full, t_rest, t_middle, base, spread = (times[s] for s in slices)
+    own = full * t_full + np.where(rest > 0, t_rest, 0.0)
+    work = prompts / per * t_middle
+    grid = np.where(full[:, None] > 0, spread.reshape(len(prompts), CHUNK_POINTS) - base, 0.0)
+    lengths = np.concatenate([grid, np.where(rest > 0, t_rest - base, np.nan)[:, None]],
+                             axis=1)
+    counts = np.concatenate([np.repeat(full[:, None] / CHUNK_POINTS, CHUNK_POINTS, axis=1),
+                             (rest > 0).astype(float)[:, None]], axis=1)
+    return own, work, lengths, counts

@@ -1,0 +1,107 @@
+"""What one replica serves and must meet, as the SLO model reads it: the prompt lengths (in
+quantile bins of the plan's lognormal, without those vLLM refuses), the output lengths, and
+the targets at a percentile, in seconds. Plain numbers; `search.replica_slo` builds them
+from a plan."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+QUANTILE_EDGES = (
+    0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.96, 0.97, 0.975,
+    0.98, 0.985, 0.99, 0.9925, 0.995, 0.9975, 0.999, 0.9995, 1.0,
+)
+"""Prompt-length bins by probability, finer in the tail where a percentile SLO is decided."""
+OUTPUT_EDGES = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95, 1.0)
+"""Output-length bins for TPOT: a short answer's TPOT varies most (few gaps, a long prompt's
+chunks among them)."""
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """The prompt lengths a replica serves: quantile bins of a lognormal through the plan's
+    mean and percentiles, without those vLLM refuses (longer than max_model_len - 1)."""
+
+    tokens: np.ndarray  # a bin's length (its middle quantile)
+    weights: np.ndarray  # chance of each bin among all requests (sums to 1 - refused)
+    refused: float  # share of prompts longer than the limit
+    mean: float  # mean admitted prompt
+
+    @property
+    def admitted(self) -> float:
+        return 1.0 - self.refused
+
+
+def prompts_of(mean: float, sigma: float, limit: int) -> Prompts:
+    """Bins of the lognormal with this mean and sigma (sigma 0: every prompt `mean`), those
+    above `limit` tokens refused."""
+    if sigma <= 0:
+        refused = 1.0 if mean > limit else 0.0
+        n = np.array([float(min(mean, limit))])
+        return Prompts(n.round(), np.array([1.0 - refused]), refused, float(n[0]))
+    mu = math.log(mean) - sigma * sigma / 2
+    unit = NormalDist()
+    z = (math.log(limit) - mu) / sigma
+    admitted = unit.cdf(z)
+    edges = np.unique(np.append(np.minimum(QUANTILE_EDGES, admitted), admitted))
+    weights = np.diff(edges)
+    keep = weights > 0
+    mids = ((edges[:-1] + edges[1:]) / 2)[keep]
+    tokens = np.array(
+        [min(float(limit), math.exp(mu + sigma * unit.inv_cdf(q))) for q in mids]
+    ).round()
+    # The admitted (truncated) lognormal's mean.
+    m1 = math.exp(mu + sigma**2 / 2) * unit.cdf(z - sigma) / max(admitted, 1e-12)
+    return Prompts(np.maximum(tokens, 1.0), weights[keep], 1.0 - admitted, m1)
+
+
+def output_bins(mean: float, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """(lengths, weights) of the output lengths' lognormal in OUTPUT_EDGES bins."""
+    if sigma <= 0:
+        return np.array([float(mean)]), np.array([1.0])
+    mu = math.log(mean) - sigma * sigma / 2
+    unit = NormalDist()
+    edges = np.array(OUTPUT_EDGES)
+    mids = (edges[:-1] + edges[1:]) / 2
+    lengths = np.array([max(1.0, math.exp(mu + sigma * unit.inv_cdf(q))) for q in mids])
+    return lengths, np.diff(edges)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one replica serves, as plain numbers."""
+
+    prompts: Prompts
+    output_mean: float
+    output_sigma: float  # of the output lengths' lognormal (0: fixed)
+
+    @property
+    def context_tokens(self) -> float:
+        """KV a running sequence holds on average, i + E[o^2] / (2 E[o]): a sequence holds
+        its prompt plus half its output, weighted by how long it runs."""
+        return self.prompts.mean + self.output_mean * math.exp(self.output_sigma**2) / 2
+
+    @property
+    def output_cv2(self) -> float:
+        """Squared coefficient of variation of the output lengths (a decode's duration)."""
+        return math.exp(self.output_sigma**2) - 1
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The targets, in seconds, at a percentile (0-100)."""
+
+    percentile: float
+    ttft_s: float
+    itl_s: float
+    max_stall_s: float
+    itl: str = "token_gap"  # or tpot: a request's mean time per output token
+
+    @property
+    def tail(self) -> float:
+        """The share of requests (or token gaps) allowed outside a target."""
+        return 1 - self.percentile / 100
