@@ -36,123 +36,16 @@ from functools import cached_property
 import numpy as np
 from scipy.special import ndtr
 
-from llmfleet.perf.periods import Table, chunk_at
-from llmfleet.perf.queueing import (
-    any_busy,
-    cramer_lundberg_constant,
-    erlang_c,
-    lundberg_decay,
-    wait_tail,
-)
+from llmfleet.perf.lanes import Lane, lane_at, rate_at, running_at
+from llmfleet.perf.periods import Table
+from llmfleet.perf.queueing import wait_tail
 from llmfleet.perf.slots import chain_weights, completion_at, slot_chain
 from llmfleet.perf.workload import Slo, output_bins
 
-SATURATED = 0.999
-"""A lane loaded beyond this share of its time cannot keep up: the wait is unbounded."""
 OVER_SLO = 1e3
 BATCH_QUANTILES = ((0.0, 0.3), (0.3, 0.7), (0.7, 0.9), (0.9, 0.98), (0.98, 1.0))
 """Bins of the running batch's distribution TTFT's wait is mixed over (finer in the tail)."""
 """`Point.margin` of a replica that cannot keep up with its load."""
-
-
-@dataclass(frozen=True)
-class Lane:
-    """The prefill lane at a running batch and rate: M/G/c (c = lanes) of prompt work."""
-
-    chunk: float  # prompt tokens a scheduled batch carries beside its decodes
-    decode_s: float  # a period without a chunk
-    mixed_s: float  # a period whose batches carry full chunks (at the mean start)
-    utilisation: float  # of each lane
-    busy: float  # share of time a period carries a chunk
-    wait_chance: float  # an arrival waits for the lane
-    wait_s: float  # the mean of that wait's exponential tail
-
-    @property
-    def period_s(self) -> float:
-        """The mean period."""
-        return 1 / (self.busy / self.mixed_s + (1 - self.busy) / self.decode_s)
-
-    @property
-    def stable(self) -> bool:
-        return self.utilisation < SATURATED
-
-
-def lane_at(table: Table, admitted_rate: float, running: float, arrival_cv2: float = 1.0
-            ) -> Lane:
-    """The lane at an admitted rate and running batch."""
-    e = table.engine
-    c = e.lanes
-    chunk = float(chunk_at(e, running))
-    td, tm = table.decode_at(running), table.mixed_at(running)
-    at = table.prefill_weights(running)
-    work_mean = float(table.by_prefill_batch(table.work_mean_s, at))
-    if work_mean <= 0 or admitted_rate <= 0:  # nothing to prefill (a decode engine) or idle
-        return Lane(chunk, td, tm, 0.0, 0.0, 0.0, 0.0)
-    load = admitted_rate * work_mean
-    rho = load / c
-    if rho >= SATURATED:
-        return Lane(chunk, td, tm, rho, 1.0, 1.0, math.inf)
-    busy = any_busy(c, load)
-    waits = erlang_c(c, load)
-    work = table.by_prefill_batch(table.work_s, at) / c
-    weights = table.workload.prompts.weights / table.workload.prompts.admitted
-    decay = lundberg_decay(admitted_rate, work, weights)
-    if c == 1:  # the tail's constant, where the exponential's chance would understate it
-        waits = min(1.0, max(waits, cramer_lundberg_constant(admitted_rate, work, weights,
-                                                              decay)))
-    cv2 = float(table.by_prefill_batch(table.work_cv2, at))
-    decay *= (1 + cv2) / (arrival_cv2 + cv2)  # smoother arrivals wait less (Kingman)
-    return Lane(chunk, td, tm, rho, busy, waits, 1 / decay)
-
-
-def _decodes_per_request(table: Table) -> float:
-    """Periods a request decodes for after its first token."""
-    return max(table.workload.output_mean - 1, 1e-9) / table.engine.tokens_per_period
-
-
-def running_at(table: Table, admitted_rate: float) -> float:
-    """The running batch D an admitted rate settles at, D = rate x periods a request decodes
-    x mean period(D), by fixed-point iteration from D = 0: the map only grows with D and more
-    slowly than it, so the iterates climb to the fixed point (the table's cap when the lane or
-    the slots cannot keep up)."""
-    e = table.engine
-    per = _decodes_per_request(table)
-    cap = float(table.cap)
-    d = 0.0
-    for _ in range(200):
-        td, tm = table.decode_at(d), table.mixed_at(d)
-        load = admitted_rate * float(table.by_prefill_batch(table.work_mean_s, d))
-        if load >= SATURATED * e.lanes:
-            return cap
-        busy = any_busy(e.lanes, load)
-        nxt = admitted_rate * per / (busy / tm + (1 - busy) / td)
-        if nxt >= cap:
-            return cap
-        if nxt - d <= 1e-6 * max(nxt, 1e-3):
-            return nxt
-        d = nxt
-    return d
-
-
-def rate_at(table: Table, running: float) -> float:
-    """The admitted rate at which the running batch is `running` (the inverse of
-    `running_at`): closed form for one lane, a short fixed point for several."""
-    e = table.engine
-    per = _decodes_per_request(table)
-    td, tm = table.decode_at(running), table.mixed_at(running)
-    work = float(table.by_prefill_batch(table.work_mean_s, running))
-    if e.lanes == 1:
-        rate = (running / td) / (per + running * work * (1 / td - 1 / tm))
-        return min(rate, SATURATED / work) if work > 0 else rate
-    rate = running / (per * td)
-    for _ in range(40):
-        load = min(rate * work, SATURATED * e.lanes * (1 - 1e-9))
-        busy = any_busy(e.lanes, load)
-        nxt = running / (per / (busy / tm + (1 - busy) / td))
-        if abs(nxt - rate) <= 1e-7 * nxt:
-            return nxt
-        rate = nxt
-    return rate
 
 
 @dataclass(frozen=True)
@@ -200,8 +93,9 @@ class Point:
 
     @cached_property
     def own_prefill_s(self) -> np.ndarray:
-        """Each prompt bin's own chunked prefill at this batch."""
-        return self.table.by_prefill_batch(self.table.own_s, self._at)
+        """Each prompt bin's own chunked prefill at this batch (its periods stretched by the
+        other data-parallel ranks' chunks)."""
+        return self.table.by_prefill_batch(self.table.own_s, self._at) * self.lane.stretch
 
     @cached_property
     def _shared_s(self) -> np.ndarray:
@@ -276,7 +170,7 @@ class Point:
         for (lo, hi) in BATCH_QUANTILES:
             d = float(np.searchsorted(cdf, (lo + hi) / 2))
             lane = lane_at(t, self.admitted_rate, d, self.arrival_cv2)
-            own = t.by_prefill_batch(t.own_s, d)
+            own = t.by_prefill_batch(t.own_s, d) * lane.stretch
             out.append((hi - lo, lane, own, lane.mixed_s))
         return out
 

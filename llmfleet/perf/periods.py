@@ -89,6 +89,11 @@ class Table:
     # periods less a full period at the mean start (the last column: its partial one, or nan)
     period_weights: np.ndarray  # (prefill batches, bins, CHUNK_POINTS + 1): periods each
     # stands for
+    ranks_mixed_s: np.ndarray  # (lanes, cap + 1): a period with k = 1..lanes data-parallel
+    # ranks carrying a chunk each (the others' pass the shared experts)
+    rank_offsets: np.ndarray  # (prefill batches, lanes): with k ranks carrying chunks, how
+    # much longer the slowest rank's chunk makes the period than one chunk's mean (later
+    # chunks attend to more of their prompt)
 
     @property
     def stall_s(self) -> float:
@@ -97,10 +102,10 @@ class Table:
         return float(self.mixed_s[1:].max()) + max(0.0, float(late))
 
     def decode_at(self, batch: float) -> float:
-        return _interp(self.decode_s, batch)
+        return interp_batch(self.decode_s, batch)
 
     def mixed_at(self, batch: float) -> float:
-        return _interp(self.mixed_s, batch)
+        return interp_batch(self.mixed_s, batch)
 
     def prefill_weights(self, batch: float) -> tuple[int, float]:
         """(index, weight) that read a by-prefill-batch array at a running batch: values[j] x
@@ -123,7 +128,7 @@ class Table:
         return np.asarray(values[j] * (1 - w) + values[j + 1] * w)
 
 
-def _interp(values: np.ndarray, batch: float) -> float:
+def interp_batch(values: np.ndarray, batch: float) -> float:
     """A by-batch array read at a fractional batch."""
     top = len(values) - 1
     if batch >= top:
@@ -142,21 +147,25 @@ class _Queries:
         self.decode: list[np.ndarray] = []
         self.prefill: list[np.ndarray] = []
         self.start: list[np.ndarray] = []
+        self.others: list[np.ndarray] = []
         self.size = 0
 
-    def add(self, decode: object, prefill: object, start: object) -> slice:
-        d, c, s = np.broadcast_arrays(np.asarray(decode, float), np.asarray(prefill, float),
-                                      np.asarray(start, float))
+    def add(self, decode: object, prefill: object, start: object, others: object = 0.0
+            ) -> slice:
+        d, c, s, o = np.broadcast_arrays(np.asarray(decode, float), np.asarray(prefill, float),
+                                         np.asarray(start, float), np.asarray(others, float))
         self.decode.append(d.ravel())
         self.prefill.append(c.ravel())
         self.start.append(s.ravel())
+        self.others.append(o.ravel())
         at = slice(self.size, self.size + d.size)
         self.size += d.size
         return at
 
     def run(self, step_model: StepModel, context: float) -> np.ndarray:
         return step_times(step_model, np.concatenate(self.decode), context,
-                          np.concatenate(self.prefill), np.concatenate(self.start))
+                          np.concatenate(self.prefill), np.concatenate(self.start),
+                          np.concatenate(self.others))
 
 
 def table_for(engine: Engine, workload: Workload, points: int | None = TABLE_POINTS) -> Table:
@@ -172,15 +181,19 @@ def table_for(engine: Engine, workload: Workload, points: int | None = TABLE_POI
     pre_at = np.unique(np.linspace(0, cap if engine.decodes else 0, PREFILL_POINTS).round())
     q = _Queries()
     decode_at = q.add(np.maximum(at, 1.0), 0.0, 0.0)
-    mixed_at = q.add(at, chunk_at(engine, at), start)
+    lanes = engine.lanes
+    chunks = chunk_at(engine, at)
+    ranks_at = [q.add(at, chunks, start, (k - 1) * chunks) for k in range(1, lanes + 1)]
     per_batch = [_prefill_queries(q, engine, float(d), tokens, start) for d in pre_at]
     times = q.run(sm, ctx)
-    decode, mixed = times[decode_at], times[mixed_at]
+    decode = times[decode_at]
+    ranks = np.array([times[r] for r in ranks_at])
     if not engine.prefills:
-        mixed = decode
+        ranks = np.repeat(decode[None, :], lanes, axis=0)
     if len(at) != len(every):
         decode = np.interp(every, at, decode)
-        mixed = np.interp(every, at, mixed)
+        ranks = np.array([np.interp(every, at, row) for row in ranks])
+    mixed = ranks[0]
     parts = [_prefill_parts(times, slices, engine, float(d), tokens)
              for d, slices in zip(pre_at, per_batch, strict=True)]
     own = np.array([p[0] for p in parts])
@@ -193,6 +206,8 @@ def table_for(engine: Engine, workload: Workload, points: int | None = TABLE_POI
     w = weights / max(float(weights.sum()), 1e-12)
     m1 = work @ w
     m2 = (work * work) @ w
+    offsets = np.array([_slowest_of(lengths[j], counts[j] * weights[:, None], lanes)
+                        for j in range(len(pre_at))])
     return Table(
         engine=engine,
         workload=workload,
@@ -206,7 +221,24 @@ def table_for(engine: Engine, workload: Workload, points: int | None = TABLE_POI
         work_cv2=np.maximum(m2 / np.maximum(m1 * m1, 1e-300) - 1, 0.0),
         period_lengths=lengths,
         period_weights=counts,
+        ranks_mixed_s=np.asarray(ranks, dtype=float),
+        rank_offsets=offsets,
     )
+
+
+def _slowest_of(lengths: np.ndarray, weights: np.ndarray, lanes: int) -> np.ndarray:
+    """For k = 1..lanes ranks each carrying a chunk drawn from the chunks' periods (offsets
+    from the mean-start period, weighted): E[the longest of k] less E[one]."""
+    x = np.nan_to_num(lengths.ravel(), nan=0.0)
+    p = np.where(np.isnan(lengths.ravel()), 0.0, weights.ravel())
+    if p.sum() <= 0:
+        return np.zeros(lanes)
+    order = np.argsort(x)
+    x, p = x[order], p[order] / p.sum()
+    cdf = np.cumsum(p)
+    below = np.concatenate([[0.0], cdf[:-1]])
+    mean = float(x @ p)
+    return np.array([float(x @ (cdf**k - below**k)) - mean for k in range(1, lanes + 1)])
 
 
 def _split(engine: Engine, batch: float, prompts: np.ndarray

@@ -123,7 +123,7 @@ def cramer_lundberg_constant(
 
 
 def wait_tail(x: np.ndarray, p1: float, m1: float, p2: float, m2: float,
-              shift1: float = 0.0) -> np.ndarray:
+              shift1: float | np.ndarray = 0.0) -> np.ndarray:
     """P(W1 + W2 > x) for x >= 0, each W an atom at 0 and, with chance p, exponential with
     mean m (W1's exponential after a fixed `shift1`: what waiting adds beyond the wait
     itself); the convolution's closed form."""

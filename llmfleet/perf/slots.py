@@ -15,32 +15,36 @@ import math
 
 import numpy as np
 
+from llmfleet.perf.lanes import lane_periods
 from llmfleet.perf.periods import Table
-from llmfleet.perf.queueing import any_busy
 
 
-def busy_by_batch(table: Table, admitted_rate: float, cap: int) -> np.ndarray:
-    """The share of time a period carries a chunk with d = 1..cap sequences running: the
-    lane's load at that batch (a larger batch leaves a smaller chunk, and a period with it
-    lasts longer, so the same prompts keep the lane busier)."""
+def lane_by_batch(table: Table, admitted_rate: float, cap: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(the share of time a period carries chunks, that period's mean length) with d = 1..cap
+    sequences running: the lane's load at that batch (a larger batch leaves a smaller chunk,
+    and a period with it lasts longer, so the same prompts keep the lane busier)."""
     d = np.arange(1, cap + 1, dtype=float)
-    work = np.interp(d, table.prefill_batches, table.work_mean_s)
-    load = admitted_rate * work
-    lanes = table.engine.lanes
-    if lanes == 1:
-        busy: np.ndarray = np.minimum(load, 1.0)
-        return busy
-    return np.array([any_busy(lanes, x) if x < lanes else 1.0 for x in load])
+    if table.engine.lanes == 1:
+        work = np.interp(d, table.prefill_batches, table.work_mean_s)
+        return np.minimum(admitted_rate * work, 1.0), table.mixed_s[1:cap + 1]
+    points = np.unique(np.linspace(1, cap, min(cap, 17)).round())
+    at = [lane_periods(table, admitted_rate, float(x)) for x in points]
+    busy = np.interp(d, points, [lp.busy for lp in at])
+    mixed = np.interp(d, points, [lp.mixed_s for lp in at])
+    return busy, mixed
 
 
-def completions(table: Table, busy: float | np.ndarray, own_mean_s: float, cap: int
-                ) -> np.ndarray:
+def completions(table: Table, busy: float | np.ndarray, own_mean_s: float, cap: int,
+                mixed: np.ndarray | None = None) -> np.ndarray:
     """Completion rate with d = 1..cap slots taken: each holds its slot for its own prefill
     and (output - 1) / tokens a period periods of d sequences, a share `busy` of the time
-    (by batch, or one share for all) carrying a chunk."""
+    (by batch, or one share for all) carrying chunks (periods of `mixed`, by default the
+    table's)."""
     e, w = table.engine, table.workload
     d = np.arange(1, cap + 1, dtype=float)
-    period = 1 / (busy / table.mixed_s[1:cap + 1] + (1 - busy) / table.decode_s[1:cap + 1])
+    tm = table.mixed_s[1:cap + 1] if mixed is None else mixed
+    period = 1 / (busy / tm + (1 - busy) / table.decode_s[1:cap + 1])
     hold = own_mean_s + max(w.output_mean - 1, 1e-9) / e.tokens_per_period * period
     mu: np.ndarray = d / hold
     return mu
@@ -63,10 +67,10 @@ def chain_weights(table: Table, rate: float, own_mean_s: float, cap: int
     S). That adds (mu_idle - mu_busy)^2 x rate x E[S^2] to the chain's diffusion, which the
     chain takes as an equal extra rate up and down (its drift unchanged): near the lane's
     saturation the batch swings far wider than arrivals and completions alone make it."""
-    busy = busy_by_batch(table, rate, cap)
-    mu = completions(table, busy, own_mean_s, cap)
+    busy, mixed = lane_by_batch(table, rate, cap)
+    mu = completions(table, busy, own_mean_s, cap, mixed)
     idle = completions(table, 0.0, own_mean_s, cap)
-    full = completions(table, 1.0, own_mean_s, cap)
+    full = completions(table, 1.0, own_mean_s, cap, mixed)
     d = np.arange(1, cap + 1, dtype=float)
     work = np.interp(d, table.prefill_batches, table.work_mean_s)
     cv2 = np.interp(d, table.prefill_batches, table.work_cv2)

@@ -317,16 +317,19 @@ def step_time(
     decode_context: float,
     prefill: float = 0.0,
     prefill_context: float = 0.0,
+    other_prefill: float = 0.0,
 ) -> StepTime:
     """Time of one step with `decode` sequences at `decode_context` and a `prefill` chunk.
 
     `prefill_context` is the prompt position where the chunk starts (its prefix). With
     speculation each decoding sequence verifies its k drafted tokens plus one: the step reads
     the same weights and KV but multiplies k + 1 tokens per sequence, so the gain fades once
-    the batch makes the step compute-bound.
+    the batch makes the step compute-bound. `other_prefill`: prompt tokens the other
+    data-parallel ranks carry in the same step (their chunks pass the shared experts too).
     """
     if not step_model.parallel.plain:
-        return _parallel_step_time(step_model, decode, decode_context, prefill, prefill_context)
+        return _parallel_step_time(step_model, decode, decode_context, prefill, prefill_context,
+                                   other_prefill)
     a, t = step_model.arch, step_model.terms
     spec = step_model.speculation
     per_seq = 1 + spec.k if spec else 1
@@ -379,11 +382,13 @@ def step_times(
     decode_context: np.ndarray | float,
     prefill: np.ndarray | float = 0.0,
     prefill_context: np.ndarray | float = 0.0,
+    other_prefill: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """`step_time`'s total for arrays of batches, contexts, chunks and starts (broadcast
     together): a table of steps in one pass of the same arithmetic."""
     t = step_time(step_model, cast(float, decode), cast(float, decode_context),
-                  cast(float, prefill), cast(float, prefill_context))
+                  cast(float, prefill), cast(float, prefill_context),
+                  cast(float, other_prefill))
     return np.asarray(t.total_s, dtype=float)
 
 
@@ -393,6 +398,7 @@ def _parallel_step_time(
     decode_context: float,
     prefill: float,
     prefill_context: float,
+    other_prefill: float = 0.0,
 ) -> StepTime:
     """A replica with pipeline stages or data-parallel ranks (`perf.parallel`): `decode` is
     the replica's running sequences, `prefill` one chunk (in one microbatch, on one rank).
@@ -402,7 +408,8 @@ def _parallel_step_time(
     time of one microbatch's schedule is on the critical path, the others' overlap the GPUs."""
     par = step_model.parallel
     if par.pp <= 1:
-        return _rank_step(step_model, decode, decode_context, prefill, prefill_context)
+        return _rank_step(step_model, decode, decode_context, prefill, prefill_context,
+                          other_prefill)
     spec = step_model.speculation
     per_seq = 1 + spec.k if spec else 1
     b = microbatch(decode, par.pp)
@@ -433,10 +440,12 @@ def _rank_step(
     decode_context: float,
     prefill: float,
     prefill_context: float,
+    other_prefill: float = 0.0,
 ) -> StepTime:
     """One step of the whole model on one TP group, as the busiest data-parallel rank sees
     it: its own `decode / DP` sequences (and the chunk) through attention and the dense
-    layers; with EP the experts on its GPUs serve every rank's tokens, the busiest GPU's share
+    layers; with EP the experts on its GPUs serve every rank's tokens (the other ranks'
+    chunks, `other_prefill`, included), the busiest GPU's share
     (`ep_imbalance`), and each MoE layer gathers and scatters them (`all_to_all_s`) instead of
     the TP all-reduce. DP without EP is not modeled here (vLLM then shards the experts by TP
     across DP x TP ranks)."""
@@ -446,7 +455,7 @@ def _rank_step(
     per_seq = 1 + spec.k if spec else 1
     own = decode / par.dp
     own_tokens = own * per_seq + prefill
-    all_tokens = decode * per_seq + prefill
+    all_tokens = decode * per_seq + prefill + other_prefill
     ep = par.ep_size(tp)
     touched = experts_touched_fraction(a.experts, a.experts_per_token, all_tokens)
     experts_b = t.expert_b * touched / (ep if par.ep else tp)

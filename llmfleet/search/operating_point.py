@@ -26,7 +26,8 @@ from llmfleet.catalog import vllm_release
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Gpu, Instance
 from llmfleet.perf.architecture import Arch
-from llmfleet.perf.latency import Point, at_rate, at_running, running_at
+from llmfleet.perf.lanes import running_at
+from llmfleet.perf.latency import Point, at_rate, at_running
 from llmfleet.perf.periods import Engine, Table, table_for
 from llmfleet.perf.slots import slots_needed
 from llmfleet.perf.workload import Slo, Workload

@@ -20,7 +20,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
@@ -86,14 +86,42 @@ def draw_prompts(rng: np.random.Generator, t: TokenLength, n: int) -> np.ndarray
     return draw_lengths(rng, t, n, 2**62)
 
 
-def _timer(sm: StepModel) -> Callable[[int, int, int, int], float]:
-    """Step times of this model, memoised on the rounded batch, context, chunk and start."""
+def _timer(sm: StepModel) -> Callable[[int, int, int, int, int], float]:
+    """Step times of this model, memoised on the rounded batch, context, chunk, its start
+    and the other data-parallel ranks' chunks."""
 
     @cache
-    def timed(decodes: int, context: int, prefill: int, start: int) -> float:
-        return step_time(sm, decodes, float(context), float(prefill), float(start)).total_s
+    def timed(decodes: int, context: int, prefill: int, start: int, others: int) -> float:
+        return step_time(sm, decodes, float(context), float(prefill), float(start),
+                         float(others)).total_s
 
     return timed
+
+
+def _up(x: int, step: int) -> int:
+    return int(math.ceil(x / step)) * step if x > 0 else 0
+
+
+def _down(x: int, step: int) -> int:
+    return int(x // step) * step
+
+
+@dataclass
+class _Rank:
+    """One data-parallel rank's scheduler (the whole engine without data parallelism)."""
+
+    slots: int
+    kv: float
+    waiting: deque[int] = field(default_factory=deque)
+    prefilling: deque[list[int]] = field(default_factory=deque)  # [request, tokens done]
+    started: list[int] = field(default_factory=list)  # decoding, latest last (may be stale)
+    decodes: int = 0
+    held: float = 0.0  # KV tokens in use: prompts admitted and every token generated
+
+    @property
+    def load(self) -> int:
+        """What vLLM's data-parallel coordinator compares: waiting and running requests."""
+        return len(self.waiting) + len(self.prefilling) + self.decodes
 
 
 def serve(
@@ -104,108 +132,159 @@ def serve(
     max_model_len: int | None = None,
 ) -> ServedRequest:
     """One replica serving these requests (arrival times sorted), period by period as vLLM's
-    V1 scheduler runs them: every running sequence decodes; then `lanes` batches (pipeline
-    microbatches, data-parallel ranks) each take prompt chunks from what their budget leaves
-    beside their share of the decodes, first come first served, a prompt in one batch at a
-    time, while fewer than `slots` run and the KV pool holds the prompt and its output. A
-    period takes the step model's time of its decodes and the fullest batch's chunk. A prompt
-    at or over `max_model_len` is refused."""
+    V1 scheduler runs them. Each data-parallel rank (one without data parallelism) has its
+    own scheduler, slots and KV pool; a request goes to the rank with the fewest waiting and
+    running requests. In a period every running sequence decodes; then each of a rank's
+    pipeline microbatches takes prompt chunks from what its budget leaves beside its share of
+    the rank's decodes, first come first served (one prompt may have a chunk in each), while
+    the rank has a free slot and its KV pool holds the prompt. The ranks step together: a
+    period takes the slowest rank's step, every rank's chunk passing the shared experts.
+    When decodes outgrow a rank's KV pool, the request that started decoding last there is
+    preempted and recomputed later. A prompt at or over `max_model_len` is refused."""
     timed = _timer(engine.step_model)
-    budget, seqs, kv = engine.budget_tokens, engine.slots, engine.kv_cache_tokens
-    lanes, pipeline, batches = engine.lanes, engine.pipeline, engine.batches
+    budget = engine.budget_tokens
+    lanes, pipeline = engine.lanes, engine.pipeline
     tps = engine.tokens_per_period
     handling = engine.step_model.ttft_overhead_s  # the API server before the first token
+    ranks = [_Rank(max(1, engine.slots // lanes), engine.kv_cache_tokens / lanes)
+             for _ in range(lanes)]
     n = len(arrivals)
     ttft = np.full(n, np.nan)
     gap = np.full(n, np.nan)
     tpot = np.full(n, np.nan)
     first_at = np.zeros(n)
-    first_step = np.zeros(n, dtype=np.int64)
-    waiting: deque[int] = deque()
-    prefilling: deque[list[int]] = deque()  # [request, prompt tokens done]
-    decoding: list[tuple[float, int]] = []  # (period at which it ends, request)
+    since = np.zeros(n, dtype=np.int64)  # the period it (re)started decoding after
+    longest = np.zeros(n)  # its longest gap before its latest start
+    last_token = np.zeros(n)  # when its latest token before that start came
+    made = np.zeros(n)  # output tokens before its latest start
+    todo = prompts.astype(np.int64).copy()  # tokens to prefill (more after a preemption)
+    home = np.zeros(n, dtype=np.int64)  # its rank
+    ends: list[tuple[int, int, int]] = []  # (period it ends in, request, version)
+    version = np.zeros(n, dtype=np.int64)  # a preempted request's old end is stale
+    decoding = np.zeros(n, dtype=bool)
     durations: list[float] = []
     streams: list[int] = []
-    context_sum = 0.0  # KV tokens held by decoding sequences
-    held = 0  # KV tokens held by every running sequence
     limit = max_model_len if max_model_len is not None else 2**62
     t, nxt, step = 0.0, 0, 0
-    while nxt < n or waiting or prefilling or decoding:
+    while nxt < n or any(k.waiting or k.prefilling or k.decodes for k in ranks):
         while nxt < n and arrivals[nxt] <= t:
             if prompts[nxt] < limit:
-                waiting.append(nxt)
+                b = min(range(lanes), key=lambda j: ranks[j].load)
+                home[nxt] = b
+                ranks[b].waiting.append(nxt)
             nxt += 1
-        if not (waiting or prefilling or decoding):
+        if not any(k.waiting or k.prefilling or k.decodes for k in ranks):
             if nxt >= n:
                 break
             t = float(arrivals[nxt])
             continue
-        decodes = len(decoding)
-        room = max(0, budget - math.ceil(decodes / batches))  # a microbatch's chunk tokens
-        left = [room * pipeline] * lanes  # a rank's chunk tokens a period, its microbatches'
         chunks: list[tuple[list[int], int]] = []
-        biggest, start = 0, 0
-
-        def place(entry: list[int], want: int) -> bool:
-            """Chunks of this prompt on the first rank with room (a prompt stays on one)."""
-            nonlocal biggest, start
-            for b in range(lanes):
-                if left[b] > 0:
-                    take = min(want, left[b])
-                    chunks.append((entry, take))
-                    left[b] -= take
-                    used = min(room, room * pipeline - left[b])  # the fullest microbatch
-                    if used > biggest:
-                        biggest, start = used, entry[1]
-                    return True
-            return False
-
-        for entry in prefilling:
-            if not place(entry, int(prompts[entry[0]]) - entry[1]):
-                break
-        while waiting and any(x > 0 for x in left) and decodes + len(prefilling) < seqs:
-            r = waiting[0]
-            need = int(prompts[r] + outputs[r])
-            if held + need > kv:
-                break
-            waiting.popleft()
-            held += need
-            entry = [r, 0]
-            prefilling.append(entry)
-            place(entry, int(prompts[r]))
-        ctx = int(round(context_sum / decodes / CONTEXT_ROUND)) * CONTEXT_ROUND if decodes else 0
-        dt = timed(
-            decodes,
-            ctx,
-            int(math.ceil(biggest / CHUNK_ROUND)) * CHUNK_ROUND if biggest else 0,
-            int(start // START_ROUND) * START_ROUND,
+        used, starts, contexts = [0] * lanes, [0] * lanes, [0] * lanes
+        for b, rank in enumerate(ranks):
+            room = max(0, budget - math.ceil(rank.decodes / pipeline))  # a microbatch's chunk
+            left = room * pipeline  # the rank's chunk tokens a period
+            for entry in rank.prefilling:
+                if left <= 0:
+                    break
+                take = min(int(todo[entry[0]]) - entry[1], left)
+                if left == room * pipeline:
+                    starts[b] = entry[1]
+                chunks.append((entry, take))
+                left -= take
+            # vLLM admits a prompt while its blocks fit the KV pool (decodes grow into it).
+            while (rank.waiting and left > 0
+                   and rank.decodes + len(rank.prefilling) < rank.slots):
+                r = rank.waiting[0]
+                if rank.held + todo[r] > rank.kv:
+                    break
+                rank.waiting.popleft()
+                rank.held += todo[r]
+                entry = [r, 0]
+                rank.prefilling.append(entry)
+                take = min(int(todo[r]), left)
+                if left == room * pipeline:
+                    starts[b] = 0
+                chunks.append((entry, take))
+                left -= take
+            used[b] = room * pipeline - left
+            filling = sum(todo[e[0]] for e in rank.prefilling)
+            context = (rank.held - filling) / rank.decodes if rank.decodes else 0.0
+            contexts[b] = int(round(context / CONTEXT_ROUND)) * CONTEXT_ROUND
+            used[b] = min(room, used[b]) if pipeline > 1 else used[b]
+        total = sum(used)
+        # The ranks step together: the slowest sets the period (a rank's decodes as its
+        # share of a batch of `lanes` such ranks), every rank's chunk passing the experts.
+        dt = max(
+            timed(ranks[b].decodes * lanes, contexts[b], _up(used[b], CHUNK_ROUND),
+                  _down(starts[b], START_ROUND),
+                  _up(total - used[b], CHUNK_ROUND) if lanes > 1 else 0)
+            for b in range(lanes)
         )
         t += dt
         durations.append(dt)
-        streams.append(decodes)
+        streams.append(sum(k.decodes for k in ranks))
         step += 1
-        context_sum += decodes * tps
-        while decoding and decoding[0][0] <= step:
-            _, r = heapq.heappop(decoding)
-            held -= int(prompts[r] + outputs[r])
-            context_sum -= float(prompts[r] + outputs[r])
+        for rank in ranks:
+            rank.held += rank.decodes * tps
+        while ends and ends[0][0] <= step:
+            _, r, v = heapq.heappop(ends)
+            if v != version[r] or not decoding[r]:
+                continue
+            decoding[r] = False
+            rank = ranks[home[r]]
+            rank.decodes -= 1
+            rank.held -= prompts[r] + outputs[r]
             if outputs[r] > 1:
-                gap[r] = max(durations[int(first_step[r]):step])
+                gap[r] = max(longest[r], max(durations[since[r]:step]))
                 tpot[r] = (t - first_at[r]) / (outputs[r] - 1)
             else:
                 gap[r] = tpot[r] = 0.0
+        # Out of KV: vLLM preempts the request that started decoding last; it recomputes its
+        # prompt and what it generated, and carries on from there.
+        for rank in ranks:
+            while rank.held > rank.kv and rank.decodes:
+                r = rank.started.pop()
+                if not decoding[r]:
+                    continue  # stale: it ended or was preempted already
+                decoding[r] = False
+                rank.decodes -= 1
+                version[r] += 1
+                now = made[r] + (step - since[r]) * tps
+                longest[r] = max(longest[r], max(durations[since[r]:step], default=0.0))
+                last_token[r] = t
+                rank.held -= prompts[r] + now  # its blocks are freed
+                made[r] = now
+                todo[r] = int(prompts[r] + now)
+                rank.waiting.appendleft(r)
         for entry, take in chunks:
             entry[1] += take
-        # Prompts whose last chunk ran now give their first token (with lanes side by side,
-        # one behind the head may finish first).
-        for entry in [e for e in prefilling if e[1] >= prompts[e[0]]]:
-            prefilling.remove(entry)
-            r = entry[0]
-            ttft[r] = t - arrivals[r] + handling
-            first_at[r], first_step[r] = t, step
-            remaining = max(0.0, (float(outputs[r]) - 1) / tps)
-            heapq.heappush(decoding, (step + math.ceil(remaining - 1e-9), r))
-            context_sum += float(prompts[r] + 1)
+        # Prompts whose last chunk ran now give their first token (with ranks side by side,
+        # one behind another's head may finish first).
+        for rank in ranks:
+            for entry in [e for e in rank.prefilling if e[1] >= todo[e[0]]]:
+                rank.prefilling.remove(entry)
+                r = entry[0]
+                if made[r] == 0:
+                    ttft[r] = t - arrivals[r] + handling
+                    first_at[r] = t
+                    made[r] = 1
+                    rank.held += 1
+                else:  # a preempted request: its next token after the recompute
+                    longest[r] = max(longest[r], t - last_token[r])
+                    rank.held += 1
+                    made[r] += 1
+                since[r] = step
+                remaining = max(0.0, (float(outputs[r]) - made[r]) / tps)
+                if remaining <= 0:
+                    rank.held -= prompts[r] + outputs[r]
+                    gap[r] = longest[r] if outputs[r] > 1 else 0.0
+                    tpot[r] = (t - first_at[r]) / max(outputs[r] - 1, 1)
+                    continue
+                version[r] += 1
+                decoding[r] = True
+                heapq.heappush(ends, (step + math.ceil(remaining - 1e-9), r, int(version[r])))
+                rank.started.append(r)
+                rank.decodes += 1
     return ServedRequest(arrivals, ttft, gap, tpot, np.array(durations), np.array(streams,
                                                                                     float))
 

@@ -1,0 +1,174 @@
+"""The prefill lane: how prompts share a replica's periods with the running streams, as plain
+numbers at a rate and a running batch.
+
+A prompt's work on its lane is its share of full periods (`perf.periods`); each lane (a
+data-parallel rank's scheduler; one without data parallelism) is an M/G/1 queue of that work
+at its share of the rate, loaded by its share of *time*. A period that carries chunks takes longer; data-parallel ranks step together,
+so a period is as long as its slowest rank's and every rank's chunk passes the shared experts.
+The running batch a rate settles at follows by Little's law over the mean period."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from llmfleet.perf.periods import Table, chunk_at, interp_batch
+from llmfleet.perf.queueing import cramer_lundberg_constant, lundberg_decay
+
+SATURATED = 0.999
+"""A lane loaded beyond this share of its time cannot keep up: the wait is unbounded."""
+
+
+@dataclass(frozen=True)
+class Lane:
+    """The prefill lane at a running batch and rate: M/G/c (c = lanes) of prompt work."""
+
+    chunk: float  # prompt tokens a scheduled batch carries beside its decodes
+    decode_s: float  # a period without a chunk
+    mixed_s: float  # a period that carries chunks (of as many ranks as carry one, on average)
+    utilisation: float  # of each lane
+    busy: float  # share of time a period carries a chunk
+    wait_chance: float  # an arrival waits for the lane
+    wait_s: float  # the mean of that wait's exponential tail
+    stretch: float = 1.0  # a lane's periods over a lone rank's (the other ranks' chunks)
+
+    @property
+    def period_s(self) -> float:
+        """The mean period."""
+        return 1 / (self.busy / self.mixed_s + (1 - self.busy) / self.decode_s)
+
+    @property
+    def stable(self) -> bool:
+        return self.utilisation < SATURATED
+
+
+@dataclass(frozen=True)
+class LanePeriods:
+    """What the prefill lane does to the periods at a rate and running batch."""
+
+    decode_s: float
+    mixed_s: float  # the mean period that carries chunks
+    busy: float  # the share of time a period carries chunks
+    utilisation: float  # of each lane (its work stretched by the other ranks' chunks)
+    stretch: float  # a busy lane's periods over a lone rank's at the mean start
+    work_s: float  # a mean prompt's work on its lane, stretched
+
+
+def lane_periods(table: Table, admitted_rate: float, running: float) -> LanePeriods:
+    """The lane's periods. One lane (one scheduler): a period that carries a chunk takes the
+    table's mixed period, and the lane is busy its utilisation of the time. Several data-
+    parallel ranks step together: a period is as long as its slowest rank's, and every rank's
+    chunk passes the shared experts, so a rank's chunk takes longer the more other ranks
+    carry one. With each other rank busy with the lane's utilisation rho (independently), a
+    busy rank sees 1 + (c - 1) rho chunks on average, which stretches its work and so rho:
+    a short fixed point. The mean period with chunks is over k ~ Binomial(c, rho), k >= 1."""
+    e = table.engine
+    c = e.lanes
+    td, tm = table.decode_at(running), table.mixed_at(running)
+    at = table.prefill_weights(running)
+    work1 = float(table.by_prefill_batch(table.work_mean_s, at))
+    if c == 1:
+        rho = admitted_rate * work1
+        return LanePeriods(td, tm, min(rho, 1.0), rho, 1.0, work1)
+    offsets = table.by_prefill_batch(table.rank_offsets, at)  # k = 1..c
+    ranks = np.array([interp_batch(table.ranks_mixed_s[k], running) for k in range(c)]) + offsets
+    ranks = np.maximum(ranks, tm)
+    rho = admitted_rate * work1 / c
+    stretch = 1.0
+    for _ in range(30):
+        k_eff = 1 + (c - 1) * min(rho, 1.0)
+        j = min(int(k_eff) - 1, c - 2)
+        frac = k_eff - 1 - j
+        per = ranks[j] * (1 - frac) + ranks[j + 1] * frac
+        stretch = per / tm
+        nxt = admitted_rate * work1 * stretch / c
+        if abs(nxt - rho) <= 1e-7 * max(nxt, 1e-9):
+            rho = nxt
+            break
+        rho = nxt
+    q = min(max(rho, 0.0), 1.0)
+    k = np.arange(1, c + 1)
+    binom = np.array([math.comb(c, int(x)) for x in k]) * q**k * (1 - q) ** (c - k)
+    busy = float(binom.sum())
+    mixed = float(binom @ ranks / busy) if busy > 0 else tm
+    return LanePeriods(td, mixed, busy, rho, stretch, work1 * stretch)
+
+
+def lane_at(table: Table, admitted_rate: float, running: float, arrival_cv2: float = 1.0
+            ) -> Lane:
+    """The lane at an admitted rate and running batch."""
+    e = table.engine
+    c = e.lanes
+    chunk = float(chunk_at(e, running))
+    lp = lane_periods(table, admitted_rate, running)
+    if lp.work_s <= 0 or admitted_rate <= 0:  # nothing to prefill (a decode engine) or idle
+        return Lane(chunk, lp.decode_s, lp.mixed_s, 0.0, 0.0, 0.0, 0.0)
+    rho = lp.utilisation
+    if rho >= SATURATED:
+        return Lane(chunk, lp.decode_s, lp.mixed_s, rho, 1.0, 1.0, math.inf, lp.stretch)
+    at = table.prefill_weights(running)
+    # Each lane is its own M/G/1 queue at rate / c: vLLM's data-parallel coordinator sends a
+    # request to the rank with the fewest waiting and running requests, not the least prompt
+    # work, so a rank holding a long prompt still gets new ones (no shared queue).
+    rate = admitted_rate / c
+    work = table.by_prefill_batch(table.work_s, at) * lp.stretch
+    weights = table.workload.prompts.weights / table.workload.prompts.admitted
+    decay = lundberg_decay(rate, work, weights)
+    # the tail's constant, where the exponential's chance (rho) would understate it
+    waits = min(1.0, max(rho, cramer_lundberg_constant(rate, work, weights, decay)))
+    cv2 = float(table.by_prefill_batch(table.work_cv2, at))
+    decay *= (1 + cv2) / (arrival_cv2 + cv2)  # smoother arrivals wait less (Kingman)
+    return Lane(chunk, lp.decode_s, lp.mixed_s, rho, lp.busy, waits, 1 / decay, lp.stretch)
+
+
+def _decodes_per_request(table: Table) -> float:
+    """Periods a request decodes for after its first token."""
+    return max(table.workload.output_mean - 1, 1e-9) / table.engine.tokens_per_period
+
+
+def running_at(table: Table, admitted_rate: float) -> float:
+    """The running batch D an admitted rate settles at, D = rate x periods a request decodes
+    x mean period(D), by fixed-point iteration from D = 0: the map only grows with D and more
+    slowly than it, so the iterates climb to the fixed point (the table's cap when the lane or
+    the slots cannot keep up)."""
+    per = _decodes_per_request(table)
+    cap = float(table.cap)
+    d = 0.0
+    for _ in range(200):
+        lp = lane_periods(table, admitted_rate, d)
+        if lp.utilisation >= SATURATED:
+            return cap
+        nxt = admitted_rate * per / (lp.busy / lp.mixed_s + (1 - lp.busy) / lp.decode_s)
+        if nxt >= cap:
+            return cap
+        if nxt - d <= 1e-6 * max(nxt, 1e-3):
+            return nxt
+        d = nxt
+    return d
+
+
+def rate_at(table: Table, running: float) -> float:
+    """The admitted rate at which the running batch is `running` (the inverse of
+    `running_at`): closed form for one lane, a short fixed point for several."""
+    e = table.engine
+    per = _decodes_per_request(table)
+    td, tm = table.decode_at(running), table.mixed_at(running)
+    work = float(table.by_prefill_batch(table.work_mean_s, running))
+    if e.lanes == 1:
+        rate = (running / td) / (per + running * work * (1 / td - 1 / tm))
+        return min(rate, SATURATED / work) if work > 0 else rate
+    rate = running / (per * td)
+    for _ in range(60):
+        lp = lane_periods(table, rate, running)
+        if lp.utilisation >= SATURATED:
+            rate *= 0.9
+            continue
+        nxt = running / (per / (lp.busy / lp.mixed_s + (1 - lp.busy) / lp.decode_s))
+        if abs(nxt - rate) <= 1e-7 * nxt:
+            return nxt
+        rate = nxt
+    return rate
+
+
