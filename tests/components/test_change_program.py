@@ -189,6 +189,27 @@ def test_a_new_weights_revision_keeps_the_old_prefix_readable_through_the_rollou
     assert [f for f in preview.findings if f.check == "permission-narrowed"] == []
 
 
+# --- day 2: the image cache's credentials are in -----------------------------------------
+
+CACHE = {**PRODUCTION, **EDGE, "startup.ecr_account_id": "111122223333"}
+
+
+def test_filling_the_image_caches_secret_creates_its_rule_then_the_pods_pull_through_it() -> None:
+    """startup.pull_through_ready false -> true: the secret (empty on the first `up`) is only
+    tagged; the cache rule and the nodes' pull-through policies are created in this change,
+    and the servers and the staging Job switch to the cache's image after them."""
+    preview = change(plan_dict(**CACHE), plan_dict(**CACHE, **{"startup.pull_through_ready": True}))
+    assert preview.findings == []
+    created = sorted(c.type.rsplit(":", 1)[-1] for c in preview.of("create"))
+    assert created == ["PullThroughCacheRule", "RolePolicy", "RolePolicy"]
+    assert preview.ops("aws:secretsmanager/secret:Secret") == {"t-us-east-1-model-docker-hub":
+                                                              "update"}
+    [server] = [c for c in preview.changes if c.name == "t-us-east-1-vllm-deployment"]
+    assert server.of("recreates")
+    image = server.after["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"]  # type: ignore[index]
+    assert image.startswith("111122223333.dkr.ecr.us-east-1.amazonaws.com/docker-hub/vllm/")
+
+
 # --- day 2: removing a region ---------------------------------------------------------------
 
 SURVIVOR_SHARES = [

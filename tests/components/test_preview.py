@@ -403,7 +403,8 @@ def test_node_role_has_exactly_the_two_managed_policies(run: Run) -> None:
         for r in run.plan.regions
         for what in ("karpenter-controller", "model-reader", "model-stager", "alerts-alertmanager")
     } | {f"{run.plan.name}-{r.region}-lbc-waf-lookup" for r in run.plan.regions if r.entry_point}
-    if run.plan.startup.ecr_account_id:  # each node role may pull through the ECR cache
+    startup = run.plan.startup
+    if startup.ecr_account_id and startup.pull_through_ready:  # nodes pull through the cache
         expected |= {f"{run.plan.name}-{r.region}-model-pull-through-{k}"
                      for r in run.plan.regions for k in (0, 1)}
     assert inline == expected, "inline: Karpenter, the weights, alerts, WAF lookup, ECR cache"
