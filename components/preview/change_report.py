@@ -164,9 +164,7 @@ def _steps(stack: str, preview: ChangePreview, existed: bool, order: Sequence[st
     env, _, part = stack.partition(".")
     clusters = [c for c in preview.of("delete") if c.type == "aws:eks/cluster:Cluster"]
     if not existed:
-        runs = [f"`pulumi up --stack {s}`" for s in order] or [
-            f"the stacks of `llmfleet rollout --stack {env}`, in its order"]
-        return [f"a first rollout: {run}" for run in runs]
+        return _first_rollout(env, order)
     if not clusters:
         return []
     gone = ", ".join(c.name for c in clusters)
@@ -186,6 +184,20 @@ def _steps(stack: str, preview: ChangePreview, existed: bool, order: Sequence[st
         last = "`pulumi up` (or `pulumi destroy` for the region's own stack)"
     middle = [b.step for b in sorted(preview.blockers, key=lambda b: b.rank)]
     return [*first_steps, first, *dict.fromkeys(middle), f"{last} (removes {gone})"]
+
+
+def _first_rollout(env: str, order: Sequence[str]) -> list[str]:
+    """A new environment's stacks in `llmfleet rollout`'s order, its global stack first once
+    (deploy_order's bootstrap): it writes the global name's validation record, which every
+    region's certificate waits for."""
+    if not order:
+        return [f"a first rollout: the stacks of `llmfleet rollout --stack {env}`, in its order"]
+    bootstrap = [s for s in order if s == global_stack(env)][:1]
+    runs = [f"`pulumi up --stack {s}`" for s in order]
+    if bootstrap and order[0] != bootstrap[0]:
+        runs.insert(0, f"`pulumi up --stack {bootstrap[0]}` (once, first: the global name's "
+                    "certificate validation record, which every region's certificate waits for)")
+    return [f"a first rollout: {run}" for run in runs]
 
 
 def _floor(r: Resource | None) -> int:
