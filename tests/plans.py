@@ -241,6 +241,19 @@ GPT_OSS_TP1 = {
 """A plan on the calibration file shipped for gpt-oss-120b on B200 TP 1."""
 
 
+CPG = "chat-frontier-cpg"
+"""The cluster placement group a user created with its reservations."""
+RESERVED_FRONTIER: dict[str, Any] = {
+    **FRONTIER,
+    **PRODUCTION,
+    "regions": [{"name": "us-east-1", "traffic_share": 1.0, "capacity": {
+        "type": "reservation", "reservation_ids": ["cr-0123456789abcdef0"],
+        "instance_type": "p5.48xlarge", "reserved_nodes": 8, "placement_group": CPG}}],
+}
+"""FRONTIER in production: its two-node replicas on On-Demand Capacity Reservations created
+in the placement group CPG (production refuses them on demand)."""
+
+
 def frontier_plan(**changes: Any) -> CapacityPlan:
     return make_plan(**{**FRONTIER, **changes})
 
