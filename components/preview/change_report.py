@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from components.preview.change import Resource, ResourceChange, compare
-from components.preview.change_checks import Blocker, blockers, change_findings
+from components.preview.change_checks import (
+    Blocker,
+    blockers,
+    change_findings,
+    retiring_patterns,
+)
 from components.preview.graph import Finding
 from components.preview.revision import before_run, deploys
 from components.preview.run import PreviewResult, run_program
@@ -121,10 +126,13 @@ def preview_change(
     label: str,
     allow: Sequence[str] = (),
     order: Sequence[str] = (),
+    retiring: Sequence[str] = (),
 ) -> ChangePreview:
     """The change between two runs of `stack`'s program (`allow`: --allow-replace; `order`:
-    the environment's stacks as `llmfleet rollout` runs them)."""
+    the environment's stacks as `llmfleet rollout` runs them; `retiring`: the regions the plan
+    now retires, whose resources' deletion it means)."""
     changes = compare(before, after)
+    allow = [*allow, *retiring_patterns(retiring)]
     preview = ChangePreview(stack, label, changes, change_findings(changes, before, allow),
                             blockers(changes))
     preview.steps = _steps(stack, preview, bool(before), order)
@@ -139,8 +147,14 @@ def change_from(
     start = before_run(stack, source)
     resources, result = after_run(stack)
     order = rollout_order(stack, result.fleet_plan) if result is not None else []
-    change = preview_change(stack, start.resources, resources, start.label, allow, order)
+    change = preview_change(stack, start.resources, resources, start.label, allow, order,
+                            retiring_regions(result.fleet_plan) if result is not None else [])
     return change, resources, result
+
+
+def retiring_regions(fleet: FleetPlan) -> list[str]:
+    """The regions the plan retires (regions[].retire)."""
+    return [rp.region for rp in fleet.regions if rp.retiring]
 
 
 def rollout_order(stack: str, fleet: FleetPlan) -> list[str]:
@@ -214,12 +228,16 @@ def resource_change(base: str, head: str, allow: Sequence[str] = ()) -> ChangePr
         raise StackError(f"diff --resources: name the stack on one side ({base!r}, {head!r}), "
                          "e.g. origin/main:prod prod")
     runs = []
-    for source, _ in sides:
+    retiring: list[str] = []
+    for k, (source, _) in enumerate(sides):
         if source is None:
-            runs.append(after_run(stack)[0])
+            resources, result = after_run(stack)
+            runs.append(resources)
+            if k == 1 and result is not None:
+                retiring = retiring_regions(result.fleet_plan)
         else:
             runs.append(before_run(stack, source).resources)
-    return preview_change(stack, runs[0], runs[1], base, allow)
+    return preview_change(stack, runs[0], runs[1], base, allow, retiring=retiring)
 
 
 def _side(spec: str) -> tuple[str | None, str | None]:

@@ -27,7 +27,13 @@ from plans import (
 )
 
 import components.weights
-from components.preview.change_report import ChangePreview, preview_change, rollout_order
+from components.preview.change_checks import LB_ATTRIBUTES
+from components.preview.change_report import (
+    ChangePreview,
+    preview_change,
+    retiring_regions,
+    rollout_order,
+)
 from components.preview.replacements import covers
 from components.preview.revision import TREE, before_run
 from components.preview.run import run_program
@@ -283,6 +289,44 @@ def test_removing_a_region_lists_its_blockers_and_the_global_step_first() -> Non
     assert protection == ingress.step  # then deletion protection off
     assert any("aws s3 rm" in step for step in rest)
     assert "chat-three-eu-north-1" in last  # then the destroy
+
+
+def _retiring(plan: dict[str, Any], region: str) -> dict[str, Any]:
+    regions = [{**r, "retire": True} if r["name"] == region else r for r in plan["regions"]]
+    return _changed(plan, {"regions": regions})
+
+
+RETIRING = _retiring(AGGREGATED, "eu-north-1")
+
+
+def test_retiring_a_region_takes_it_out_of_dns_and_unprotects_it_as_the_plan_says() -> None:
+    """docs/day2.md step 1, regions[eu-north-1].retire: its routed records, health checks and
+    DNS alarm go (the plan says so: no finding), its ALB loses deletion protection and its
+    weight bucket may be emptied by a destroy; nothing else changes."""
+    retiring = retiring_regions(build_fleet_plan(parse_plan(RETIRING)))
+    assert retiring == ["eu-north-1"]
+    preview = change(AGGREGATED, RETIRING, retiring=retiring)
+    assert preview.findings == [] and preview.blockers == []
+    deleted = sorted(c.type.rsplit(":", 1)[-1] for c in preview.of("delete"))
+    assert deleted == ["HealthCheck", "HealthCheck", "HealthCheck", "MetricAlarm", "Record",
+                       "Record"]
+    assert all("eu-north-1" in c.name for c in preview.changes if c.op != "same")
+    protection = f'metadata.annotations["{LB_ATTRIBUTES}"]'
+    assert {c.name: c.changed for c in preview.of("update")} == {
+        "chat-three-eu-north-1-model-weights": ["forceDestroy"],
+        "chat-three-eu-north-1-vllm-ingress": [protection],
+        "chat-three-eu-north-1-vllm-ingress-health": [protection]}
+
+
+def test_after_its_retirement_a_region_goes_with_only_its_controllers_objects_in_the_way() -> None:
+    """Step 2 and 3: its weight bucket may empty (force_destroy), its log bucket stays behind
+    (retain_on_delete), its ALB is unprotected; left are what controllers made (the ALB's
+    security groups, Karpenter's nodes), cleared by deleting Ingresses and NodePools first."""
+    preview = change(RETIRING, TWO_REGIONS, allow=["*eu-north-1*"])
+    assert {b.source.split(":")[0] for b in preview.blockers} == {
+        "EC2 API DeleteVpc and DeleteSubnet; aws-load-balancer-controller security groups; "
+        "Karpenter docs, Uninstall", "Karpenter docs, Uninstall"}
+    assert not [s for s in preview.steps if "aws s3 rm" in s or "deletion protection" in s]
 
 
 def test_a_survivor_moving_to_one_gpu_zone_has_its_node_groups_replaced_and_said() -> None:
