@@ -302,6 +302,7 @@ def test_validate_json_keeps_its_keys(tmp_path, capsys):
         "by_source",
         "by_source_held_out",
         "by_source_own_runs",  # added: per source, calibrated on the server's other runs
+        "calibrated_on_one_sweep",  # added (#29): calibrated on one sweep, the other sweeps
         "in_sample",
         "leave_one_source_out",
         "one_group",
