@@ -237,7 +237,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
             update={
                 "calibration": cal_path,
                 "ranges": calibrated_ranges(result, cal, req),
-                "calibration_warning": untested_length(cal, req.input_tokens),
+                "calibration_warning": untested_length(
+                    cal, req.input_tokens, req.output_tokens
+                ),
             }
         )
     else:  # the shipped band, held out by source: every prediction carries where it may land

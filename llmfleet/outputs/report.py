@@ -252,6 +252,16 @@ def calibration_text(cal: ServerCalibration) -> str:
     if cal.prompt_tokens:
         lo, hi = cal.prompt_tokens
         lines.append(f"  tested prompt lengths: {lo:,.0f}-{hi:,.0f} tokens")
+    if cal.output_tokens:
+        lo, hi = cal.output_tokens
+        lines.append(f"  tested output lengths: {lo:,.0f}-{hi:,.0f} tokens")
+    if not cal.ranges:
+        lines.append(
+            "  WARNING: calibrated at one prompt length: at other prompt and output lengths "
+            "TTFT under load may move either way (benchmarks/README.md, \"Calibrated on one "
+            "sweep\"); `predict --calibration` warns when a request is outside the tested "
+            "lengths"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -181,6 +181,24 @@ def test_predict_warns_where_the_plan_needs_a_length_the_runs_never_had(tmp_path
     assert "compute held at 1: needs low-load TTFT" in out
 
 
+def test_predict_warns_where_the_plan_needs_an_output_length_the_runs_never_had(
+    tmp_path, capsys
+):
+    # Calibrated on the 1,024/1,024 sweep, a 7,300-token output is a shape the runs never
+    # had: the running batch and TTFT under load behind it are untested (held out, this is
+    # where a calibration on one sweep can make TTFT worse: benchmarks/README.md)
+    cal_path = tmp_path / "B200-1.json"
+    cal = calibrate(tmp_path, "B200", 1)
+    assert cal.output_tokens == (916.4, 929.2)
+    capsys.readouterr()
+    args = ["predict", *server_flags("B200", 1), "--input-tokens", "920", "--output-tokens",
+            "7300", "--concurrency", "32", "--calibration", str(cal_path), "--json"]
+    assert main(args) == 0
+    warning = json.loads(capsys.readouterr().out)["calibration_warning"]
+    assert "a 7,300-token output is outside the 916-929 tokens" in warning
+    assert "prompt" not in warning
+
+
 def test_predict_calibration_with_a_config_json_asks_for_hf_repo(tmp_path, capsys):
     cal_path = tmp_path / "B200-1.json"
     calibrate(tmp_path, "B200", 1)
