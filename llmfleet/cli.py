@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from llmfleet import paths
 from llmfleet.calibration import fit
-from llmfleet.calibration.fit import fit_all, leave_one_source_out
+from llmfleet.calibration.band import shipped_band as held_out_band
+from llmfleet.calibration.fit import fit_all, held_out_by_architecture, leave_one_source_out
 from llmfleet.calibration.measurements import load_measurements, regime_of
 from llmfleet.calibration.report import summarize, validation_report
 from llmfleet.calibration.rows import predict_rows
@@ -46,7 +47,7 @@ from llmfleet.fleetplan.replica_request import (
     region_of,
     replica_request,
 )
-from llmfleet.fleetplan.risk import calibrated_slowdown
+from llmfleet.fleetplan.risk import calibrated_slowdown, for_architecture
 from llmfleet.gc_pause import gc_paused
 from llmfleet.outputs import diff_charts, render, rendered_files
 from llmfleet.outputs.deploy_order import deploy_order, deploy_order_text
@@ -225,6 +226,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         covered = Covered(str(cal_path), cal)
         slow = calibrated_slowdown(consts)(covered) if confidence == "pessimistic" else 1.0
         correction = covered.correction(slow)
+    elif confidence == "pessimistic":  # the p90 of the band of the GPU's architecture
+        consts = for_architecture(consts, hardware.gpu(req.gpu).architecture)
     try:
         result = predict_served(req, config, correction, replica, consts)
     except PlanError as e:  # the core names request fields; the user typed flags
@@ -234,7 +237,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
             update={
                 "calibration": cal_path,
                 "ranges": calibrated_ranges(result, cal, req),
-                "calibration_warning": untested_length(cal, req.input_tokens),
+                "calibration_warning": untested_length(
+                    cal, req.input_tokens, req.output_tokens
+                ),
             }
         )
     else:  # the shipped band, held out by source: every prediction carries where it may land
@@ -393,7 +398,7 @@ def shipped_band(req: PredictRequest) -> dict[str, dict[str, float]]:
     consts = fitted()
     if regime_of(req) == "burst":
         return consts.uncertainty_by_regime.get("burst", consts.uncertainty)
-    return consts.uncertainty
+    return consts.band(hardware.gpu(req.gpu).architecture)
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -476,11 +481,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     fitted = fit_all(loaded.rows, prior)
     # Ranges come from held-out errors: a plan's model and GPU are usually not the rows'.
     held_out = leave_one_source_out(loaded.rows, prior)
+    band = held_out_band(loaded.rows, held_out, held_out_by_architecture(loaded.rows, prior))
     for name, consts in (("prior", prior), ("fitted", fitted)):
         stats = summarize(p for p in predict_rows(loaded.rows, consts) if p.engine == "vllm")
         line = ", ".join(f"{m} {s['median_ape']:.1f}%" for m, s in stats.items())
         print(f"{name}: median abs error on vLLM rows: {line}")
-    text = fit.render(constants.document(), fitted, held_out)
+    text = fit.render(constants.document(), fitted, band)
     if args.write:
         constants.PATH.write_text(text)
         print(f"wrote {constants.PATH}")
