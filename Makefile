@@ -3,7 +3,7 @@ PY := venv/bin/python
 CHECKOV := venv-checkov/bin/checkov
 STACK ?= dev
 
-.PHONY: all preview plan render check-render test validate-check hardening-check program-check lint bench clean
+.PHONY: all preview plan render check-render docs test validate-check hardening-check program-check lint bench clean
 
 all: venv/.installed
 
@@ -38,6 +38,10 @@ render: venv/.installed
 
 check-render: venv/.installed
 	$(PY) -m llmfleet render --check
+
+# docs/plan.md, generated from the schema's Field(description=...) texts (a test checks it).
+docs: venv/.installed
+	$(PY) -m llmfleet.outputs.plan_reference > docs/plan.md
 
 # `test` (under a minute) leaves out the leave-one-source-out refits (most of a minute),
 # the hardening tests (property tests, secret hygiene and the policy pack over every
