@@ -39,9 +39,11 @@ render: venv/.installed
 check-render: venv/.installed
 	$(PY) -m llmfleet render --check
 
-# docs/plan.md, generated from the schema's Field(description=...) texts (a test checks it).
+# docs/plan.md, generated from the schema's Field(description=...) texts, and README's pasted
+# `llmfleet plan --stack dev` output (tests check both are current).
 docs: venv/.installed
 	$(PY) -m llmfleet.outputs.plan_reference > docs/plan.md
+	$(PY) -m llmfleet.outputs.front_door README.md
 
 # `test` (under a minute) leaves out the leave-one-source-out refits (most of a minute),
 # the hardening tests (property tests, secret hygiene and the policy pack over every
