@@ -39,5 +39,6 @@ def test_every_command_of_the_first_stack_walkthrough_runs(tmp_path: Path) -> No
     for n, block in enumerate(blocks(WALKTHROUGH.read_text()), 1):
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=copy, env=env,
                               capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"block {n}:\n{block}\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
+        output = done.stdout[-2000:] + done.stderr[-3000:]
+        assert done.returncode == 0, f"block {n}:\n{block}\n{output}"
     assert (copy / "rendered" / "chat" / "REPORT.md").is_file()
