@@ -283,10 +283,7 @@ def markdown() -> str:
                   "| --- | --- | --- | --- | --- |"]
         for r in table:
             name = r.path.rsplit(".", 1)[-1]
-            if r.section:
-                name_cell = f"[`{name}`](#{_anchor(r.section)})"
-            else:
-                name_cell = f"`{name}`"
+            name_cell = f"[`{name}`](#{_anchor(r.section)})" if r.section else f"`{name}`"
             lines.append(
                 f"| {name_cell} | {_cell(r.type)} | {_cell(r.default)} | "
                 f"{_cell(r.description)} | {_cell(r.example)} |"
