@@ -322,7 +322,7 @@ def format_validation_error(e: ValidationError, as_flags: bool = False) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         value = err.get("input")
         if err["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; see README's plan reference)"
+            msg = "unknown field (check the spelling; see docs/plan.md)"
         elif err["type"] in MAPPING_ERRORS:
             msg = _mapping_hint(path, value, as_flags)
         shown = (
@@ -357,7 +357,7 @@ def _mapping_hint(path: str, value: object, as_flags: bool) -> str:
         return f"{section} takes fields, not one value; write {write}" + example.format(
             value=value
         )
-    return f"{section} takes fields (a mapping, see README's plan reference), not one value"
+    return f"{section} takes fields (a mapping, see docs/plan.md), not one value"
 
 
 GIT_TIMEOUT_S = 30
