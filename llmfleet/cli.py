@@ -62,10 +62,14 @@ from llmfleet.perf.replica import PredictRequest, PredictResult, predict_served
 from llmfleet.perf.step import NO_CORRECTION, StepModel
 from llmfleet.plan import stacks
 from llmfleet.plan.model import resolve_model
+from llmfleet.plan.schema import CapacityPlan
 from llmfleet.plan.stacks import (
     format_validation_error,
     list_stacks,
     read_plan,
+    read_plan_file,
+    stack_arg,
+    stack_file_config,
 )
 from llmfleet.simulate.run import simulate
 from llmfleet.simulate.scenario import DEFAULT_SPIKE_MINUTES, scenario_from_args
@@ -88,8 +92,23 @@ def warn_support(fp: FleetPlan) -> None:
         sys.stderr.write(f"warning: {notice}\n")
 
 
+def _plan_of(args: argparse.Namespace) -> CapacityPlan:
+    """The plan of `--stack` (a name, or a stack file's path: `_stack_names`)."""
+    if args.stack_file is None:
+        return read_plan(args.stack)
+    return read_plan_file(args.stack_file)
+
+
+def _stack_names(args: argparse.Namespace) -> None:
+    """`--stack NAME` or `--stack PATH/Pulumi.NAME.yaml`: every command takes either. Sets
+    `args.stack` to the name and `args.stack_file` to the file given (None: stacks/NAME's)."""
+    args.stack_file = None
+    if getattr(args, "stack", None):
+        args.stack, args.stack_file = stack_arg(args.stack, paths.STACKS_DIR)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    fp = build_fleet_plan(read_plan(args.stack))
+    fp = build_fleet_plan(_plan_of(args))
     sys.stdout.write(_dump(fp.model_dump(mode="json")) if args.json else fleet_text(fp))
     warn_support(fp)
     return 0
@@ -109,7 +128,7 @@ def as_flag(field: str) -> str:
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
-    plan = read_plan(args.stack)
+    plan = _plan_of(args)
     report = drill(plan, parse_lost(plan, args.lose), environment=args.stack)
     sys.stdout.write(_dump(report.model_dump(mode="json")) if args.json else drill_text(report))
     return 0 if report.passed else 1
@@ -120,7 +139,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise PlanError("--spike-minutes", args.spike_minutes, "give it with --spike PCT@HH:MM")
     if args.seed < 0:
         raise PlanError("--seed", args.seed, "give a seed of 0 or more")
-    plan = read_plan(args.stack)
+    plan = _plan_of(args)
     scenario = scenario_from_args(
         plan,
         day=args.day,
@@ -136,8 +155,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
-    plan = read_plan(args.stack)
-    order = deploy_order(args.stack, plan, build_fleet_plan(plan))
+    plan = _plan_of(args)
+    folder = paths.STACKS_DIR if args.stack_file is None else args.stack_file.parent
+    present = stacks.list_stack_files(folder) if folder.is_dir() else []
+    order = deploy_order(args.stack, plan, build_fleet_plan(plan), present)
     sys.stdout.write(
         _dump(order.model_dump(mode="json")) if args.json else deploy_order_text(order)
     )
@@ -327,7 +348,7 @@ def _plan_replica(
             f"{flag}: predict --stack takes it from the plan's replica; drop {flag}, or drop "
             "--stack and give every flag (the command printed with --stack lists them)"
         )
-    plan = read_plan(args.stack)
+    plan = _plan_of(args)
     fp = build_fleet_plan(plan)
     rp = region_of(plan, fp.regions, args.region)
     model = resolve_model(plan, paths.PROJECT_ROOT)
@@ -408,12 +429,19 @@ def cmd_preview(args: argparse.Namespace) -> int:
         from components.preview.split import split_commands
         from components.preview.text import format_findings
 
+        if args.stack_file is not None and (args.split or args.from_source):
+            raise ArgumentError(
+                f"preview --{'split' if args.split else 'from'} reads the stack's region stacks "
+                f"and history from stacks/: give the stack by name (copy its file to "
+                f"stacks/Pulumi.{args.stack}.yaml)"
+            )
         if args.split:
             sys.stdout.write("\n".join(split_commands(args.stack)) + "\n")
             return 0
         if args.from_source:
             return _preview_change(args)
-        result = run_program(args.stack)
+        config = None if args.stack_file is None else stack_file_config(args.stack_file)
+        result = run_program(args.stack, config)
         findings = [] if args.no_checks else result.findings()
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
     warn_support(result.fleet_plan)
@@ -519,7 +547,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         root = out / env
         # `--check` draws every chart; a write keeps those whose stamp still matches.
         drawn = {} if args.check else render.drawn_charts(root)
-        plan = read_plan(env)
+        plan = _plan_of(args) if args.stack else read_plan(env)
         files = render.render_stack(build_fleet_plan(plan), drawn, plan)
         if args.check:
             drifted += rendered_files.drift(files, root).lines(root)
@@ -604,6 +632,7 @@ def main(argv: Sequence[str] | None = None, *, ends_process: bool = False) -> in
     allocated is frozen, not walked, before exit (gc_pause: render of prod 3.4 -> 2.2 s)."""
     args = parser().parse_args(argv)
     try:
+        _stack_names(args)
         with gc_paused(until_exit=True) if ends_process else nullcontext():
             code: int = args.func(args)
         return code

@@ -31,7 +31,7 @@ from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.weights import ACCOUNT_PLACEHOLDER
 from llmfleet.outputs import render
 from llmfleet.paths import RENDERED_DIR
-from llmfleet.plan.stacks import list_stacks, parse_plan, read_stack_config
+from llmfleet.plan.stacks import list_stacks, parse_plan, read_stack_config, stack_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
@@ -142,7 +142,7 @@ def run(request: pytest.FixtureRequest, runs: dict[str, Run]) -> Run:
 def preview_own_stacks(own_stacks, monkeypatch: pytest.MonkeyPatch) -> None:
     """`llmfleet preview --stack` reads the tests' own stacks folder."""
     monkeypatch.setattr(
-        preview_run, "read_stack_config", lambda env: read_stack_config(env, own_stacks)
+        preview_run, "stack_config", lambda env: stack_config(env, own_stacks)
     )
 
 
