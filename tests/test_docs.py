@@ -60,6 +60,7 @@ CHECKLIST = {
     "`pulumi up` from ": "A Kubernetes API you can reach.",
     "The IAM role": "Who else administers the clusters.",
     "The EC2 vCPU quotas": "Quotas.",
+    "Reserved capacity in": "Reserved capacity",
     "The public Route 53 hosted zone": "The DNS zone",
     "Your identity provider": "The auth provider",
     "The Cognito user pool": "The auth provider",
@@ -87,7 +88,10 @@ def test_deploy_md_has_an_item_for_each_the_report_lists_and_no_other() -> None:
               "cluster": {"endpoint_public_access": True,
                           "public_access_cidrs": ["52.94.76.0/22"]},
               "edge": {"auth": {"cognito": plan_reference.EXTRA_EXAMPLES["edge.auth.cognito"]}}}
-    items = _report_items(example) + _report_items(public)
+    reserved = {**example, "regions": [{**region, "capacity": {
+        "type": "reservation", "reservation_ids": ["cr-0123456789abcdef0"],
+        "instance_type": "p5.48xlarge", "reserved_nodes": 4}} for region in example["regions"]]}
+    items = _report_items(example) + _report_items(public) + _report_items(reserved)
     unmatched = [i for i in items if not any(i.startswith(p) for p in CHECKLIST)]
     assert unmatched == [], "add the item to docs/deploy.md and to CHECKLIST"
     covered = {label for prefix, label in CHECKLIST.items() if any(i.startswith(prefix)

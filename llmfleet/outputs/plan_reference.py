@@ -93,7 +93,7 @@ EXTRA_EXAMPLES: dict[str, Any] = {
                           "load_balancer_cidrs": ["10.60.200.0/24", "10.60.201.0/24"]},
     "regions[].capacity": {"type": "reservation", "reservation_ids": ["cr-0123456789abcdef0"],
                            "instance_type": "p5.48xlarge", "reserved_nodes": 2,
-                           "usd_per_hour": 40.0},
+                           "placement_group": "llm-p5-cluster", "usd_per_hour": 40.0},
     "allowed.speculative[]": {"method": "eagle3", "num_speculative_tokens": 3,
                               "acceptance_rate": 0.7,
                               "draft_model": "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"},
