@@ -4,7 +4,9 @@ Measures, with time.perf_counter over repeated runs: one `predict`, a full Fleet
 each stack, predicting every measurement row, one calibration fit, and peak memory; then
 the wall time of CLI commands as a user runs them, each in a fresh interpreter (a
 subprocess, so interpreter start and imports count): importing just the Pulumi SDK modules
-the prod program loads (the floor under any preview of it), `preview --stack prod`, and
+the prod program loads (the floor under any preview of it); prod's plan, render, preview
+and simulate, each against its target (`TARGETS_S`) scaled by that floor (exit 1 when one
+misses: the check runs here, never as a timed assertion in the tests); and
 `plan`, `render` and `preview` of prod both as three commands and as three calls in one
 process.
 """
@@ -54,10 +56,41 @@ def _wall(argvs: Sequence[Sequence[str]]) -> float:
     return time.perf_counter() - start
 
 
-def timed_cli(label: str, argvs: Sequence[Sequence[str]], repeat: int) -> None:
+def timed_cli(label: str, argvs: Sequence[Sequence[str]], repeat: int) -> float:
     runs = [_wall(argvs) for _ in range(repeat)]
     med = statistics.median(runs)
     print(f"{label:<44} median {med:9.2f} s   min {min(runs):9.2f} s   n={repeat}")
+    return med
+
+
+TARGETS_S = {"plan": 0.4, "render": 1.0, "preview": 2.0, "simulate": 1.5}
+"""prod's commands on an idle 2-core machine (issue #31), each a fresh interpreter."""
+FLOOR_REFERENCE_S = 0.45
+"""Importing the three Pulumi SDKs took this on that machine (a fresh interpreter): the targets are
+checked as multiples of the floor measured in the same run, so a busy machine (slower
+floor) scales them and a timed check never depends on the machine's load alone."""
+
+
+def check_targets(floor_s: float, repeat: int = 5) -> bool:
+    """Each command against its target scaled by the floor measured now; True if all hold."""
+    scale = floor_s / FLOOR_REFERENCE_S
+    held = True
+    with tempfile.TemporaryDirectory() as out:
+        commands = {
+            "plan": ["plan", "--stack", "prod"],
+            "render": ["render", "--stack", "prod", "--out", out],
+            "preview": ["preview", "--stack", "prod"],
+            "simulate": ["simulate", "--stack", "prod"],
+        }
+        for name, argv in commands.items():
+            med = timed_cli(f"{name} --stack prod (subprocess)", [["-m", "llmfleet", *argv]],
+                            repeat)
+            budget = TARGETS_S[name] * scale
+            ok = med <= budget
+            held &= ok
+            print(f"  {'holds' if ok else 'MISSES'}: {med:.2f} s against {TARGETS_S[name]} s x "
+                  f"{scale:.2f} (floor {floor_s:.2f} s / {FLOOR_REFERENCE_S} s) = {budget:.2f} s")
+    return held
 
 
 def sdk_modules() -> list[str]:
@@ -76,11 +109,14 @@ def sdk_modules() -> list[str]:
     )
 
 
-def cli_figures(repeat: int = 3) -> None:
+def cli_figures(repeat: int = 3) -> bool:
     floor = "import gc; gc.disable()\nimport pulumi.runtime.mocks\n" + "".join(
         f"import {name}\n" for name in sdk_modules()
     )
     timed_cli("import the SDK modules prod uses (no work)", [["-c", floor]], repeat)
+    floor_s = timed_cli("floor: import pulumi, pulumi_aws, pulumi_kubernetes",
+                        [["-c", "import pulumi, pulumi_aws, pulumi_kubernetes"]], 7)
+    held = check_targets(floor_s)
     with tempfile.TemporaryDirectory() as out:
         plan = ["plan", "--stack", "prod"]
         render = ["render", "--stack", "prod", "--out", out]
@@ -93,6 +129,7 @@ def cli_figures(repeat: int = 3) -> None:
         )
         in_one = f"from llmfleet.cli import main\nfor a in {[plan, render, preview]!r}: main(a)"
         timed_cli("plan, render, preview prod (one subprocess)", [["-c", in_one]], repeat)
+    return held
 
 
 def main() -> None:
@@ -129,7 +166,9 @@ def main() -> None:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     print(f"{'peak Python memory, plan --stack prod':<44} {peak / 2**20:9.2f} MiB")
-    cli_figures()
+    if not cli_figures():
+        print("make bench: a command misses its target (above)")
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -245,7 +245,10 @@ class Fleet(pulumi.ComponentResource):
                     gpu_pool(rp), cluster, cluster.gpu_subnet_ids, plan.name
                 )
                 if multi is not None:
-                    group = multi.placement_group.name if multi.placement_group else None
+                    group: pulumi.Input[str] | None = (
+                        multi.placement_group.name if multi.placement_group is not None
+                        else rp.multi_node.placement_group if rp.multi_node is not None
+                        else None)
                     floor_args = replace(floor_args, fabric=rp.fabric, placement_group=group)
                 gpu = NodePool(f"{base}-gpu", floor_args, opts=pool_opts)
             karpenter = Karpenter(

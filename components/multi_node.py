@@ -2,9 +2,11 @@
 (`RegionPlan.fabric`: a replica across nodes, `RegionPlan.multi_node`, or disaggregated pools).
 
 Children:
-- `{name}-pg` (a replica across nodes): the cluster placement group every GPU node joins
-  (`multi_node.placement_group`, strategy cluster; Karpenter's EC2NodeClass selects it by
-  name, the floor's launch template names it);
+- `{name}-pg` (a replica across nodes on demand): the cluster placement group every GPU node
+  joins (`multi_node.placement_group`, strategy cluster; Karpenter's EC2NodeClass selects it
+  by name, the floor's launch template names it). Reserved nodes join the group their
+  reservations were created in, which the plan names, and Capacity Blocks none
+  (`multi_node.placement_group_created` false: `fleetplan.multi_node.placement`);
 - `{name}-efa-device-plugin` (over EFA only): the EFA device plugin (eks-charts
   `aws-efa-k8s-device-plugin`), which advertises `vpc.amazonaws.com/efa` on the GPU nodes
   (EKS user guide, "device management EFA": the EKS AL2023 accelerated AMIs carry the EFA host
@@ -119,13 +121,14 @@ class MultiNodeSupport(pulumi.ComponentResource):
         self.placement_group = None
         self.releases = {}
         self.crds = []
-        if multi is not None:
+        if multi is not None and multi.placement_group_created:
             self.placement_group = aws.ec2.PlacementGroup(
                 f"{name}-pg",
                 **placement_group_args(multi),
                 tags=dict(sorted(args.tags.items())),
                 opts=pulumi.ResourceOptions(parent=self),
             )
+        if multi is not None:
             self.crds = crd_files(f"{name}-lws", LWS, k8s_opts)
             self.releases[LWS] = k8s.helm.v3.Release(
                 f"{name}-lws",
@@ -140,6 +143,6 @@ class MultiNodeSupport(pulumi.ComponentResource):
                 f"{name}-efa-device-plugin", **efa_device_plugin_args(rp), opts=k8s_opts
             )
         self.register_outputs({
-            "placement_group": self.placement_group.name if self.placement_group else None,
+            "placement_group": multi.placement_group if multi is not None else None,
             "releases": sorted(self.releases),
         })

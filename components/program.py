@@ -110,7 +110,7 @@ def _refuse_whole_up(target: StackTarget) -> None:
         f"{target.environment} has {len(target.plan.regions)} regions and deploys as the stacks "
         f"{', '.join(stacks)} (in that order; `llmfleet rollout --stack {target.environment}`): "
         f"`pulumi up` one of them. To move an existing {target.environment} stack into them "
-        "without recreating anything, see README: Region stacks"
+        "without recreating anything, see docs/deploy.md: Region stacks"
     )
 
 

@@ -9,14 +9,17 @@
   objects (and, during a rollout to a new revision, the previous revision's:
   `WeightStaging.reader_prefixes`, so a pod restarting before the new Job finishes keeps its
   weights); the staging Job's may also write them (and nothing outside the prefix).
-- With `startup.ecr_account_id`: an ECR pull-through cache rule for Docker Hub (prefix
-  `images.ECR_PREFIX`) with the credentials Secret ECR requires for Docker Hub (created
-  empty: put a Docker Hub username and access token in it), and on every node role the two
-  actions a first pull through the cache needs (create the repository, import the upstream
-  image), scoped to the prefix. The pods pull through the cache only once the plan says the
-  secret is filled (`startup.pull_through_ready`, then the secret carries `CREDENTIALS_TAG`);
-  before, from Docker Hub directly, since ECR refuses a Docker Hub pull without credentials
-  and a pod would sit in ErrImagePull to its deadline.
+- With `startup.ecr_account_id`: the credentials Secret ECR requires for a pull-through cache
+  of Docker Hub (created empty: put a Docker Hub username and access token in it; llmfleet
+  never holds them). Once the plan says it is filled (`startup.pull_through_ready`, then the
+  secret carries `CREDENTIALS_TAG`): the cache rule (prefix `serving.ECR_PREFIX`) and on every
+  node role the two actions a first pull through the cache needs (create the repository,
+  import the upstream image), scoped to the prefix, and the pods pull through it. Not before:
+  ECR reads the secret when it creates the rule (ECR user guide, "Creating a pull through
+  cache rule": the credentials are stored first; CreatePullThroughCacheRule fails with
+  UnableToAccessSecretException or UnableToDecryptSecretValueException), so a rule over the
+  empty secret would fail the first `pulumi up`, and a pod pulling through it would sit in
+  ErrImagePull to its deadline. Until then the pods pull from Docker Hub directly.
 """
 
 from __future__ import annotations
@@ -126,7 +129,8 @@ class ModelStoreArgs:
 class ModelStore(pulumi.ComponentResource):
     """Children: the bucket `{name}-weights` (public access block, SSE-S3, TLS-only policy),
     the roles, policies and Pod Identity associations `{name}-reader` (vLLM) and
-    `{name}-stager` (the staging Job: `stager_association`), and the image cache."""
+    `{name}-stager` (the staging Job: `stager_association`), and the image cache's secret
+    `{name}-docker-hub` (its rule and node policies once the secret is filled)."""
 
     bucket: aws.s3.Bucket
     stager_association: aws.eks.PodIdentityAssociation
@@ -207,16 +211,17 @@ class ModelStore(pulumi.ComponentResource):
                 tags={CREDENTIALS_TAG: "filled-by-hand"} if startup.pull_through_ready else {},
                 opts=child,
             )
-            aws.ecr.PullThroughCacheRule(
-                f"{name}-docker-hub",
-                ecr_repository_prefix=ECR_PREFIX,
-                upstream_registry_url=DOCKER_HUB,
-                credential_arn=secret.arn,
-                opts=child,
-            )
-            policy = pull_through_policy(rp.region, startup.ecr_account_id)
-            for k, role in enumerate(args.node_roles):
-                aws.iam.RolePolicy(
-                    f"{name}-pull-through-{k}", role=role.id, policy=policy, opts=child
+            if startup.pull_through_ready:
+                aws.ecr.PullThroughCacheRule(
+                    f"{name}-docker-hub",
+                    ecr_repository_prefix=ECR_PREFIX,
+                    upstream_registry_url=DOCKER_HUB,
+                    credential_arn=secret.arn,
+                    opts=child,
                 )
+                policy = pull_through_policy(rp.region, startup.ecr_account_id)
+                for k, role in enumerate(args.node_roles):
+                    aws.iam.RolePolicy(
+                        f"{name}-pull-through-{k}", role=role.id, policy=policy, opts=child
+                    )
         self.register_outputs({"bucket": self.bucket.bucket, "weights": rp.cold_start.weights_uri})

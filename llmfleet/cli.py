@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from llmfleet import paths
 from llmfleet.calibration import fit
-from llmfleet.calibration.fit import fit_all, leave_one_source_out
+from llmfleet.calibration.band import shipped_band as held_out_band
+from llmfleet.calibration.fit import fit_all, held_out_by_architecture, leave_one_source_out
 from llmfleet.calibration.measurements import load_measurements, regime_of
 from llmfleet.calibration.report import summarize, validation_report
 from llmfleet.calibration.rows import predict_rows
@@ -46,7 +47,7 @@ from llmfleet.fleetplan.replica_request import (
     region_of,
     replica_request,
 )
-from llmfleet.fleetplan.risk import calibrated_slowdown
+from llmfleet.fleetplan.risk import calibrated_slowdown, for_architecture
 from llmfleet.gc_pause import gc_paused
 from llmfleet.outputs import diff_charts, render, rendered_files
 from llmfleet.outputs.deploy_order import deploy_order, deploy_order_text
@@ -61,10 +62,14 @@ from llmfleet.perf.replica import PredictRequest, PredictResult, predict_served
 from llmfleet.perf.step import NO_CORRECTION, StepModel
 from llmfleet.plan import stacks
 from llmfleet.plan.model import resolve_model
+from llmfleet.plan.schema import CapacityPlan
 from llmfleet.plan.stacks import (
     format_validation_error,
     list_stacks,
     read_plan,
+    read_plan_file,
+    stack_arg,
+    stack_file_config,
 )
 from llmfleet.simulate.run import simulate
 from llmfleet.simulate.scenario import DEFAULT_SPIKE_MINUTES, scenario_from_args
@@ -87,8 +92,23 @@ def warn_support(fp: FleetPlan) -> None:
         sys.stderr.write(f"warning: {notice}\n")
 
 
+def _plan_of(args: argparse.Namespace) -> CapacityPlan:
+    """The plan of `--stack` (a name, or a stack file's path: `_stack_names`)."""
+    if args.stack_file is None:
+        return read_plan(args.stack)
+    return read_plan_file(args.stack_file)
+
+
+def _stack_names(args: argparse.Namespace) -> None:
+    """`--stack NAME` or `--stack PATH/Pulumi.NAME.yaml`: every command takes either. Sets
+    `args.stack` to the name and `args.stack_file` to the file given (None: stacks/NAME's)."""
+    args.stack_file = None
+    if getattr(args, "stack", None):
+        args.stack, args.stack_file = stack_arg(args.stack, paths.STACKS_DIR)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    fp = build_fleet_plan(read_plan(args.stack))
+    fp = build_fleet_plan(_plan_of(args))
     sys.stdout.write(_dump(fp.model_dump(mode="json")) if args.json else fleet_text(fp))
     warn_support(fp)
     return 0
@@ -108,7 +128,7 @@ def as_flag(field: str) -> str:
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
-    plan = read_plan(args.stack)
+    plan = _plan_of(args)
     report = drill(plan, parse_lost(plan, args.lose), environment=args.stack)
     sys.stdout.write(_dump(report.model_dump(mode="json")) if args.json else drill_text(report))
     return 0 if report.passed else 1
@@ -119,7 +139,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise PlanError("--spike-minutes", args.spike_minutes, "give it with --spike PCT@HH:MM")
     if args.seed < 0:
         raise PlanError("--seed", args.seed, "give a seed of 0 or more")
-    plan = read_plan(args.stack)
+    plan = _plan_of(args)
     scenario = scenario_from_args(
         plan,
         day=args.day,
@@ -135,8 +155,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
-    plan = read_plan(args.stack)
-    order = deploy_order(args.stack, plan, build_fleet_plan(plan))
+    plan = _plan_of(args)
+    folder = paths.STACKS_DIR if args.stack_file is None else args.stack_file.parent
+    present = stacks.list_stack_files(folder) if folder.is_dir() else []
+    order = deploy_order(args.stack, plan, build_fleet_plan(plan), present)
     sys.stdout.write(
         _dump(order.model_dump(mode="json")) if args.json else deploy_order_text(order)
     )
@@ -225,6 +247,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         covered = Covered(str(cal_path), cal)
         slow = calibrated_slowdown(consts)(covered) if confidence == "pessimistic" else 1.0
         correction = covered.correction(slow)
+    elif confidence == "pessimistic":  # the p90 of the band of the GPU's architecture
+        consts = for_architecture(consts, hardware.gpu(req.gpu).architecture)
     try:
         result = predict_served(req, config, correction, replica, consts)
     except PlanError as e:  # the core names request fields; the user typed flags
@@ -234,7 +258,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
             update={
                 "calibration": cal_path,
                 "ranges": calibrated_ranges(result, cal, req),
-                "calibration_warning": untested_length(cal, req.input_tokens),
+                "calibration_warning": untested_length(
+                    cal, req.input_tokens, req.output_tokens
+                ),
             }
         )
     else:  # the shipped band, held out by source: every prediction carries where it may land
@@ -322,7 +348,7 @@ def _plan_replica(
             f"{flag}: predict --stack takes it from the plan's replica; drop {flag}, or drop "
             "--stack and give every flag (the command printed with --stack lists them)"
         )
-    plan = read_plan(args.stack)
+    plan = _plan_of(args)
     fp = build_fleet_plan(plan)
     rp = region_of(plan, fp.regions, args.region)
     model = resolve_model(plan, paths.PROJECT_ROOT)
@@ -393,7 +419,7 @@ def shipped_band(req: PredictRequest) -> dict[str, dict[str, float]]:
     consts = fitted()
     if regime_of(req) == "burst":
         return consts.uncertainty_by_regime.get("burst", consts.uncertainty)
-    return consts.uncertainty
+    return consts.band(hardware.gpu(req.gpu).architecture)
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -403,12 +429,19 @@ def cmd_preview(args: argparse.Namespace) -> int:
         from components.preview.split import split_commands
         from components.preview.text import format_findings
 
+        if args.stack_file is not None and (args.split or args.from_source):
+            raise ArgumentError(
+                f"preview --{'split' if args.split else 'from'} reads the stack's region stacks "
+                f"and history from stacks/: give the stack by name (copy its file to "
+                f"stacks/Pulumi.{args.stack}.yaml)"
+            )
         if args.split:
             sys.stdout.write("\n".join(split_commands(args.stack)) + "\n")
             return 0
         if args.from_source:
             return _preview_change(args)
-        result = run_program(args.stack)
+        config = None if args.stack_file is None else stack_file_config(args.stack_file)
+        result = run_program(args.stack, config)
         findings = [] if args.no_checks else result.findings()
     sys.stdout.write(_dump(result.resources) if args.json else result.text())
     warn_support(result.fleet_plan)
@@ -476,11 +509,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     fitted = fit_all(loaded.rows, prior)
     # Ranges come from held-out errors: a plan's model and GPU are usually not the rows'.
     held_out = leave_one_source_out(loaded.rows, prior)
+    band = held_out_band(loaded.rows, held_out, held_out_by_architecture(loaded.rows, prior))
     for name, consts in (("prior", prior), ("fitted", fitted)):
         stats = summarize(p for p in predict_rows(loaded.rows, consts) if p.engine == "vllm")
         line = ", ".join(f"{m} {s['median_ape']:.1f}%" for m, s in stats.items())
         print(f"{name}: median abs error on vLLM rows: {line}")
-    text = fit.render(constants.document(), fitted, held_out)
+    text = fit.render(constants.document(), fitted, band)
     if args.write:
         constants.PATH.write_text(text)
         print(f"wrote {constants.PATH}")
@@ -513,7 +547,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         root = out / env
         # `--check` draws every chart; a write keeps those whose stamp still matches.
         drawn = {} if args.check else render.drawn_charts(root)
-        plan = read_plan(env)
+        plan = _plan_of(args) if args.stack else read_plan(env)
         files = render.render_stack(build_fleet_plan(plan), drawn, plan)
         if args.check:
             drifted += rendered_files.drift(files, root).lines(root)
@@ -598,6 +632,7 @@ def main(argv: Sequence[str] | None = None, *, ends_process: bool = False) -> in
     allocated is frozen, not walked, before exit (gc_pause: render of prod 3.4 -> 2.2 s)."""
     args = parser().parse_args(argv)
     try:
+        _stack_names(args)
         with gc_paused(until_exit=True) if ends_process else nullcontext():
             code: int = args.func(args)
         return code

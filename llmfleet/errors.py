@@ -80,8 +80,20 @@ class InfeasibleError(LlmfleetError):
 
 
 def close_matches(value: str, choices: Iterable[str], n: int = 3) -> list[str]:
-    """Case-insensitive close matches, in the choices' own spelling."""
+    """Case-insensitive close matches, in the choices' own spelling: first the names the value
+    starts with, longest first (`Qwen3-32B-Instruct-XL` -> Qwen3-32B; an organisation prefix
+    such as `Qwen/` is ignored for this), then difflib's nearest, then names containing it."""
     by_lower = {c.lower(): c for c in choices}
-    hits = difflib.get_close_matches(value.lower(), list(by_lower), n=n, cutoff=0.5)
-    contains = [c for lc, c in by_lower.items() if value.lower() in lc and c not in hits]
-    return [by_lower[h] for h in hits] + sorted(contains)[: max(0, n - len(hits))]
+    wanted = value.lower()
+    stem = wanted.rsplit("/", 1)[-1]
+    prefixes = sorted(
+        (lc for lc in by_lower if len(lc.rsplit("/", 1)[-1]) >= 3 and lc != wanted
+         and stem.startswith(lc.rsplit("/", 1)[-1])),
+        key=lambda lc: (-len(lc.rsplit("/", 1)[-1]), "/" in lc, lc),
+    )
+    hits = [h for h in difflib.get_close_matches(wanted, list(by_lower), n=n, cutoff=0.5)
+            if h not in prefixes]
+    contains = sorted(c for lc, c in by_lower.items()
+                      if wanted in lc and lc not in hits and lc not in prefixes)
+    ordered = [by_lower[lc] for lc in (*prefixes, *hits)] + contains
+    return ordered[:n]

@@ -12,7 +12,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plans import OWN_STACKS, write_stacks
+from plans import OWN_STACKS, PerStack, write_stacks
 
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
 from llmfleet.plan import stacks
@@ -22,10 +22,11 @@ STACKS = list_stacks()
 
 
 @pytest.fixture(scope="session")
-def stack_plans() -> dict[str, FleetPlan]:
-    """The FleetPlan of every stack in stacks/, built once per test session. Tests over it
-    hold for any stack a user adds; a test that needs a particular fleet uses `own_plans`."""
-    return {env: build_fleet_plan(read_plan(env)) for env in STACKS}
+def stack_plans() -> PerStack[FleetPlan]:
+    """The FleetPlan of every stack in stacks/, each built on first use, once per test
+    session. Tests over it hold for any stack a user adds; a test that needs a particular
+    fleet uses `own_plans`."""
+    return PerStack(STACKS, lambda env: build_fleet_plan(read_plan(env)))
 
 
 @pytest.fixture(scope="session")
@@ -39,12 +40,13 @@ def own_plans() -> dict[str, FleetPlan]:
 def own_stacks(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A stacks folder holding only the tests' own stacks (`three-regions`, `one-region`);
     the CLI's `--stack`, `render` and `diff` read it instead of stacks/."""
-    from llmfleet import cli
+    from llmfleet import cli, paths
 
     folder = write_stacks(tmp_path_factory.mktemp("own") / "stacks")
     monkeypatch.setattr(cli, "read_plan", lambda env: read_plan(env, folder))
     monkeypatch.setattr(cli, "list_stacks", lambda: list_stacks(folder))
     monkeypatch.setattr(stacks, "read_plan", lambda env: read_plan(env, folder))
+    monkeypatch.setattr(paths, "STACKS_DIR", folder)
     return folder
 
 
@@ -109,8 +111,8 @@ def sentinel_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Sentine
         mp.setattr(stacks, "list_stacks", lambda: list_stacks(stacks_dir))
         mp.setattr(
             preview_module,
-            "read_stack_config",
-            lambda env: stacks.read_stack_config(env, stacks_dir),
+            "stack_config",
+            lambda env: stacks.stack_config(env, stacks_dir),
         )
         logging.getLogger().addHandler(handler)
         previous = logging.getLogger().level

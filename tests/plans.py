@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -28,6 +29,32 @@ BASE: dict[str, Any] = {
     "slo": {"ttft_ms": 1500, "itl_ms": 50, "percentile": 99},
     "regions": [{"name": "us-east-1", "traffic_share": 1.0}],
 }
+
+
+V = TypeVar("V")
+
+
+class PerStack(Mapping[str, V]):
+    """A value per stack, each built on first use and kept: a stack that fails to build
+    fails the tests that read it, never those of another stack (a user's new stack cannot
+    turn prod's tests into errors through a shared fixture)."""
+
+    def __init__(self, stacks: list[str], build: Callable[[str], V]) -> None:
+        self._stacks, self._build = list(stacks), build
+        self._built: dict[str, V] = {}
+
+    def __getitem__(self, stack: str) -> V:
+        if stack not in self._stacks:
+            raise KeyError(stack)
+        if stack not in self._built:
+            self._built[stack] = self._build(stack)
+        return self._built[stack]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stacks)
+
+    def __len__(self) -> int:
+        return len(self._stacks)
 
 
 def plan_dict(**changes: Any) -> dict[str, Any]:
@@ -239,6 +266,19 @@ GPT_OSS_TP1 = {
     "calibration": ["stacks/calibrations/gpt-oss-120b-b200-tp1.json"],
 }
 """A plan on the calibration file shipped for gpt-oss-120b on B200 TP 1."""
+
+
+CPG = "chat-frontier-cpg"
+"""The cluster placement group a user created with its reservations."""
+RESERVED_FRONTIER: dict[str, Any] = {
+    **FRONTIER,
+    **PRODUCTION,
+    "regions": [{"name": "us-east-1", "traffic_share": 1.0, "capacity": {
+        "type": "reservation", "reservation_ids": ["cr-0123456789abcdef0"],
+        "instance_type": "p5.48xlarge", "reserved_nodes": 8, "placement_group": CPG}}],
+}
+"""FRONTIER in production: its two-node replicas on On-Demand Capacity Reservations created
+in the placement group CPG (production refuses them on demand)."""
 
 
 def frontier_plan(**changes: Any) -> CapacityPlan:

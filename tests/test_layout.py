@@ -5,6 +5,8 @@ which keeps pulumi out of the core)."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,9 +96,15 @@ def test_no_import_cycle() -> None:
     assert cycles == []
 
 
+LOCAL_IMPORTS = {("components.preview.checks", "components.preview.emulated")}
+"""Function-local imports besides the CLI's of components/: moto (about 0.5 s) loads only
+when the preview's checks run, never for plan, render, predict or `preview --no-checks`."""
+
+
 def test_no_import_hides_in_a_function_but_the_clis_components() -> None:
     local = [f"{m} -> {d}" for m, deps in _imports().items() for d, inside in deps
-             if inside and not (m == "llmfleet.cli" and d.startswith("components"))]
+             if inside and not (m == "llmfleet.cli" and d.startswith("components"))
+             and (m, d) not in LOCAL_IMPORTS]
     assert local == []
 
 
@@ -110,3 +118,12 @@ def test_the_root_holds_at_most_a_dozen_modules() -> None:
     root = [p.stem for p in (REPO / "llmfleet").glob("*.py") if p.stem not in ("__init__",
                                                                                  "__main__")]
     assert len(root) <= 12, root
+
+
+def test_moto_loads_only_with_the_preview_checks() -> None:
+    """plan, render, predict and the program's runs never import moto or boto3."""
+    code = ("import sys, llmfleet.cli, components.preview.run, components.preview.change_report\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'moto', 'boto3'}))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -1,6 +1,9 @@
 """A new user's stacks keep the suite green: a copy of this repository gains a Qwen3-32B
-fleet in Frankfurt and Tokyo and a model from its own config.json in Ireland; each plans,
-renders and previews, `render --check` passes, and the stack tests pass in the copy."""
+fleet in Frankfurt and Tokyo with a global name (DNS) and a model from its own config.json in
+Ireland, each added as one stacks/Pulumi.<env>.yaml and nothing else; each plans, renders and
+previews (the two-region one also as its region and global stacks, which need no file),
+`render --check` passes, and the stack tests pass in the copy: the fast suite and the
+program tests over every split environment."""
 
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ QWEN_FRANKFURT_TOKYO = {
         {"name": "ap-northeast-1", "traffic_share": 0.3},
     ],
     "account_id": "444455556666",  # the user's account: S3 names are global (README)
+    "dns": {"zone_name": "example.com", "record_name": "qwen.example.com"},
 }
 OWN_CONFIG = {
     "name": "mine",
@@ -94,9 +98,10 @@ def test_a_new_users_stacks_plan_render_preview_and_keep_the_suite_green(tmp_pat
     for env in ("qwen", "mine"):
         plan = _run(copy, "-m", "llmfleet", "plan", "--stack", env, "--json")
         assert plan.returncode == 0, plan.stderr
-        preview = _run(copy, "-m", "llmfleet", "preview", "--stack", env, "--json")
+    for stack in ("qwen", "qwen.eu-central-1", "qwen.global", "mine"):
+        preview = _run(copy, "-m", "llmfleet", "preview", "--stack", stack, "--json")
         assert preview.returncode == 0, preview.stderr
-        assert json.loads(preview.stdout), env
+        assert json.loads(preview.stdout), stack
     render = _run(copy, "-m", "llmfleet", "render")
     assert render.returncode == 0, render.stderr
     check = _run(copy, "-m", "llmfleet", "render", "--check")
@@ -108,3 +113,10 @@ def test_a_new_users_stacks_plan_render_preview_and_keep_the_suite_green(tmp_pat
         "-p", "no:cacheprovider", "-x",
     )
     assert suite.returncode == 0, suite.stdout[-4000:] + suite.stderr[-2000:]
+    split = _run(
+        copy, "-m", "pytest", "-m", "slow", "-q", "-p", "no:cacheprovider",
+        "tests/components/test_region_stacks.py",
+        "tests/components/test_change_program.py::"
+        "test_the_table_covers_every_type_of_every_stack_that_deploys_an_environment",
+    )
+    assert split.returncode == 0, split.stdout[-4000:] + split.stderr[-2000:]

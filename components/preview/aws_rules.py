@@ -12,9 +12,12 @@ requests escape) or fail at its first use (a pull through a cache without creden
   of the components specified in the aggregation keys are omitted from the rate-based rule
   evaluation and handling"); another rate rule must limit those (WAF developer guide,
   waf-rate-based-example-limit-missing-header).
-- pull-through-credentials: a pod image through an ECR pull-through cache of Docker Hub needs
-  the rule's Secrets Manager secret to hold credentials (ECR user guide, pull-through cache:
-  Docker Hub requires authentication); a secret this program creates holds none unless a
+- pull-through-credentials: a pull-through cache rule of Docker Hub, and a pod image through
+  it, need the rule's Secrets Manager secret to hold credentials (ECR user guide, pull-through
+  cache: Docker Hub requires authentication; "Creating a pull through cache rule": for an
+  upstream that requires authentication the credentials are stored in the secret first, and
+  CreatePullThroughCacheRule reads it: its errors include UnableToAccessSecretException and
+  UnableToDecryptSecretValueException); a secret this program creates holds none unless a
   SecretVersion fills it or the plan says it was filled by hand (`weights.CREDENTIALS_TAG`).
 - least-privilege-policies: managed policies with a narrower AWS replacement
   (`NARROWER_POLICIES`).
@@ -169,9 +172,27 @@ def _cache_images(g: Graph) -> list[tuple[Resource, str]]:
     return out
 
 
-def pull_through_credentials(g: Graph, _: str | None) -> list[Finding]:
+def _empty_secrets(g: Graph, rule: Resource) -> list[Resource]:
+    """The secrets `rule` reads that this program creates without credentials."""
     out = []
+    for secret in (s for s in g.of_type(SECRET) if g.waits_for(rule, s)):
+        tags = _inputs(secret).get("tags") or {}
+        filled = tags.get(CREDENTIALS_TAG) == "filled-by-hand"
+        if not filled and not any(g.waits_for(v, secret) for v in g.of_type(SECRET_VERSION)):
+            out.append(secret)
+    return out
+
+
+def pull_through_credentials(g: Graph, _: str | None) -> list[Finding]:
     rules = g.of_type(CACHE_RULE)
+    out = [
+        Finding("pull-through-credentials", rule["name"], (
+            f"created over the secret {_inputs(secret).get('name')}, which this program creates "
+            "empty in the same update: ECR reads the credentials when it creates the rule "
+            "(ECR user guide, creating a pull through cache rule), so `pulumi up` fails there; "
+            "create the rule once the secret is filled (startup.pull_through_ready)"))
+        for rule in rules for secret in _empty_secrets(g, rule)
+    ]
     for workload, image in _cache_images(g):
         host, path = image.split(".amazonaws.com/", 1)
         region = host.rsplit(".dkr.ecr.", 1)[-1]
@@ -179,17 +200,12 @@ def pull_through_credentials(g: Graph, _: str | None) -> list[Finding]:
             prefix = str(_inputs(rule).get("ecrRepositoryPrefix"))
             if not path.startswith(f"{prefix}/") or g.region_of(rule) != region:
                 continue
-            for secret in (s for s in g.of_type(SECRET) if g.waits_for(rule, s)):
-                tags = _inputs(secret).get("tags") or {}
-                filled = tags.get(CREDENTIALS_TAG) == "filled-by-hand"
-                versions = [v for v in g.of_type(SECRET_VERSION) if g.waits_for(v, secret)]
-                if not filled and not versions:
-                    out.append(Finding("pull-through-credentials", workload["name"], (
-                        f"pulls {image} through the cache rule {rule['name']}, whose secret "
-                        f"{_inputs(secret).get('name')} this program creates empty: ECR refuses "
-                        "Docker Hub without credentials and the pod sits in ErrImagePull; pull "
-                        "from Docker Hub until the secret is filled "
-                        "(startup.pull_through_ready)")))
+            for secret in _empty_secrets(g, rule):
+                out.append(Finding("pull-through-credentials", workload["name"], (
+                    f"pulls {image} through the cache rule {rule['name']}, whose secret "
+                    f"{_inputs(secret).get('name')} this program creates empty: ECR refuses "
+                    "Docker Hub without credentials and the pod sits in ErrImagePull; pull "
+                    "from Docker Hub until the secret is filled (startup.pull_through_ready)")))
     return out
 
 

@@ -4,7 +4,9 @@
   data, hosted-zone records, a node group with a warm floor, a KMS key, a hand-filled
   secret, a namespace, what installs CRDs) replaced or deleted, unless the change says so:
   `--allow-replace PATTERN` (a resource name, URN or type; shell wildcards), which the PR
-  workflow reads from `Llmfleet-Allow-Replace:` trailers of the PR's commits.
+  workflow reads from `Llmfleet-Allow-Replace:` trailers of the PR's commits, or the plan's
+  `regions[].retire` for that region's resources. A resource deleted with retain_on_delete
+  is left in place: neither a finding nor a blocker.
 - update-refused: an update the API refuses and the provider does not replace (an EKS
   version skipping a minor, a CEL transition rule, a webhook's immutable field).
 - replace-collides: a replacement of a resource with a fixed identity (its name, set by the
@@ -164,10 +166,23 @@ def change_findings(
     return out
 
 
+def retained(change: ResourceChange) -> bool:
+    """A delete of a resource with retain_on_delete: the engine drops it from the stack and
+    leaves it in place (Pulumi resource option retainOnDelete), so nothing is lost or blocked."""
+    return change.op == "delete" and bool(
+        ((change.before or {}).get("options") or {}).get("retain_on_delete"))
+
+
+def retiring_patterns(regions: Sequence[str]) -> list[str]:
+    """--allow-replace patterns for the resources of regions the plan retires
+    (regions[].retire says the change means their deletion): names carrying the region."""
+    return [p for r in regions for p in (f"*-{r}", f"*-{r}-*")]
+
+
 def _stateful(change: ResourceChange, allow: Sequence[str]) -> list[Finding]:
     r = change.resource
     rule = next((s for s in STATEFUL if s.type == change.type and s.holds(r)), None)
-    if rule is None or allowed(change, allow):
+    if rule is None or allowed(change, allow) or retained(change):
         return []
     verb = "replaced" if change.op == "replace" else "deleted"
     why = ", ".join(dict.fromkeys(x.property for x in change.of("replace")))
@@ -401,7 +416,7 @@ def _narrowed_network_policies(changes: Sequence[ResourceChange]) -> list[Findin
 def blockers(changes: Sequence[ResourceChange]) -> list[Blocker]:
     out = []
     for c in changes:
-        if c.op not in ("delete", "replace"):
+        if c.op not in ("delete", "replace") or retained(c):
             continue
         r = c.before or {}
         inputs = _inputs(r)

@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from components.preview.change import Resource, ResourceChange, compare
-from components.preview.change_checks import Blocker, blockers, change_findings
+from components.preview.change_checks import (
+    Blocker,
+    blockers,
+    change_findings,
+    retiring_patterns,
+)
 from components.preview.graph import Finding
 from components.preview.revision import before_run, deploys
 from components.preview.run import PreviewResult, run_program
@@ -121,10 +126,13 @@ def preview_change(
     label: str,
     allow: Sequence[str] = (),
     order: Sequence[str] = (),
+    retiring: Sequence[str] = (),
 ) -> ChangePreview:
     """The change between two runs of `stack`'s program (`allow`: --allow-replace; `order`:
-    the environment's stacks as `llmfleet rollout` runs them)."""
+    the environment's stacks as `llmfleet rollout` runs them; `retiring`: the regions the plan
+    now retires, whose resources' deletion it means)."""
     changes = compare(before, after)
+    allow = [*allow, *retiring_patterns(retiring)]
     preview = ChangePreview(stack, label, changes, change_findings(changes, before, allow),
                             blockers(changes))
     preview.steps = _steps(stack, preview, bool(before), order)
@@ -139,8 +147,14 @@ def change_from(
     start = before_run(stack, source)
     resources, result = after_run(stack)
     order = rollout_order(stack, result.fleet_plan) if result is not None else []
-    change = preview_change(stack, start.resources, resources, start.label, allow, order)
+    change = preview_change(stack, start.resources, resources, start.label, allow, order,
+                            retiring_regions(result.fleet_plan) if result is not None else [])
     return change, resources, result
+
+
+def retiring_regions(fleet: FleetPlan) -> list[str]:
+    """The regions the plan retires (regions[].retire)."""
+    return [rp.region for rp in fleet.regions if rp.retiring]
 
 
 def rollout_order(stack: str, fleet: FleetPlan) -> list[str]:
@@ -164,9 +178,7 @@ def _steps(stack: str, preview: ChangePreview, existed: bool, order: Sequence[st
     env, _, part = stack.partition(".")
     clusters = [c for c in preview.of("delete") if c.type == "aws:eks/cluster:Cluster"]
     if not existed:
-        runs = [f"`pulumi up --stack {s}`" for s in order] or [
-            f"the stacks of `llmfleet rollout --stack {env}`, in its order"]
-        return [f"a first rollout: {run}" for run in runs]
+        return _first_rollout(env, order)
     if not clusters:
         return []
     gone = ", ".join(c.name for c in clusters)
@@ -188,6 +200,20 @@ def _steps(stack: str, preview: ChangePreview, existed: bool, order: Sequence[st
     return [*first_steps, first, *dict.fromkeys(middle), f"{last} (removes {gone})"]
 
 
+def _first_rollout(env: str, order: Sequence[str]) -> list[str]:
+    """A new environment's stacks in `llmfleet rollout`'s order, its global stack first once
+    (deploy_order's bootstrap): it writes the global name's validation record, which every
+    region's certificate waits for."""
+    if not order:
+        return [f"a first rollout: the stacks of `llmfleet rollout --stack {env}`, in its order"]
+    bootstrap = [s for s in order if s == global_stack(env)][:1]
+    runs = [f"`pulumi up --stack {s}`" for s in order]
+    if bootstrap and order[0] != bootstrap[0]:
+        runs.insert(0, f"`pulumi up --stack {bootstrap[0]}` (once, first: the global name's "
+                    "certificate validation record, which every region's certificate waits for)")
+    return [f"a first rollout: {run}" for run in runs]
+
+
 def _floor(r: Resource | None) -> int:
     return int(((r or {}).get("inputs", {}).get("scalingConfig") or {}).get("minSize") or 0)
 
@@ -202,12 +228,16 @@ def resource_change(base: str, head: str, allow: Sequence[str] = ()) -> ChangePr
         raise StackError(f"diff --resources: name the stack on one side ({base!r}, {head!r}), "
                          "e.g. origin/main:prod prod")
     runs = []
-    for source, _ in sides:
+    retiring: list[str] = []
+    for k, (source, _) in enumerate(sides):
         if source is None:
-            runs.append(after_run(stack)[0])
+            resources, result = after_run(stack)
+            runs.append(resources)
+            if k == 1 and result is not None:
+                retiring = retiring_regions(result.fleet_plan)
         else:
             runs.append(before_run(stack, source).resources)
-    return preview_change(stack, runs[0], runs[1], base, allow)
+    return preview_change(stack, runs[0], runs[1], base, allow, retiring=retiring)
 
 
 def _side(spec: str) -> tuple[str | None, str | None]:

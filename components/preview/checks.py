@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from components.preview import aws_rules, emulated, netpol
+from components.preview import aws_rules, netpol
 from components.preview.graph import Finding, Graph, Resource
 from components.preview.limits import (
     AUTONAME_SUFFIX,
@@ -437,6 +437,10 @@ def only_prometheus_scrapes(g: Graph) -> list[Finding]:
 
 
 def aws_api(g: Graph, _: str | None) -> list[Finding]:
+    # moto and boto3 (about 0.5 s to import) load only when the checks run, not for
+    # `preview --no-checks`, `diff --resources` or the program's own runs.
+    from components.preview import emulated
+
     return [Finding("aws-api", name, message) for name, message in emulated.replay(g)]
 
 

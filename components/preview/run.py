@@ -37,10 +37,11 @@ from components.preview.mocks import MOCK_ACCOUNT, FleetMocks
 from components.preview.monitor import RecordingMonitor
 from components.preview.text import format_preview
 from components.preview.wire import collect, has_secret, reveal
+from llmfleet.errors import ProgramError
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.gc_pause import gc_paused
 from llmfleet.paths import PROJECT_ROOT
-from llmfleet.plan.stacks import read_stack_config, region_stack, resolve_stack
+from llmfleet.plan.stacks import region_stack, resolve_stack, stack_config
 
 PROGRAM = PROJECT_ROOT / "__main__.py"
 
@@ -100,7 +101,14 @@ def run_program(
     stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> PreviewResult:
     """run_preview plus the stack outputs (secrets revealed, for tests) and the FleetPlan."""
-    cfg = dict(read_stack_config(env) if config is None else config)
+    if not PROGRAM.is_file():
+        raise ProgramError(
+            f"{PROGRAM.parent} has Pulumi.yaml and stacks/ but no __main__.py: `plan` and "
+            "`render` read the stacks alone, `preview` runs the Pulumi program; copy "
+            "__main__.py and components/ from llmfleet's checkout into it, or run preview "
+            "from the checkout"
+        )
+    cfg = dict(stack_config(env) if config is None else config)
     secret: dict[str, list[str]] = {}
     target = resolve_stack(env, cfg)
     part = {

@@ -205,7 +205,9 @@ def fit_all(rows: Sequence[Measurement], prior: Constants, max_evals: int = 200)
             max_evals,
         ).consts
         c = fit_request_handling(rows, c, prior, engine, max_evals)
-    return c
+    # The bands these constants carry: a GPU architecture without rows here is unmeasured.
+    measured = tuple(sorted(timing_architectures(rows)))
+    return c.model_copy(update={"measured_architectures": measured})
 
 
 def fit_request_handling(
@@ -306,15 +308,56 @@ def _held_out_points(
     return predict_rows(held, fitted), fitted
 
 
-def render(doc: dict[str, Any], fitted: Constants, held_out: Sequence[Point]) -> str:
-    """constants.json with new fitted values and the bands of the held-out points (the one
-    a plan is sized with, and one per regime), 4 significant digits, stable key order."""
+def timing_architectures(rows: Sequence[Measurement], without: str | None = None) -> set[str]:
+    """The GPU architectures the step constants are fitted on: those of the vLLM timing rows
+    fitted on (`without`: leaving that source's rows out)."""
+    return {
+        hardware.gpu(r.request.gpu).architecture
+        for r in rows
+        if r.fitted_on and r.engine == "vllm" and r.source_id != without
+        and TIMING_METRICS & set(r.measured)
+    }
+
+
+def held_out_by_architecture(
+    rows: Sequence[Measurement], prior: Constants, without: str | None = None
+) -> list[Point]:
+    """For every architecture the constants are fitted on: its timing rows predicted by the
+    constants fitted without any of them (its efficiencies then carried from the others'),
+    what a plan on an architecture no measurement covers faces. `without` leaves a source
+    out of every fit and of the predicted rows (so its own rows can be checked against the
+    band these make). The folds are independent: parallel processes, gathered in order."""
+    rows = [r for r in rows if r.source_id != without]
+    archs = sorted(timing_architectures(rows))
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        folds = list(pool.map(_architecture_held_out, [(list(rows), prior, a) for a in archs]))
+    return [pt for fold in folds for pt in fold]
+
+
+def _architecture_held_out(job: tuple[list[Measurement], Constants, str]) -> list[Point]:
+    rows, prior, arch = job
+
+    def on_arch(r: Measurement) -> bool:
+        return (
+            hardware.gpu(r.request.gpu).architecture == arch
+            and bool(TIMING_METRICS & set(r.measured))
+        )
+
+    fitted = fit_all([r for r in rows if not on_arch(r)], prior, max_evals=40)
+    return predict_rows([r for r in rows if on_arch(r)], fitted)
+
+
+def render(doc: dict[str, Any], fitted: Constants, band: dict[str, Any]) -> str:
+    """constants.json with new fitted values and the bands measured on the held-out points
+    (`calibration.band.shipped_band`: the one a plan on a measured architecture is sized with,
+    the one for an architecture no measurement covers, one per regime), 4 significant digits,
+    stable key order."""
     out = json.loads(json.dumps(doc))
     for section in SECTIONS:
         for key, entry in out[section].items():
             entry["value"] = _round(getattr(fitted, key))
-    out["uncertainty"]["ratios"] = _round(uncertainty(held_out))
-    out["uncertainty"]["by_regime"] = _round(uncertainty_by_regime(held_out))
+    for key, value in band.items():
+        out["uncertainty"][key] = _round(value)
     return json.dumps(out, indent=2) + "\n"
 
 

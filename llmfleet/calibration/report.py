@@ -9,10 +9,10 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from llmfleet.calibration.band import coverage, coverage_by_regime, ttft_bias
-from llmfleet.calibration.fit import held_out_fits, uncertainty, uncertainty_by_regime
+from llmfleet.calibration.band import band_report, shipped_band, ttft_bias
+from llmfleet.calibration.fit import held_out_by_architecture, held_out_fits
 from llmfleet.calibration.measurements import SIZING_REGIMES, Loaded, Measurement
-from llmfleet.calibration.own_runs import own_runs_report
+from llmfleet.calibration.own_runs import one_sweep_report, own_runs_report
 from llmfleet.calibration.rows import Point, predict_rows
 from llmfleet.catalog.constants import Constants
 from llmfleet.perf.replica import ENGINES
@@ -66,13 +66,13 @@ def validation_report(
     held_out, fold_constants = held_out_fits(loaded.rows, prior) if loso else ([], {})
     shapes = {r.source_id for r in loaded.rows if r.shape_source}
     beyond = {r.row_id for r in loaded.rows if r.beyond_one_group}
+    band: dict[str, Any] = {"sizing": {}, "by_regime": {}, "coverage": {}, "coverage_by_regime": {}}
+    if loso:
+        by_architecture = held_out_by_architecture(loaded.rows, prior)
+        shipped = shipped_band(loaded.rows, held_out, by_architecture)
+        band = band_report(loaded.rows, held_out, prior, shipped)
     return {
-        "band": {
-            "sizing": uncertainty(held_out),
-            "by_regime": uncertainty_by_regime(held_out),
-            "coverage": coverage(held_out),
-            "coverage_by_regime": coverage_by_regime(held_out),
-        },
+        "band": band,
         "ttft_by_source": {
             "in_sample": ttft_bias(points),
             "leave_one_source_out": ttft_bias(held_out),
@@ -93,6 +93,8 @@ def validation_report(
             "leave_one_source_out": ttft_by_prompt(loaded.rows, _sizing(held_out, set())),
         },
         "by_source_own_runs": own_runs_report(loaded.rows, fold_constants) if loso else {},
+        # calibrated on one sweep (one prompt and output length), the server's other sweeps
+        "calibrated_on_one_sweep": one_sweep_report(loaded.rows, fold_constants) if loso else {},
         "rows": len(loaded.rows),
         "skipped": [{"row_id": r, "reason": why} for r, why in loaded.skipped],
         "in_sample": {e: summarize([p for p in points if p.engine == e]) for e in ENGINES},

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from llmfleet.calibration.measurements import Measurement
+from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import Constants
 from llmfleet.errors import LlmfleetError
 from llmfleet.perf.replica import PredictResult, run_predict_with
@@ -34,6 +35,8 @@ class Point:
     measured: float
     predicted: float
     regime: str = "steady"  # measurements.Regime: what the row's load measures
+    architecture: str = ""  # the GPU's architecture (Hopper, Blackwell, ...)
+    shape_source: bool = False  # its source measures layouts beyond one TP group
 
     @property
     def infeasible(self) -> bool:
@@ -59,6 +62,7 @@ def predict_rows(rows: Iterable[Measurement], consts: Constants) -> list[Point]:
             p = run_predict_with(m.request, consts)
         except LlmfleetError:
             continue
+        arch = hardware.gpu(m.request.gpu).architecture
         for metric, value in sorted(m.fitted_metrics().items()):
             if value == 0:
                 continue
@@ -67,7 +71,7 @@ def predict_rows(rows: Iterable[Measurement], consts: Constants) -> list[Point]:
             points.append(
                 Point(
                     m.row_id, m.source_id, m.engine, metric, value,
-                    math.nan if infeasible else pred, m.regime,
+                    math.nan if infeasible else pred, m.regime, arch, m.shape_source,
                 )
             )
     return points

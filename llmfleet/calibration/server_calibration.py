@@ -122,6 +122,9 @@ class ServerCalibration(Data):
     prompt_tokens: tuple[float, float] | None = Field(
         default=None, description="The shortest and longest mean prompt of the runs."
     )
+    output_tokens: tuple[float, float] | None = Field(
+        default=None, description="The shortest and longest mean output of the runs."
+    )
 
     @property
     def bench_runs(self) -> list[BenchRun]:
@@ -162,6 +165,7 @@ def fitted_calibration(
     held = held_out_ratios(observed, consts, config)
     ident = identify(observed)
     prompts = [r.input_tokens for r in runs]
+    outputs = [r.output_tokens for r in runs]
     return ServerCalibration(
         llmfleet_version=__version__,
         constants_sha256=constants_sha256(consts),
@@ -178,6 +182,7 @@ def fitted_calibration(
         fitted=ident.fitted,
         held=ident.held,
         prompt_tokens=(round(min(prompts), 1), round(max(prompts), 1)) if prompts else None,
+        output_tokens=(round(min(outputs), 1), round(max(outputs), 1)) if outputs else None,
     )
 
 
@@ -186,19 +191,33 @@ LENGTH_MARGIN = 1.5
 calibration never saw."""
 
 
-def untested_length(cal: ServerCalibration, prompt_tokens: float) -> str | None:
-    """A warning when a prediction needs a prompt length the calibration's runs never had,
-    or None."""
-    if cal.prompt_tokens is None:
-        return None
-    lo, hi = cal.prompt_tokens
-    if lo / LENGTH_MARGIN <= prompt_tokens <= hi * LENGTH_MARGIN:
-        return None
+def untested_length(
+    cal: ServerCalibration, prompt_tokens: float, output_tokens: float | None = None
+) -> str | None:
+    """A warning when a prediction needs a prompt or output length the calibration's runs
+    never had, or None. Calibrated on one sweep, the other shapes are where it may not carry:
+    prefill compute is untested at another prompt length, and at another output length the
+    running batch, and TTFT under load behind it, were never measured (benchmarks/README.md,
+    "Calibrated on one sweep")."""
     held = "; ".join(f"{k} held at 1: {v}" for k, v in cal.held.items())
-    return (
-        f"a {prompt_tokens:,.0f}-token prompt is outside the {lo:,.0f}-{hi:,.0f} tokens of "
-        f"the calibration's runs: its TTFT there is untested" + (f" ({held})" if held else "")
-    )
+    out = []
+    if cal.prompt_tokens is not None:
+        lo, hi = cal.prompt_tokens
+        if not lo / LENGTH_MARGIN <= prompt_tokens <= hi * LENGTH_MARGIN:
+            out.append(
+                f"a {prompt_tokens:,.0f}-token prompt is outside the {lo:,.0f}-{hi:,.0f} tokens "
+                f"of the calibration's runs: its TTFT there is untested"
+                + (f" ({held})" if held else "")
+            )
+    if cal.output_tokens is not None and output_tokens is not None:
+        lo, hi = cal.output_tokens
+        if not lo / LENGTH_MARGIN <= output_tokens <= hi * LENGTH_MARGIN:
+            out.append(
+                f"a {output_tokens:,.0f}-token output is outside the {lo:,.0f}-{hi:,.0f} tokens "
+                "of the calibration's runs: the running batch there, and TTFT under load behind "
+                "it, are untested"
+            )
+    return "; ".join(out) or None
 
 
 def current(

@@ -31,7 +31,7 @@ from pydantic import Field
 
 from llmfleet.calibration.bench import BenchRun
 from llmfleet.calibration.measurements import LOW_LOAD_REQUESTS, SHORT_PROMPT_TOKENS
-from llmfleet.catalog import model_facts
+from llmfleet.catalog import hardware, model_facts
 from llmfleet.catalog.constants import Constants
 from llmfleet.data import Data
 from llmfleet.errors import BenchError, CalibrationError, LlmfleetError
@@ -284,11 +284,12 @@ def fit_correction(
     return as_correction([logs[f] for f in FACTORS])
 
 
-def _prior_sigma(factor: str, consts: Constants) -> float:
+def _prior_sigma(factor: str, consts: Constants, architecture: str | None = None) -> float:
     """How far a factor may move before the runs must insist: the shipped band's spread of
-    its metric, as a log standard deviation."""
+    its metric (of the server's GPU architecture), as a log standard deviation."""
     metric = PRIOR_METRIC[factor]
-    lo, hi = consts.ratio(metric, "p10"), consts.ratio(metric, "p90")
+    lo = consts.ratio(metric, "p10", architecture)
+    hi = consts.ratio(metric, "p90", architecture)
     return max(math.log(hi / lo) / (2 * Z90), RUN_NOISE) if hi > lo > 0 else 0.25
 
 
@@ -303,7 +304,8 @@ def _fit(
     # scipy takes a quarter of a second to import; only a fit needs it.
     from scipy.optimize import least_squares
 
-    sigmas = [_prior_sigma(f, consts) for f in factors]
+    arch = hardware.gpu(runs[0].request.gpu).architecture if runs else None
+    sigmas = [_prior_sigma(f, consts, arch) for f in factors]
 
     def residuals(x: Any, /) -> list[float]:
         logs = {**start, **dict(zip(factors, (float(v) for v in x), strict=True))}

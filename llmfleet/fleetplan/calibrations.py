@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from llmfleet.calibration.server_calibration import Coverage
+from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import Constants
 from llmfleet.data import Data
 
@@ -52,9 +53,10 @@ def build_calibrations(
                 held_out_error_pct=cal.errors.held_out,
                 band={m: (r["p10"], r["p90"]) for m, r in sorted(cal.ranges.items())},
                 shipped_band={
-                    m: (consts.ratio(m, "p10"), consts.ratio(m, "p90"))
+                    m: (consts.ratio(m, "p10", arch), consts.ratio(m, "p90", arch))
                     for m in BAND_METRICS
                     if m in cal.ranges
+                    for arch in (hardware.gpu(cal.server.gpu).architecture,)
                 },
                 regions=covered_regions.get(c.path, []),
             )

@@ -17,8 +17,21 @@ restarts (`RecreateGroupOnPodRestart`). Two launches, as vLLM documents them:
   `--data-parallel-start-rank <LWS_WORKER_INDEX x ranks per node>`.
 
 What crosses the nodes and over which transport (EFA or TCP, a fact of the image), the one
-zone and the NCCL environment are `fleetplan.fabric`; the GPU nodes join a cluster placement
-group (Karpenter's EC2NodeClass selects it by name, the floor's launch template names it)."""
+zone and the NCCL environment are `fleetplan.fabric`. Where the nodes come from decides how
+they sit close together (`placement`):
+
+- on demand: in a cluster placement group llmfleet creates (Karpenter's EC2NodeClass selects
+  it by name, the floor's launch template names it); production refuses it (`capacity_note`);
+- On-Demand Capacity Reservations: in the cluster placement group they were created in
+  (`regions[].capacity.placement_group`). A reservation serves a cluster placement group
+  only when created in it, and EC2 creates it there only once the group exists (EC2 user
+  guide, "Capacity Reservations for cluster placement groups"; CreateCapacityReservation's
+  PlacementGroupArn), so the user creates the group and the reservations before the plan can
+  name them, and llmfleet creates no group (its name would collide with the user's);
+- Capacity Blocks: in no placement group: EC2 places a Capacity Block's instances close
+  together in an EC2 UltraCluster itself (EC2 API reference, CapacityBlock), and a launch
+  there must match only the block's zone and platform (EC2 user guide,
+  capacity-blocks-launch), so a placement group would add a constraint and nothing else."""
 
 from __future__ import annotations
 
@@ -67,7 +80,14 @@ class MultiNode(Data):
     )
     collective_busbw_gb_s: float
     collective_measured_on: str
-    placement_group: str = Field(description="The cluster placement group every GPU node joins.")
+    placement_group: str | None = Field(
+        description="The cluster placement group every GPU node joins (None: a Capacity "
+        "Block, placed by EC2)."
+    )
+    placement_group_created: bool = Field(
+        description="Whether llmfleet creates the group (on demand) or the reservations' own "
+        "is named (regions[].capacity.placement_group)."
+    )
     placement_strategy: str
     lws_version: str
     reasons: list[str]
@@ -87,6 +107,31 @@ def data_parallel_ranks_per_node(choice: Choice) -> int | None:
 
 
 RESERVED = ("reservation", "capacity_block")
+
+
+def placement(choice: Choice, field: str) -> tuple[str | None, bool, str]:
+    """(the placement group the replica's nodes join, whether llmfleet creates it, why);
+    PlanError for reservations that name no group."""
+    purchase, n = choice.region.capacity, choice.nodes_per_replica
+    if purchase.type == "capacity_block":
+        return None, False, (
+            "no placement group: EC2 places a Capacity Block's instances close together in an "
+            "UltraCluster itself")
+    if purchase.type == "reservation":
+        if purchase.placement_group is None:
+            raise PlanError(
+                f"{field}.capacity.placement_group", None,
+                f"a replica spans {n} nodes of one cluster placement group, and a reservation "
+                "serves it only when created in that group, which must exist first: create "
+                "it (aws ec2 create-placement-group --group-name NAME --strategy cluster), "
+                "create the reservations in it (aws ec2 create-capacity-reservation "
+                "--placement-group-arn ...), and name it here; or use type capacity_block",
+            )
+        return purchase.placement_group, False, (
+            f"its nodes in the cluster placement group {purchase.placement_group}, which the "
+            "reservations were created in (the plan names it; llmfleet creates none)")
+    name = placement_group_name(choice.plan.name, choice.region.name)
+    return name, True, f"its nodes in the cluster placement group {name}, created here"
 
 
 def capacity_note(choice: Choice, field: str) -> str:
@@ -121,6 +166,7 @@ def build_multi_node(choice: Choice, field: str = "regions[0]") -> MultiNode | N
     assert row is not None and row.collective_latency_us is not None
     assert row.collective_busbw_gb_s is not None and row.measured_on is not None
     shape = choice.layout
+    group, created, placed = placement(choice, field)
     local = data_parallel_ranks_per_node(choice)
     data_parallel = local is not None
     per_node = local or 0
@@ -142,7 +188,8 @@ def build_multi_node(choice: Choice, field: str = "regions[0]") -> MultiNode | N
         collective_latency_us=row.collective_latency_us,
         collective_busbw_gb_s=row.collective_busbw_gb_s,
         collective_measured_on=row.measured_on,
-        placement_group=placement_group_name(choice.plan.name, choice.region.name),
+        placement_group=group,
+        placement_group_created=created,
         placement_strategy="cluster",
         lws_version=chart("lws").version,
         reasons=[
@@ -151,7 +198,7 @@ def build_multi_node(choice: Choice, field: str = "regions[0]") -> MultiNode | N
             f"the step model charges {row.collective_latency_us:g} us per cross-node "
             f"collective and {row.collective_busbw_gb_s:g} GB/s bus bandwidth (two-node "
             f"nccl-tests on {row.measured_on})",
-            "its nodes in one cluster placement group",
+            placed,
             capacity_note(choice, field),
         ],
     )

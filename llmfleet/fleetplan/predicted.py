@@ -241,9 +241,11 @@ def build_predicted(choice: Choice, consts: Constants) -> Predicted:
     }
     covered = choice.calibration
 
+    arch = hardware.gpu(choice.instance.gpu).architecture
+
     def ratio(metric: str, quantile: str) -> float:
         own = covered.ratio(metric, quantile) if covered else None
-        return own if own is not None else consts.ratio(metric, quantile)
+        return own if own is not None else consts.ratio(metric, quantile, arch)
 
     ranges = {
         k: (_round(v * ratio(k, "p10"), 1), _round(v * ratio(k, "p90"), 1))

@@ -41,14 +41,31 @@ class Risk(Data):
 def calibrated_slowdown(pessimistic: Constants) -> Callable[[Covered], float]:
     """How much slower than its own factors a calibrated server is sized pessimistically,
     given constants already slowed to the shipped band's p90 ITL ratio: the server's own p90
-    ITL ratio in place of the shipped one (the shipped one where its runs give no band)."""
+    ITL ratio in place of the shipped one (the shipped one of its GPU's architecture where
+    its runs give no band)."""
     shipped = max(1.0, pessimistic.ratio("itl_ms", "p90"))
 
     def slowdown(covered: Covered) -> float:
         own = covered.ratio("itl_ms", "p90")
-        return max(1.0, own if own is not None else shipped) / shipped
+        if own is None:
+            arch = hardware.gpu(covered.calibration.server.gpu).architecture
+            own = pessimistic.ratio("itl_ms", "p90", arch)
+        return max(1.0, own) / shipped
 
     return slowdown
+
+
+def for_architecture(pessimistic: Constants, architecture: str) -> Constants:
+    """The pessimistic constants (slowed to the measured band's p90 ITL ratio) for a GPU of
+    `architecture`: slowed to its own band's p90 instead, which for an architecture no
+    measurement covers is the unmeasured band (`calibration.band`)."""
+    if pessimistic.measures(architecture):
+        return pessimistic
+    shipped = max(1.0, pessimistic.ratio("itl_ms", "p90"))
+    own = max(1.0, pessimistic.ratio("itl_ms", "p90", architecture))
+    factors = dict(pessimistic.engine_step_factor)
+    factors["vllm"] = factors.get("vllm", 1.0) * own / shipped
+    return pessimistic.model_copy(update={"engine_step_factor": factors})
 
 
 def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> Risk:
@@ -58,6 +75,8 @@ def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> R
     its own band."""
     plan = choice.plan
     covered = choice.calibration
+    if not covered:  # a calibrated server's own band replaces the shipped one
+        pessimistic = for_architecture(pessimistic, hardware.gpu(choice.instance.gpu).architecture)
     correction = covered.correction(calibrated_slowdown(pessimistic)(covered)) if covered else None
     ttft_p90 = expected.ranges["ttft_ms"][1]
     itl_p90 = expected.ranges["itl_ms"][1]

@@ -19,6 +19,7 @@ Two rollouts differ (docs/day2.md):
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from urllib.parse import urlsplit
 
 from pydantic import Field
@@ -56,6 +57,19 @@ class DeployStep(Data):
     gate_alerts: list[str] = Field(description="Alerts that stop the rollout when firing.")
 
 
+class StackFile(Data):
+    """A file the rollout reads, and whether the project has it."""
+
+    path: str = Field(description="Relative to the project: stacks/Pulumi.<stack>.yaml.")
+    stack: str
+    present: bool
+    required: bool = Field(
+        description="False for a region or global stack: resolved from its name "
+        "(`ENV.REGION`, `ENV.global`) when it has no file; `pulumi stack select --create` "
+        "creates the stack itself."
+    )
+
+
 class RetireStep(Data):
     """After the rollout of a retirement: what removes the region for good."""
 
@@ -84,9 +98,26 @@ class DeployOrder(Data):
         "(`kubectl get --raw`), where the gate reads the canary's alerts."
     )
     reasons: list[str]
+    files: list[StackFile] = Field(
+        default_factory=list,
+        description="The environment's stack file (the plan) and each deploy stack's.",
+    )
 
 
-def deploy_order(env: str, plan: CapacityPlan, fleet: FleetPlan) -> DeployOrder:
+def stack_files(env: str, stacks: list[str], present: Collection[str]) -> list[StackFile]:
+    """The environment's file, then each deploy stack's (`present`: the stacks with a file)."""
+    names = [env, *(s for s in stacks if s != env)]
+    return [
+        StackFile(path=f"stacks/Pulumi.{s}.yaml", stack=s, present=s in present,
+                  required=s == env)
+        for s in names
+    ]
+
+
+def deploy_order(
+    env: str, plan: CapacityPlan, fleet: FleetPlan, present: Collection[str] = ()
+) -> DeployOrder:
+    """`present`: the stacks with a file in stacks/ (`DeployOrder.files` says which)."""
     rollout = fleet.rollout
     stacks = deploy_stacks(env, plan, rollout.order)
     retiring = [rp.region for rp in fleet.regions if rp.retiring]
@@ -142,6 +173,7 @@ def deploy_order(env: str, plan: CapacityPlan, fleet: FleetPlan) -> DeployOrder:
         ],
         prometheus_alerts_path=prometheus_alerts_path(),
         reasons=list(rollout.reasons),
+        files=stack_files(env, stacks, present),
     )
 
 
@@ -151,6 +183,7 @@ def deploy_order_text(order: DeployOrder) -> str:
         "with the region's kubeconfig: `pulumi stack output kubeconfigs --show-secrets -s "
         "STACK`)"
     ]
+    lines += files_text(order)
     if order.bootstrap:
         lines.append(
             f"  0. a new environment only (`{order.bootstrap_check}` fails): pulumi up -s "
@@ -185,3 +218,22 @@ def deploy_order_text(order: DeployOrder) -> str:
         lines += [f"     {k}. {c}" for k, c in enumerate(r.commands, 1)]
     lines += [f"  - {r}" for r in order.reasons]
     return "\n".join(lines) + "\n"
+
+
+def files_text(order: DeployOrder) -> list[str]:
+    """The files the rollout reads: the plan's (required), each stack's (optional)."""
+    lines = []
+    for f in order.files:
+        if f.required:
+            state = "present" if f.present else "MISSING: the plan; nothing deploys without it"
+            lines.append(f"  file {f.path}: {state}")
+    by_name = [f.stack for f in order.files if not f.required and not f.present]
+    own = [f.path for f in order.files if not f.required and f.present]
+    if own:
+        lines.append(f"  files {', '.join(own)}: present")
+    if by_name:
+        lines.append(
+            f"  no file needed for {', '.join(by_name)}: resolved from the name (ENV.REGION, "
+            "ENV.global); create each stack once with `pulumi stack select --create STACK`"
+        )
+    return lines

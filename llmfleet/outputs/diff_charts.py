@@ -58,16 +58,39 @@ def chart_titles(files: dict[str, str]) -> list[tuple[str, str]]:
 
 def _svg(size: tuple[float, float], draw: Callable[[Any], None]) -> str:
     import matplotlib
-    from matplotlib.figure import Figure
 
     with matplotlib.rc_context(cast(Any, STYLE)):
-        fig = Figure(figsize=size)
-        fig.subplots_adjust(left=0.07, right=0.99, bottom=0.2, top=0.8, wspace=0.3)
-        draw(fig)
         out = io.StringIO()
-        fig.savefig(out, format="svg", metadata=METADATA)
+        figure(size, draw).savefig(out, format="svg", metadata=METADATA)
     text = out.getvalue()
     return text if text.endswith("\n") else text + "\n"
+
+
+def figure(size: tuple[float, float], draw: Callable[[Any], None]) -> Any:
+    """One diff chart's figure (call inside the STYLE rc_context)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size)
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.2, top=0.78, wspace=0.3)
+    draw(fig)
+    return fig
+
+
+LEGEND_CHARS = 60
+"""A side's label longer than this is cut from the left (`…` and the last characters): a
+revision and path can be any length, the legend has half the figure's width per side."""
+
+
+def _shown(label: str) -> str:
+    return label if len(label) <= LEGEND_CHARS else "…" + label[-(LEGEND_CHARS - 1) :]
+
+
+def _legend(fig: Any) -> None:
+    """One legend for the figure, under its title: the two sides (labels that name a
+    revision or a path do not fit a third of the width, inside a panel)."""
+    handles, labels = fig.axes[0].get_legend_handles_labels()
+    fig.legend(handles, [_shown(x) for x in labels], loc="upper center",
+               bbox_to_anchor=(0.5, 0.93), ncol=2, frameon=False, fontsize=7)
 
 
 def _fleet(fig: Any, before: FleetPlan, after: FleetPlan, base: str, head: str) -> None:
@@ -96,8 +119,8 @@ def _fleet(fig: Any, before: FleetPlan, after: FleetPlan, base: str, head: str) 
         ax.set_ylim(0, 1.25 * max([*b, *a, 1.0]))
         ax.yaxis.set_major_formatter(lambda v, _pos, f=fmt: f.format(v))
         ax.set_title(title)
-        ax.legend(loc="upper left", frameon=False, fontsize=7)
-    fig.suptitle(f"{base} → {head}", fontsize=9)
+    _legend(fig)
+    fig.suptitle(f"{_shown(base)} → {_shown(head)}", fontsize=9)
 
 
 def _batch(
@@ -139,7 +162,7 @@ def _batch(
         ax.set_ylim(0, 1.15 * peak if peak > 0 else 1.0)
         ax.set_title(title)
         ax.set_xlabel("running sequences (batch)")
-        ax.legend(loc="upper left", frameon=False, fontsize=6)
+    _legend(fig)
     for ax in fig.axes:
         ax.set_xlim(0, top)
     fig.suptitle(f"{new.region}: {base} → {head} (dots: max_num_seqs; red: the SLOs)", fontsize=9)

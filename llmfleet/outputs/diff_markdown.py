@@ -45,6 +45,12 @@ def pair(before: Any, after: Any, fmt: Callable[[Any], str] = str) -> str:
     return a if a == b else f"{a}{ARROW}{b}"
 
 
+def pair_said(before: Any, after: Any, fmt: Callable[[Any], str] = str) -> str:
+    """`a → b`, or `a (unchanged)`: a line of the summary shows its before value too."""
+    text = pair(before, after, fmt)
+    return text if ARROW in text else f"{text} (unchanged)"
+
+
 def delta(before: float, after: float, fmt: Callable[[float], str], pct: bool = True) -> str:
     """`a → b (+d, +p %)`, or `a` when unchanged."""
     if before == after:
@@ -78,8 +84,10 @@ def markdown(d: PlanDiff) -> str:
         out += [f"> **Different models**: {d.model_note}.", ""]
     cost = delta(fb.monthly_cost_usd, fa.monthly_cost_usd, _usd)
     cost_trough = delta(fb.monthly_cost_usd_at_trough, fa.monthly_cost_usd_at_trough, _usd)
-    per_mtok = pair(fb.usd_per_million_output_tokens, fa.usd_per_million_output_tokens, _usd2)
-    per_mtok_trough = pair(
+    per_mtok = pair_said(
+        fb.usd_per_million_output_tokens, fa.usd_per_million_output_tokens, _usd2
+    )
+    per_mtok_trough = pair_said(
         fb.usd_per_million_output_tokens_at_trough,
         fa.usd_per_million_output_tokens_at_trough,
         _usd2,

@@ -158,7 +158,7 @@ def ec2nodeclass(fleet: FleetPlan, region: RegionPlan) -> dict[str, Any]:
         spec["capacityReservationSelectorTerms"] = [
             {"id": rid} for rid in region.capacity.reservation_ids
         ]
-    if region.multi_node is not None:
+    if region.multi_node is not None and region.multi_node.placement_group is not None:
         spec["placementGroupSelector"] = {"name": region.multi_node.placement_group}
     fabric = region.fabric
     if fabric is not None and fabric.network_interfaces:

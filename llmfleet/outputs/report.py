@@ -252,6 +252,16 @@ def calibration_text(cal: ServerCalibration) -> str:
     if cal.prompt_tokens:
         lo, hi = cal.prompt_tokens
         lines.append(f"  tested prompt lengths: {lo:,.0f}-{hi:,.0f} tokens")
+    if cal.output_tokens:
+        lo, hi = cal.output_tokens
+        lines.append(f"  tested output lengths: {lo:,.0f}-{hi:,.0f} tokens")
+    if not cal.ranges:
+        lines.append(
+            "  WARNING: calibrated at one prompt length: at other prompt and output lengths "
+            "TTFT under load may move either way (benchmarks/README.md, \"Calibrated on one "
+            "sweep\"); `predict --calibration` warns when a request is outside the tested "
+            "lengths"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -292,6 +302,8 @@ def validation_text(report: dict[str, Any]) -> str:
         con.print(f"TTFT below the prefill's compute floor (prefix-cache hits), not fitted: {rows}")
     if report["by_source_own_runs"]:
         con.print(_own_runs_table(report["by_source_own_runs"]))
+    if report.get("calibrated_on_one_sweep", {}).get("cases"):
+        con.print(_one_sweep_table(report["calibrated_on_one_sweep"]))
     reasons: dict[str, int] = {}
     for skip in report["skipped"]:
         reason = skip["reason"].split(" is not")[0].split(" (")[0]
@@ -346,16 +358,26 @@ def _parts(parts: dict[str, Any]) -> str:
 
 def _band_table(band: dict[str, Any]) -> Table:
     """The sizing band (held-out measured/predicted, p10-p90) and how often a source's
-    held-out measurements land in the band the other sources make; per regime too."""
+    held-out measurements land in the band the other sources make; per regime too, and the
+    band of a GPU architecture no measurement covers."""
+    measured = ", ".join(band.get("measured_architectures", [])) or "-"
     t = Table(title="Band: measured/predicted p10-p90 (held out), and its coverage of each "
-              "source's held-out rows by the band of the others (nominal 80 %)")
+              "source's held-out rows by the band of the others (nominal 80 %); measured "
+              f"architectures: {measured}")
     for col in ("regime", "metric", "p10-p90", "coverage (n)"):
         t.add_column(col)
     parts = [("sizing", band["sizing"], band["coverage"])]
+    parts += [
+        ("sizing, measured arch.", band["sizing"], band.get("coverage_measured", {})),
+        ("unmeasured arch.", band.get("unmeasured_architecture", {}),
+         band.get("coverage_unmeasured", {})),
+    ]
     parts += [(r, b, band["coverage_by_regime"].get(r, {})) for r, b in band["by_regime"].items()]
     for regime, ratios, cov in parts:
         for metric, q in ratios.items():
             c = cov.get(metric)
+            if regime != "sizing" and regime.startswith("sizing") and not c:
+                continue
             t.add_row(
                 regime, metric, f"{q['p10']:.2f}-{q['p90']:.2f}",
                 f"{c['inside_p10_p90']:.0%} ({c['n']})" if c else "-",
@@ -398,6 +420,39 @@ def _own_runs_table(by_source: dict[str, Any]) -> Table:
                 source, metric, f"{s['median_ape_held_out']:.1f}% ({s['n']})",
                 f"{s['median_ape_own_runs']:.1f}%",
             )
+    return t
+
+
+def _one_sweep_table(one: dict[str, Any]) -> Table:
+    """Per server and sweep calibrated on (`calibrate --bench` on one prompt and output
+    length): each other sweep's median abs error per metric, uncalibrated -> calibrated."""
+    pooled = one["pooled"]
+    t = Table(
+        title="Calibrated on one sweep: the server's other sweeps, constants fitted without the "
+        "source -> calibrated (median abs error per metric; over all their runs and metrics); "
+        f"{pooled['within_target']} of {pooled['cases']} within {pooled['target_pct']:g} %"
+    )
+    for col in ("server", "calibrated on", "held out", "ttft_ms", "itl_ms", "output tok/s", "all"):
+        t.add_column(col)
+    for case in one["cases"]:
+        for k, cell in enumerate(case["cells"]):
+            def cell_text(metric: str, cell: dict[str, Any] = cell) -> str:
+                if metric not in cell["after"]:
+                    return "-"
+                b, a = cell["before"][metric], cell["after"][metric]
+                return f"{b:.1f} -> {a:.1f}%" + (" WORSE" if a > b else "")
+            t.add_row(
+                case["server"] if k == 0 else "", case["calibrated_on"] if k == 0 else "",
+                cell["held_out"], cell_text("ttft_ms"), cell_text("itl_ms"),
+                cell_text("output_tokens_per_s"),
+                f"{case['pooled_before']:.1f} -> {case['pooled_after']:.1f}%" if k == 0 else "",
+            )
+    for metric, s in one["summary"].items():
+        t.add_row(
+            "summary", "", metric, "", "", "",
+            f"{s['median_before']:.1f} -> {s['median_after']:.1f}%, worse in {s['worse']} of "
+            f"{s['cells']}",
+        )
     return t
 
 

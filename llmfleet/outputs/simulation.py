@@ -43,7 +43,7 @@ def simulation_text(sim: Simulation) -> str:
         for col in ("region", "from", "seconds", "cause", "requests outside"):
             t.add_column(col, justify="right" if col in ("seconds", "requests outside") else "left")
         for v in sim.violations:
-            t.add_row(v.region, v.start, f"{v.seconds:g}", v.cause,
+            t.add_row(v.region, v.start, f"{v.seconds:g}", cause_label(sim, v.cause),
                       f"{v.requests_outside_slo:,} of {v.requests:,}")
         con.print(t)
     else:
@@ -59,11 +59,17 @@ def simulation_text(sim: Simulation) -> str:
     return buf.getvalue()
 
 
+def cause_label(sim: Simulation, cause: str) -> str:
+    """A violation's cause as the text shows it: the ITL cause (JSON `token_gap`) named for
+    the plan's definition of ITL, so a `slo.itl: tpot` stack reads `tpot`."""
+    return sim.itl if cause == "token_gap" else cause
+
+
 def _causes(sim: Simulation) -> str:
     """Violations by cause: how many, and the requests outside the SLO in them."""
     by: dict[str, list[int]] = {}
     for v in sim.violations:
-        n = by.setdefault(v.cause, [0, 0])
+        n = by.setdefault(cause_label(sim, v.cause), [0, 0])
         n[0] += 1
         n[1] += v.requests_outside_slo
     return "; ".join(f"{cause} x{n} ({out:,} outside)" for cause, (n, out) in sorted(by.items()))

@@ -25,8 +25,11 @@ DEFAULT_RUNBOOK_URL = "docs/runbook.md"
 class SecretRef(Data):
     """A key of a Secret you create in the `monitoring` namespace (Alertmanager mounts it)."""
 
-    secret_name: str = Field(pattern=SECRET_NAME)
-    secret_key: str = Field(pattern=SECRET_KEY)
+    secret_name: str = Field(
+        pattern=SECRET_NAME,
+        description="A Secret you create in the monitoring namespace of each cluster.",
+    )
+    secret_key: str = Field(pattern=SECRET_KEY, description="Its key holding the credential.")
 
 
 class SlackTarget(SecretRef):
@@ -47,7 +50,11 @@ class EmailTarget(Data):
     """Addresses subscribed to the region's SNS alert topic (each confirms once by mail);
     they get Alertmanager's alerts of the receiver's severities and every CloudWatch alarm."""
 
-    addresses: list[str] = Field(min_length=1)
+    addresses: list[str] = Field(
+        min_length=1,
+        description="E-mail addresses subscribed to each region's SNS alert topic (each "
+        "confirms the subscription mail).",
+    )
 
     @model_validator(mode="after")
     def _addresses(self) -> EmailTarget:
@@ -60,16 +67,22 @@ class EmailTarget(Data):
 class Receiver(Data):
     """One place alerts go: exactly one of slack, pagerduty, webhook or email."""
 
-    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    name: str = Field(
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="The receiver's DNS-safe name."
+    )
     severities: list[Severity] = Field(
         default_factory=lambda: list(SEVERITIES),
         min_length=1,
         description="critical pages someone; warning opens a ticket.",
     )
-    slack: SlackTarget | None = None
-    pagerduty: PagerDutyTarget | None = None
-    webhook: WebhookTarget | None = None
-    email: EmailTarget | None = None
+    slack: SlackTarget | None = Field(default=None, description="A Slack channel.")
+    pagerduty: PagerDutyTarget | None = Field(
+        default=None, description="A PagerDuty service (its Events v2 routing key)."
+    )
+    webhook: WebhookTarget | None = Field(default=None, description="A webhook URL.")
+    email: EmailTarget | None = Field(
+        default=None, description="E-mail through the region's SNS topic."
+    )
 
     @property
     def targets(self) -> list[str]:

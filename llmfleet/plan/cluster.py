@@ -84,15 +84,15 @@ class Startup(Data):
         default=None,
         pattern=r"^[0-9]{12}$",
         description="AWS account of the ECR pull-through cache of Docker Hub: the program "
-        "creates the cache rule and its (empty) credentials secret "
-        "ecr-pullthroughcache/<name>-docker-hub. Without it nodes pull the image from Docker "
+        "creates its (empty) credentials secret ecr-pullthroughcache/<name>-docker-hub, and the "
+        "cache rule once `pull_through_ready`. Without it nodes pull the image from Docker "
         "Hub through the NAT gateways.",
     )
     pull_through_ready: bool = Field(
         default=False,
         description="true once the pull-through cache's secret holds a Docker Hub username "
-        "and access token (ECR refuses a Docker Hub pull without them): only then do the "
-        "pods pull through the cache; until then from Docker Hub directly.",
+        "and access token: only then is the cache rule created (ECR reads the secret when it "
+        "creates one) and do the pods pull through it; until then from Docker Hub directly.",
     )
     image: str | None = Field(
         default=None,

@@ -45,8 +45,14 @@ class JwtAuth(Data):
 class CognitoAuth(Data):
     """Amazon Cognito's hosted sign-in: browsers are redirected, then carry a session cookie."""
 
-    user_pool_arn: str = Field(pattern=r"^arn:aws[a-z-]*:cognito-idp:[a-z0-9-]+:\d{12}:userpool/")
-    user_pool_client_id: str = Field(min_length=1)
+    user_pool_arn: str = Field(
+        pattern=r"^arn:aws[a-z-]*:cognito-idp:[a-z0-9-]+:\d{12}:userpool/",
+        description="The Cognito user pool users sign in to.",
+    )
+    user_pool_client_id: str = Field(
+        min_length=1,
+        description="Its app client, allowing the callback https://<name>/oauth2/idpresponse.",
+    )
     user_pool_domain: str = Field(
         pattern=r"^[a-z0-9](-?[a-z0-9])*$",
         description="The domain prefix (my-domain), not the full URL.",
@@ -56,8 +62,13 @@ class CognitoAuth(Data):
 class EdgeAuth(Data):
     """Exactly one of `jwt` (API clients) or `cognito` (browser users)."""
 
-    jwt: JwtAuth | None = None
-    cognito: CognitoAuth | None = None
+    jwt: JwtAuth | None = Field(
+        default=None,
+        description="API clients: the ALB validates each request's bearer JWT (RS256).",
+    )
+    cognito: CognitoAuth | None = Field(
+        default=None, description="Browser users: sign-in through a Cognito user pool."
+    )
 
     @model_validator(mode="after")
     def _one(self) -> EdgeAuth:

@@ -74,6 +74,17 @@ class CapacityPurchase(Data):
         description="Price per instance-hour for spot or a Capacity Block. llmfleet ships no "
         "sourced spot discount or Capacity Block price, so it is required for those two.",
     )
+    placement_group: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="type reservation, for a replica across nodes: the cluster placement "
+        "group the reservations were created in. A reservation serves a cluster placement "
+        "group only when created in it, and EC2 creates it there only once the group exists "
+        "(aws ec2 create-placement-group --strategy cluster, then create-capacity-reservation "
+        "--placement-group-arn): you create both, the GPU nodes join this group and llmfleet "
+        "creates none.",
+    )
     on_demand_floor: bool = Field(
         default=True,
         description="spot: keep the always-on floor on on-demand nodes. Without it a p99 "
@@ -98,6 +109,13 @@ class CapacityPurchase(Data):
         if not reserved and (self.reservation_ids or self.reserved_nodes):
             raise ValueError(
                 "reservation_ids and reserved_nodes apply to type reservation or capacity_block"
+            )
+        if self.placement_group is not None and self.type != "reservation":
+            raise ValueError(
+                f"placement_group applies to type reservation (this is {self.type}): "
+                + ("EC2 places a Capacity Block's instances close together itself"
+                   if self.type == "capacity_block"
+                   else "on demand, llmfleet creates the group its GPU nodes join")
             )
         if self.type in ("spot", "capacity_block") and self.usd_per_hour is None:
             raise ValueError(

@@ -145,8 +145,13 @@ class TokenLength(Data):
 class Traffic(Data):
     peak_requests_per_s: float = Field(gt=0, description="Fleet-wide peak request rate.")
     trough_requests_per_s: float = Field(gt=0, description="Fleet-wide trough request rate.")
-    input_tokens: TokenLength
-    output_tokens: TokenLength
+    input_tokens: TokenLength = Field(
+        description="Prompt tokens per request: {mean, p95, p99}; p95 and p99 optional (a "
+        "lognormal through the mean and the highest percentile given supplies the others)."
+    )
+    output_tokens: TokenLength = Field(
+        description="Output tokens per request, as input_tokens."
+    )
 
     @model_validator(mode="after")
     def _trough_below_peak(self) -> Traffic:
@@ -284,8 +289,12 @@ class Allowed(Data):
 
 
 class PriceOverride(Data):
-    instance_type: str
-    usd_per_hour: float = Field(gt=0)
+    instance_type: str = Field(
+        description="A catalog instance type offered in the plan's region(s)."
+    )
+    usd_per_hour: float = Field(
+        gt=0, description="The price per instance-hour that replaces the on-demand list price."
+    )
     region: str | None = Field(default=None, description="One region, or every region if absent.")
 
 
@@ -295,26 +304,47 @@ class CapacityPlan(Data):
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
         description="DNS-safe name of the service; prefixes every resource.",
     )
-    model: ModelSpec
+    model: ModelSpec = Field(
+        description="What is served: a catalog model (`id`) or a Hugging Face config.json "
+        "(`config_path` with `hf_repo`); exactly one of the two."
+    )
     max_model_len: int = Field(gt=0, description="Longest prompt + output a request may have.")
-    traffic: Traffic
-    slo: Slo
-    regions: list[Region] = Field(min_length=1)
-    allowed: Allowed = Field(default_factory=Allowed)
+    traffic: Traffic = Field(description="Fleet-wide request rates and token lengths.")
+    slo: Slo = Field(description="The latency targets at a percentile.")
+    regions: list[Region] = Field(
+        min_length=1,
+        description="Where the fleet runs; traffic shares sum to 1.0. An environment with "
+        "several deploys as a stack per region plus a global one (docs/deploy.md).",
+    )
+    allowed: Allowed = Field(
+        default_factory=Allowed,
+        description="What the search may choose: instances, GPUs, precisions, KV dtypes, "
+        "speculative methods, replicas across nodes, disaggregated pools.",
+    )
     headroom: float = Field(
         default=0.20,
         ge=0,
         lt=0.9,
         description="Share of capacity kept free for spikes (seed: 20-25 %).",
     )
-    gpu_memory_utilization: float = Field(default=0.90, gt=0.1, le=0.98)
-    prices: list[PriceOverride] = Field(default_factory=list)
+    gpu_memory_utilization: float = Field(
+        default=0.90, gt=0.1, le=0.98,
+        description="vLLM's fraction of GPU memory (`--gpu-memory-utilization`): weights, "
+        "activations and the KV pool live inside it.",
+    )
+    prices: list[PriceOverride] = Field(
+        default_factory=list,
+        description="Overrides of the on-demand list price (a negotiated or reserved rate).",
+    )
     confidence: Literal["expected", "pessimistic"] = Field(
         default="expected",
         description="pessimistic sizes with the GPU part of every step at the p90 of the "
         "calibration's measured/predicted ITL ratio",
     )
-    cluster: ClusterAccess = Field(default_factory=ClusterAccess)
+    cluster: ClusterAccess = Field(
+        default_factory=ClusterAccess,
+        description="The EKS API's reach, who administers the clusters, NAT and upgrades.",
+    )
     kubernetes_version: str = Field(
         default_factory=default_kubernetes_version,
         pattern=r"^1\.\d+$",
@@ -341,7 +371,10 @@ class CapacityPlan(Data):
         "every bucket name carries it; the program refuses credentials of another account. "
         "Required in production.",
     )
-    routing: Routing = Field(default_factory=Routing)
+    routing: Routing = Field(
+        default_factory=Routing,
+        description="How users reach regions and which region losses the fleet survives.",
+    )
     rollout: Rollout = Field(
         default_factory=Rollout,
         description="The order region stacks deploy in, canary first (`llmfleet rollout`).",
@@ -387,8 +420,16 @@ class CapacityPlan(Data):
     def survive_region_losses(self) -> int:
         given = self.routing.survive_region_losses
         return given if given is not None else min(1, len(self.regions) - 1)
-    startup: Startup = Field(default_factory=Startup)
-    day_profile: DayProfile = Field(default_factory=DayProfile)
+    startup: Startup = Field(
+        default_factory=Startup,
+        description="A replica's start: the image, where it is pulled through, the traffic "
+        "growth the headroom must carry during one cold start.",
+    )
+    day_profile: DayProfile = Field(
+        default_factory=DayProfile,
+        description="The day's shape: hours at the peak and at the trough (the daily cost, "
+        "`llmfleet simulate`).",
+    )
 
     @model_validator(mode="after")
     def _regions(self) -> CapacityPlan:

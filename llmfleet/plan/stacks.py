@@ -71,6 +71,70 @@ def read_stack_config(env: str, stacks_dir: Path = STACKS_DIR) -> dict[str, Any]
     return config
 
 
+def stack_config(stack: str, stacks_dir: Path = STACKS_DIR) -> dict[str, Any]:
+    """A stack's config as `pulumi` hands it to the program: its file's, or none for a region
+    or global stack (`ENV.REGION`, `ENV.global`) of an environment whose own file exists,
+    which `resolve_stack` resolves from its name (a new environment needs no hand-written
+    region-stack files)."""
+    if _by_name(stack, stacks_dir) and not stack_path(stack, stacks_dir).exists():
+        return {}
+    return read_stack_config(stack, stacks_dir)
+
+
+def stack_arg(value: str, stacks_dir: Path = STACKS_DIR) -> tuple[str, Path | None]:
+    """`--stack`'s value, a stack name (`prod`, `prod.us-east-1`) or the path of a stack
+    file (`stacks/Pulumi.prod.yaml`, `../other/Pulumi.qa.yaml`, `my-plan.yaml`): the stack's
+    name and its file (None: a name, read from `stacks_dir`; a path to a file in it is taken
+    as its name). A file's stack name is its name less `Pulumi.` and `.yaml`, as pulumi
+    names stacks (`render --stack FILE` writes rendered/<name>/)."""
+    if not value.endswith((".yaml", ".yml")) and "/" not in value and "\\" not in value:
+        return value, None
+    path = Path(value)
+    if not path.is_file():
+        raise StackError(
+            f"--stack {value}: no such stack file; give a stack name (one of "
+            f"{', '.join(list_stack_files(stacks_dir)) or 'none'}) or the path of a "
+            "Pulumi.<name>.yaml file"
+        )
+    if path.name == "Pulumi.yaml":
+        raise StackError(
+            f"--stack {value}: that is the project file; give a stack file "
+            "(stacks/Pulumi.<name>.yaml) or a stack name"
+        )
+    name = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
+    if path.resolve() == stack_path(name, stacks_dir).resolve():
+        return name, None
+    return name, path
+
+
+def stack_file_config(path: Path) -> dict[str, Any]:
+    """The config of a stack file given by its path (`--stack FILE`)."""
+    name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    if path.name == f"Pulumi.{name}.yaml":
+        return read_stack_config(name, path.parent)
+    return read_stack_config_text(path.read_text(), str(path))
+
+
+def read_stack_config_text(text: str, where: str) -> dict[str, Any]:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise StackError(f"{where}: not valid YAML: {' '.join(str(e).split())}") from None
+    config = doc.get("config") if isinstance(doc, dict) else None
+    if not isinstance(config, dict):
+        raise StackError(f"{where}: has no `config:` mapping")
+    return config
+
+
+def read_plan_file(path: Path) -> CapacityPlan:
+    """The plan of a stack file given by its path: a `Pulumi.<name>.yaml` with the checks
+    of its folder (a region stack's file there), any other file by its text."""
+    name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    if path.name == f"Pulumi.{name}.yaml":
+        return read_plan(name, path.parent)
+    return plan_from_text(path.read_text(), str(path))
+
+
 def read_plan(env: str, stacks_dir: Path = STACKS_DIR) -> CapacityPlan:
     config = read_stack_config(env, stacks_dir)
     if PLAN_KEY not in config:
@@ -258,7 +322,7 @@ def format_validation_error(e: ValidationError, as_flags: bool = False) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         value = err.get("input")
         if err["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; see README's plan reference)"
+            msg = "unknown field (check the spelling; see docs/plan.md)"
         elif err["type"] in MAPPING_ERRORS:
             msg = _mapping_hint(path, value, as_flags)
         shown = (
@@ -293,7 +357,7 @@ def _mapping_hint(path: str, value: object, as_flags: bool) -> str:
         return f"{section} takes fields, not one value; write {write}" + example.format(
             value=value
         )
-    return f"{section} takes fields (a mapping, see README's plan reference), not one value"
+    return f"{section} takes fields (a mapping, see docs/plan.md), not one value"
 
 
 GIT_TIMEOUT_S = 30

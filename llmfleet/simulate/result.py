@@ -132,6 +132,11 @@ class Simulation(Data):
     method: str
     step_s: float
     slo: str
+    itl: str = Field(
+        default="token_gap",
+        description="The plan's slo.itl (token_gap or tpot): what a violation's cause "
+        "`token_gap` measured (the cause keeps its name in JSON; the text shows this).",
+    )
     attainment_target: float = Field(description="The SLO's percentile as a share.")
     requests: int
     requests_outside_slo: int
@@ -341,6 +346,7 @@ def summarise(
         step_s=run.step_s,
         slo=f"TTFT <= {slo.ttft_ms:g} ms and {slo.itl} <= {slo.itl_ms:g} ms at "
         f"p{slo.percentile:g}",
+        itl=slo.itl,
         attainment_target=target,
         requests=int(round(total_req)),
         requests_outside_slo=int(round(total_req - total_in)),

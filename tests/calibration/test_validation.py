@@ -302,6 +302,7 @@ def test_validate_json_keeps_its_keys(tmp_path, capsys):
         "by_source",
         "by_source_held_out",
         "by_source_own_runs",  # added: per source, calibrated on the server's other runs
+        "calibrated_on_one_sweep",  # added (#29): calibrated on one sweep, the other sweeps
         "in_sample",
         "leave_one_source_out",
         "one_group",
@@ -360,3 +361,17 @@ def test_calibrating_on_a_servers_other_runs_brings_inferencemax_within_10_perce
     for metric, s in own.items():
         assert s["median_ape_own_runs"] <= (12.6 if metric == "ttft_ms" else 10.0), metric
         assert s["median_ape_own_runs"] < s["median_ape_held_out"], metric
+
+
+@pytest.mark.validation
+def test_the_band_covers_each_sources_held_out_rows_near_its_nominal_80_percent(held_out):
+    # #29: each source's held-out rows against the band made without it (the unmeasured
+    # band for rows on an architecture no other source measures). Before the band by
+    # architecture: ITL 39, throughput 45, E2E 39 %; now 71, 76, 78 %; KV 71 / 70 %.
+    # TTFT is over-covered (94 %: the unmeasured TTFT band made without S40 holds all of its
+    # B200 TTFTs; benchmarks/README.md).
+    cov = held_out["band"]["coverage"]
+    for metric in ("itl_ms", "output_tokens_per_s", "e2e_latency_ms", "kv_cache_gib",
+                   "kv_cache_tokens"):
+        assert 0.70 <= cov[metric]["inside_p10_p90"] <= 0.90, metric
+    assert 0.70 <= cov["ttft_ms"]["inside_p10_p90"] <= 0.95

@@ -105,10 +105,18 @@ def _cache(secret_tags: dict[str, str], image_via_cache: bool = True) -> list[di
 
 def test_a_pull_through_the_cache_before_its_secret_holds_credentials_fails() -> None:
     """The old order: the secret created empty in the same `up` whose staging Job pulls."""
-    [message] = checks(_cache({}), "pull-through-credentials")
-    assert "ErrImagePull" in message
-    assert checks(_cache({}, image_via_cache=False), "pull-through-credentials") == []
+    found = checks(_cache({}), "pull-through-credentials")
+    assert any("ErrImagePull" in m for m in found)
     assert checks(_cache({CREDENTIALS_TAG: "filled-by-hand"}), "pull-through-credentials") == []
+
+
+def test_a_cache_rule_created_over_its_empty_secret_fails_at_its_creation() -> None:
+    """The shape of h30-deploy: the pods pull from Docker Hub, but the rule is created in the
+    same `up` as its empty secret, and ECR reads the secret when it creates the rule."""
+    [message] = checks(_cache({}, image_via_cache=False), "pull-through-credentials")
+    assert message.startswith("created over the secret ecr-pullthroughcache/fleet-docker-hub")
+    filled = _cache({CREDENTIALS_TAG: "filled-by-hand"}, image_via_cache=False)
+    assert checks(filled, "pull-through-credentials") == []
 
 
 def test_node_roles_get_the_pull_only_ecr_policy() -> None:

@@ -194,6 +194,24 @@ def test_deleting_a_bucket_of_data_is_a_finding_and_lists_emptying_it_first() ->
     assert "aws s3 rm s3://w-111122223333 --recursive" in blocker.step
 
 
+def test_a_bucket_deleted_with_retain_on_delete_is_left_in_place_and_blocks_nothing() -> None:
+    """A retiring region's log bucket: the engine drops it from the stack and leaves it."""
+    bucket = res("aws:s3/bucket:Bucket", "logs", {"bucket": "l-111122223333"},
+                 retain_on_delete=True)
+    changes = compare([bucket], [])
+    assert change_findings(changes, [bucket]) == [] and blockers(changes) == []
+
+
+def test_the_records_of_a_region_the_plan_retires_go_as_the_plan_says() -> None:
+    """regions[].retire says the change means the region's resources go: no --allow-replace
+    needed for them, and a record of another region is still a finding."""
+    records = [res("aws:route53/record:Record", f"chat-dns-{r}", {"name": "chat.example.com"})
+               for r in ("eu-north-1", "us-east-1")]
+    preview = preview_change("prod.global", records, [], "HEAD~1", retiring=["eu-north-1"])
+    assert [(f.check, f.resource) for f in preview.findings] == [
+        ("stateful-deleted", "chat-dns-us-east-1")]
+
+
 def test_an_ingress_behind_a_protected_alb_lists_turning_protection_off() -> None:
     ingress = res("kubernetes:networking.k8s.io/v1:Ingress", "ing", {"metadata": {
         "name": "ing", "annotations": {

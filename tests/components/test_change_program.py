@@ -27,7 +27,13 @@ from plans import (
 )
 
 import components.weights
-from components.preview.change_report import ChangePreview, preview_change, rollout_order
+from components.preview.change_checks import LB_ATTRIBUTES
+from components.preview.change_report import (
+    ChangePreview,
+    preview_change,
+    retiring_regions,
+    rollout_order,
+)
 from components.preview.replacements import covers
 from components.preview.revision import TREE, before_run
 from components.preview.run import run_program
@@ -151,17 +157,24 @@ def test_upgrading_kubernetes_updates_the_cluster_in_place_and_rolls_the_nodes()
         assert [r.property for r in pool.of("recreates")] == ["version"], pool.name
 
 
-@pytest.mark.xfail(strict=True, reason="#30 day 2: add-ons, the AMI alias and the charts stay "
-                   "pinned to the old version (fixed on h30-deploy)")
-def test_upgrading_kubernetes_moves_the_add_ons_and_the_ami_alias_with_it() -> None:
+def test_upgrading_kubernetes_moves_the_add_ons_and_drifts_karpenters_nodes() -> None:
+    """1.34 -> 1.35: every managed add-on (kube-proxy and CoreDNS too) moves to EKS's default
+    version for 1.35, and the cluster's version change says Karpenter's nodes drift: the
+    EC2NodeClass keeps its alias al2023@v20260714, a release with an AMI for both versions,
+    which Karpenter resolves for the control plane's version."""
     before = _changed(ONE_REGION, {**EXTENDED, "kubernetes_version": "1.34"})
     after = _changed(ONE_REGION, {**EXTENDED, "kubernetes_version": "1.35"})
     preview = change(before, after)
-    addons = [c for c in preview.changes if c.type == "aws:eks/addon:Addon"]
-    assert addons and all("addonVersion" in c.changed for c in addons)
+    addons = {c.name: c.changed for c in preview.changes if c.type == "aws:eks/addon:Addon"}
+    assert len(addons) == 5 and all(changed == ["addonVersion"] for changed in addons.values())
+    [cluster] = [c for c in preview.changes if c.type == "aws:eks/cluster:Cluster"]
+    [drift] = cluster.of("recreates")
+    assert drift.property == "version" and "Karpenter" in drift.source
     [node_class] = [c for c in preview.changes
                     if c.type == "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"]
-    assert any("amiSelectorTerms" in p for p in node_class.changed)
+    assert node_class.op == "same"
+    terms = node_class.after["inputs"]["spec"]["amiSelectorTerms"]  # type: ignore[index]
+    assert terms == [{"alias": "al2023@v20260714"}]
 
 
 # --- day 2: a new weights revision ----------------------------------------------------------
@@ -182,11 +195,61 @@ def test_a_new_weights_revision_stages_it_again_and_rolls_the_servers() -> None:
     assert set(preview.ops("aws:s3/bucket:Bucket").values()) == {"same"}  # the weights stay
 
 
-@pytest.mark.xfail(strict=True, reason="#30 day 2: the readers' policy is rescoped to the new "
-                   "prefix at the start of the update (fixed on h30-deploy)")
-def test_a_new_weights_revision_keeps_the_old_prefix_readable_through_the_rollout() -> None:
+def _narrowed(preview: ChangePreview) -> list[str]:
+    return [f.resource for f in preview.findings if f.check == "permission-narrowed"]
+
+
+def test_a_new_weights_revision_alone_narrows_the_readers_at_the_start_of_its_rollout() -> None:
+    """Without model.previous_revision the readers' policy moves to the new prefix when the
+    update starts, while the old pods (which restart) still read the old one."""
     preview = change(_revision(REVISION_A), _revision(REVISION_B))
-    assert [f for f in preview.findings if f.check == "permission-narrowed"] == []
+    assert _narrowed(preview) == ["chat-one-us-east-1-model-reader"]
+
+
+def test_a_new_weights_revision_with_the_previous_one_keeps_both_readable() -> None:
+    """docs/day2.md step 1: revision B, previous_revision A: the readers gain B's prefix and
+    keep A's through the rollout."""
+    after = _changed(ONE_REGION, {"model.revision": REVISION_B,
+                                  "model.previous_revision": REVISION_A})
+    preview = change(_revision(REVISION_A), after)
+    assert _narrowed(preview) == [] and preview.findings == []
+    [reader] = [c for c in preview.changes if c.name == "chat-one-us-east-1-model-reader"
+                and c.type == "aws:iam/rolePolicy:RolePolicy"]
+    policy = reader.after["inputs"]["policy"]  # type: ignore[index]
+    assert f"/{REVISION_A}/*" in policy and f"/{REVISION_B}/*" in policy
+
+
+def test_dropping_the_previous_revision_after_its_rollout_narrows_without_rolling_a_pod() -> None:
+    """docs/day2.md step 3: the readers narrow to B in a change that rolls no server."""
+    during = _changed(ONE_REGION, {"model.revision": REVISION_B,
+                                   "model.previous_revision": REVISION_A})
+    preview = change(during, _revision(REVISION_B))
+    assert preview.findings == []
+    assert preview.ops("aws:iam/rolePolicy:RolePolicy")["chat-one-us-east-1-model-reader"] == (
+        "update")
+    assert preview.ops("kubernetes:apps/v1:Deployment") == {
+        "chat-one-us-east-1-vllm-deployment": "same"}
+
+
+# --- day 2: the image cache's credentials are in -----------------------------------------
+
+CACHE = {**PRODUCTION, **EDGE, "startup.ecr_account_id": "111122223333"}
+
+
+def test_filling_the_image_caches_secret_creates_its_rule_then_the_pods_pull_through_it() -> None:
+    """startup.pull_through_ready false -> true: the secret (empty on the first `up`) is only
+    tagged; the cache rule and the nodes' pull-through policies are created in this change,
+    and the servers and the staging Job switch to the cache's image after them."""
+    preview = change(plan_dict(**CACHE), plan_dict(**CACHE, **{"startup.pull_through_ready": True}))
+    assert preview.findings == []
+    created = sorted(c.type.rsplit(":", 1)[-1] for c in preview.of("create"))
+    assert created == ["PullThroughCacheRule", "RolePolicy", "RolePolicy"]
+    assert preview.ops("aws:secretsmanager/secret:Secret") == {"t-us-east-1-model-docker-hub":
+                                                              "update"}
+    [server] = [c for c in preview.changes if c.name == "t-us-east-1-vllm-deployment"]
+    assert server.of("recreates")
+    image = server.after["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"]  # type: ignore[index]
+    assert image.startswith("111122223333.dkr.ecr.us-east-1.amazonaws.com/docker-hub/vllm/")
 
 
 # --- day 2: removing a region ---------------------------------------------------------------
@@ -228,6 +291,44 @@ def test_removing_a_region_lists_its_blockers_and_the_global_step_first() -> Non
     assert "chat-three-eu-north-1" in last  # then the destroy
 
 
+def _retiring(plan: dict[str, Any], region: str) -> dict[str, Any]:
+    regions = [{**r, "retire": True} if r["name"] == region else r for r in plan["regions"]]
+    return _changed(plan, {"regions": regions})
+
+
+RETIRING = _retiring(AGGREGATED, "eu-north-1")
+
+
+def test_retiring_a_region_takes_it_out_of_dns_and_unprotects_it_as_the_plan_says() -> None:
+    """docs/day2.md step 1, regions[eu-north-1].retire: its routed records, health checks and
+    DNS alarm go (the plan says so: no finding), its ALB loses deletion protection and its
+    weight bucket may be emptied by a destroy; nothing else changes."""
+    retiring = retiring_regions(build_fleet_plan(parse_plan(RETIRING)))
+    assert retiring == ["eu-north-1"]
+    preview = change(AGGREGATED, RETIRING, retiring=retiring)
+    assert preview.findings == [] and preview.blockers == []
+    deleted = sorted(c.type.rsplit(":", 1)[-1] for c in preview.of("delete"))
+    assert deleted == ["HealthCheck", "HealthCheck", "HealthCheck", "MetricAlarm", "Record",
+                       "Record"]
+    assert all("eu-north-1" in c.name for c in preview.changes if c.op != "same")
+    protection = f'metadata.annotations["{LB_ATTRIBUTES}"]'
+    assert {c.name: c.changed for c in preview.of("update")} == {
+        "chat-three-eu-north-1-model-weights": ["forceDestroy"],
+        "chat-three-eu-north-1-vllm-ingress": [protection],
+        "chat-three-eu-north-1-vllm-ingress-health": [protection]}
+
+
+def test_after_its_retirement_a_region_goes_with_only_its_controllers_objects_in_the_way() -> None:
+    """Step 2 and 3: its weight bucket may empty (force_destroy), its log bucket stays behind
+    (retain_on_delete), its ALB is unprotected; left are what controllers made (the ALB's
+    security groups, Karpenter's nodes), cleared by deleting Ingresses and NodePools first."""
+    preview = change(RETIRING, TWO_REGIONS, allow=["*eu-north-1*"])
+    assert {b.source.split(":")[0] for b in preview.blockers} == {
+        "EC2 API DeleteVpc and DeleteSubnet; aws-load-balancer-controller security groups; "
+        "Karpenter docs, Uninstall", "Karpenter docs, Uninstall"}
+    assert not [s for s in preview.steps if "aws s3 rm" in s or "deletion protection" in s]
+
+
 def test_a_survivor_moving_to_one_gpu_zone_has_its_node_groups_replaced_and_said() -> None:
     """Disaggregation allowed, us-west-2 at 45 % prices a prefill and a decode pool cheaper;
     their KV transfer keeps every GPU node in one zone (fleetplan.fabric), so the cluster's
@@ -249,13 +350,17 @@ def test_a_first_rollout_creates_everything_and_finds_nothing() -> None:
     assert preview.findings == preview.blockers == []
 
 
-@pytest.mark.xfail(strict=True, reason="#30 day 2: `llmfleet rollout` runs the regions before "
-                   "the global stack whose records their certificates wait for (h30-deploy)")
-def test_a_first_rollout_runs_the_global_stack_first() -> None:
+def test_a_first_rollout_runs_the_global_stack_first_then_the_regions_then_it_again() -> None:
+    """The order `llmfleet rollout` gives (canary first, the global stack last) with the
+    global stack once before it: the regions' certificates wait for its validation record."""
     plan = parse_plan(THREE_REGIONS)
     order = [s.stack for s in deploy_order("t", plan, build_fleet_plan(plan)).steps]
     preview = change(None, THREE_REGIONS, order=order)
-    assert preview.steps[0] == "a first rollout: `pulumi up --stack t.global`"
+    assert [step.split("`")[1] for step in preview.steps] == [
+        "pulumi up --stack t.global", "pulumi up --stack t.eu-north-1",
+        "pulumi up --stack t.us-west-2", "pulumi up --stack t.us-east-1",
+        "pulumi up --stack t.global"]
+    assert "validation record" in preview.steps[0]
 
 
 @pytest.mark.parametrize("env", list_stacks())

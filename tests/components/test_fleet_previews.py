@@ -1,15 +1,24 @@
 """The Pulumi program under mocks for the fleets a user starts with: a minimal new user's stack
-(no account_id), a production fleet in three regions, a replica across two nodes and a
-disaggregated region preview with no finding of the checks (components.preview.checks), and
-what a real account gives them (the caller's account, add-on versions for the cluster's
-Kubernetes version)."""
+(no account_id), a production fleet in three regions, a replica across two nodes (on demand,
+and in production on reservations), a disaggregated region and a production fleet whose ECR
+pull-through cache's secret is still empty preview with no finding of the checks
+(components.preview.checks), and what a real account gives them (the caller's account,
+add-on versions for the cluster's Kubernetes version)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from plans import FRONTIER, LONG_PROMPT, THREE_REGIONS, plan_dict
+from plans import (
+    EDGE,
+    FRONTIER,
+    LONG_PROMPT,
+    PRODUCTION,
+    RESERVED_FRONTIER,
+    THREE_REGIONS,
+    plan_dict,
+)
 
 from components.preview.mocks import MOCK_ACCOUNT
 from components.preview.run import PreviewResult, run_program
@@ -20,7 +29,10 @@ FLEETS = {
     "minimal": plan_dict(),
     "production": THREE_REGIONS,
     "two-node": plan_dict(**FRONTIER),
+    "two-node, production, on reservations": plan_dict(**RESERVED_FRONTIER),
     "disaggregated": plan_dict(**LONG_PROMPT),
+    "production, its image cache not yet filled": plan_dict(
+        **PRODUCTION, **EDGE, **{"startup.ecr_account_id": "111122223333"}),
 }
 
 

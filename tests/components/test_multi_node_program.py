@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from plans import FRONTIER, LONG_PROMPT, plan_dict
+from plans import CPG, FRONTIER, LONG_PROMPT, RESERVED_FRONTIER, plan_dict
 
 from components.preview.run import run_program
 from llmfleet.catalog import images as catalog_images
@@ -61,6 +61,22 @@ def test_the_leaderworkerset_controller_and_its_crds_from_the_tag_are_installed(
     kinds = {r["type"] for r in frontier}
     assert "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet" in kinds
     assert "kubernetes:apps/v1:Deployment" not in kinds
+
+
+def test_reserved_nodes_join_the_users_placement_group_and_the_program_creates_none() -> None:
+    """Production on reservations created in the group CPG: no floor node group (the
+    reservation is the floor), no placement group of the program's (its name would be a
+    second group beside the user's), Karpenter launching into the reservation in CPG."""
+    resources = _program(plan_dict(**RESERVED_FRONTIER))
+    types = {r["type"] for r in resources}
+    assert "aws:ec2/placementGroup:PlacementGroup" not in types
+    assert not [r for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup"
+                and r["name"].endswith("-gpu")]
+    [node_class] = [r for r in resources
+                    if r["type"] == "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"]
+    spec = node_class["inputs"]["spec"]
+    assert spec["placementGroupSelector"] == {"name": CPG}
+    assert spec["capacityReservationSelectorTerms"] == [{"id": "cr-0123456789abcdef0"}]
 
 
 def test_on_an_image_with_the_efa_plugin_the_nodes_get_efa(monkeypatch) -> None:

@@ -31,7 +31,7 @@ from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.weights import ACCOUNT_PLACEHOLDER
 from llmfleet.outputs import render
 from llmfleet.paths import RENDERED_DIR
-from llmfleet.plan.stacks import list_stacks, parse_plan, read_stack_config
+from llmfleet.plan.stacks import list_stacks, parse_plan, read_stack_config, stack_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning:pulumi_aws")]
 
@@ -142,7 +142,7 @@ def run(request: pytest.FixtureRequest, runs: dict[str, Run]) -> Run:
 def preview_own_stacks(own_stacks, monkeypatch: pytest.MonkeyPatch) -> None:
     """`llmfleet preview --stack` reads the tests' own stacks folder."""
     monkeypatch.setattr(
-        preview_run, "read_stack_config", lambda env: read_stack_config(env, own_stacks)
+        preview_run, "stack_config", lambda env: stack_config(env, own_stacks)
     )
 
 
@@ -403,7 +403,8 @@ def test_node_role_has_exactly_the_two_managed_policies(run: Run) -> None:
         for r in run.plan.regions
         for what in ("karpenter-controller", "model-reader", "model-stager", "alerts-alertmanager")
     } | {f"{run.plan.name}-{r.region}-lbc-waf-lookup" for r in run.plan.regions if r.entry_point}
-    if run.plan.startup.ecr_account_id:  # each node role may pull through the ECR cache
+    startup = run.plan.startup
+    if startup.ecr_account_id and startup.pull_through_ready:  # nodes pull through the cache
         expected |= {f"{run.plan.name}-{r.region}-model-pull-through-{k}"
                      for r in run.plan.regions for k in (0, 1)}
     assert inline == expected, "inline: Karpenter, the weights, alerts, WAF lookup, ECR cache"

@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from plans import PerStack
 
 import components.preview.run as run_module
 from components.preview.monitor import RecordingMonitor
@@ -37,14 +38,11 @@ REFERENCE = "pulumi:pulumi:StackReference"
 
 
 @pytest.fixture(scope="module")
-def runs() -> dict[str, PreviewResult]:
-    """Every split environment's whole preview and each of its stacks' previews."""
-    out = {}
-    for env in SPLIT:
-        out[env] = run_program(env)
-        for stack in deploy_stacks(env, read_plan(env)):
-            out[stack] = run_program(stack)
-    return out
+def runs() -> PerStack[PreviewResult]:
+    """Every split environment's whole preview and each of its stacks' previews, each run on
+    first use: one environment's failure errs its own tests only."""
+    stacks = [s for env in SPLIT for s in (env, *deploy_stacks(env, read_plan(env)))]
+    return PerStack(stacks, run_program)
 
 
 def of_type(result: PreviewResult, prefix: str) -> list[dict[str, Any]]:
@@ -53,7 +51,7 @@ def of_type(result: PreviewResult, prefix: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("env", SPLIT)
 def test_a_region_stack_holds_its_region_and_no_global_dns(
-    env: str, runs: dict[str, PreviewResult]
+    env: str, runs: PerStack[PreviewResult]
 ) -> None:
     plan = read_plan(env)
     for region in plan.regions:
@@ -76,7 +74,7 @@ def test_a_region_stack_holds_its_region_and_no_global_dns(
 
 @pytest.mark.parametrize("env", SPLIT)
 def test_the_global_stack_holds_the_routed_records_and_checks_and_no_cluster(
-    env: str, runs: dict[str, PreviewResult]
+    env: str, runs: PerStack[PreviewResult]
 ) -> None:
     plan = read_plan(env)
     run = runs[global_stack(env)]
@@ -98,7 +96,7 @@ def test_the_global_stack_holds_the_routed_records_and_checks_and_no_cluster(
 
 @pytest.mark.parametrize("env", SPLIT)
 def test_the_region_stacks_and_the_global_stack_together_are_the_whole_environment(
-    env: str, runs: dict[str, PreviewResult]
+    env: str, runs: PerStack[PreviewResult]
 ) -> None:
     whole = {
         in_stack(r["urn"], "S"): r["type"]
@@ -118,7 +116,7 @@ def test_the_region_stacks_and_the_global_stack_together_are_the_whole_environme
 
 @pytest.mark.parametrize("env", SPLIT)
 def test_the_split_commands_move_each_resource_to_the_stack_that_registers_it(
-    env: str, runs: dict[str, PreviewResult]
+    env: str, runs: PerStack[PreviewResult]
 ) -> None:
     stacks = deploy_stacks(env, read_plan(env))
     commands = split_commands(env, {s: runs[s].resources for s in stacks})
@@ -148,7 +146,7 @@ def test_the_split_commands_move_each_resource_to_the_stack_that_registers_it(
 
 @pytest.mark.parametrize("env", SPLIT)
 def test_the_global_validation_record_adopts_the_first_regions_copy(
-    env: str, runs: dict[str, PreviewResult]
+    env: str, runs: PerStack[PreviewResult]
 ) -> None:
     plan = read_plan(env)
     [record] = [
@@ -165,7 +163,7 @@ def test_the_global_validation_record_adopts_the_first_regions_copy(
 
 @pytest.mark.parametrize("env", SPLIT)
 def test_a_region_stack_not_deployed_yet_stops_the_global_stack_before_any_dns(
-    env: str, runs: dict[str, PreviewResult], monkeypatch: pytest.MonkeyPatch
+    env: str, runs: PerStack[PreviewResult], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = read_plan(env)
     outputs = {region_stack(env, r.name): runs[region_stack(env, r.name)].outputs

@@ -6,9 +6,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from plans import THREE_REGIONS, _changed, frontier_plan, make_plan, three_regions, write_stacks
+from plans import (
+    CPG,
+    FRONTIER,
+    RESERVED_FRONTIER,
+    THREE_REGIONS,
+    _changed,
+    frontier_plan,
+    make_plan,
+    three_regions,
+    write_stacks,
+)
 
 from components.weights import read_weights_policy, stage_weights_policy
 from llmfleet.errors import LlmfleetError, PlanError, StackError
@@ -104,6 +115,61 @@ def test_production_refuses_a_replica_across_nodes_on_demand() -> None:
             "alerts": {"receivers": [{"name": "oncall", "severities": ["critical"],
                                       "email": {"addresses": ["oncall@example.com"]}}]},
         }))
+
+
+# --- where a replica across nodes gets its nodes ---------------------------------------------
+
+
+def _reserved(**capacity: Any) -> dict[str, Any]:
+    region = dict(RESERVED_FRONTIER["regions"][0])
+    region["capacity"] = {**region["capacity"], **capacity}
+    return _changed(RESERVED_FRONTIER, {"regions": [region]})
+
+
+def test_reserved_nodes_join_the_placement_group_their_reservations_were_created_in() -> None:
+    """An On-Demand Capacity Reservation serves a cluster placement group only when created in
+    it, and EC2 creates it there only once the group exists: the user creates both, the plan
+    names the group, llmfleet creates none and Karpenter selects it by name."""
+    fp = build_fleet_plan(make_plan(**_reserved()))
+    multi = fp.regions[0].multi_node
+    assert multi is not None
+    assert (multi.placement_group, multi.placement_group_created) == (CPG, False)
+    node_class = karpenter.ec2nodeclass(fp, fp.regions[0])
+    assert node_class["spec"]["placementGroupSelector"] == {"name": CPG}
+    assert node_class["spec"]["capacityReservationSelectorTerms"] == [
+        {"id": "cr-0123456789abcdef0"}]
+
+
+def test_a_reservation_for_a_replica_across_nodes_names_its_placement_group() -> None:
+    with pytest.raises(PlanError, match=r"regions\[0\].capacity.placement_group = None: a "
+                       r"replica spans 2 nodes of one cluster placement group"):
+        build_fleet_plan(make_plan(**_reserved(placement_group=None)))
+
+
+def test_capacity_block_nodes_join_no_placement_group() -> None:
+    """EC2 places a Capacity Block's instances close together in an UltraCluster itself."""
+    fp = build_fleet_plan(make_plan(**_reserved(type="capacity_block", placement_group=None,
+                                               usd_per_hour=31.46)))
+    multi = fp.regions[0].multi_node
+    assert multi is not None
+    assert (multi.placement_group, multi.placement_group_created) == (None, False)
+    node_class = karpenter.ec2nodeclass(fp, fp.regions[0])
+    assert "placementGroupSelector" not in node_class["spec"]
+
+
+def test_on_demand_nodes_join_the_placement_group_llmfleet_creates() -> None:
+    multi = build_fleet_plan(frontier_plan()).regions[0].multi_node
+    assert multi is not None
+    assert (multi.placement_group, multi.placement_group_created) == ("t-us-east-1-gpu", True)
+
+
+@pytest.mark.parametrize("purchase", [{"type": "on_demand"}, {
+    "type": "capacity_block", "reservation_ids": ["cr-0123456789abcdef0"],
+    "instance_type": "p5.48xlarge", "reserved_nodes": 8, "usd_per_hour": 31.46}])
+def test_a_placement_group_is_named_only_for_reservations(purchase: dict[str, Any]) -> None:
+    with pytest.raises(LlmfleetError, match="placement_group applies to type reservation"):
+        make_plan(**FRONTIER, regions=[{"name": "us-east-1", "traffic_share": 1.0,
+                                        "capacity": {**purchase, "placement_group": CPG}}])
 
 
 # --- the staging Job ------------------------------------------------------------------------------

@@ -238,3 +238,13 @@ def test_the_report_and_the_diff_mark_a_plan_price_override(own_plans) -> None:
     d = diff_plans("dev", base, "priced", fp)
     assert d.regions[0].after is not None and d.regions[0].after.price_override
     assert "$1.000/h, plan.prices override" in markdown(d)
+
+
+def test_the_cost_per_token_line_shows_its_before_value_even_when_unchanged(own_plans) -> None:
+    """A summary line always says what the value was: `$x → $y`, or `$x (unchanged)`."""
+    fp = own_plans["one-region"]
+    line = next(
+        x for x in markdown(diff_plans("a", fp, "b", fp)).splitlines()
+        if x.startswith("- $ per million output tokens")
+    )
+    assert line.count("(unchanged)") == 2

@@ -193,3 +193,10 @@ def test_a_bad_vpc_cidr_is_refused_by_the_plan_naming_the_region(cidr, why):
     regions = [{"name": "us-east-1", "traffic_share": 1.0, "vpc_cidr": cidr}]
     with pytest.raises(StackError, match=rf"regions.0.vpc_cidr.*{re.escape(why)}"):
         parse_plan(plan_dict(regions=regions))
+
+
+def test_an_unknown_model_named_after_a_catalog_model_offers_that_model_first():
+    """`Qwen3-32B-Instruct-XL` starts with the catalog's Qwen3-32B: that is the likeliest
+    meaning, ahead of names that merely look alike."""
+    with pytest.raises(UnknownNameError, match=r"did you mean Qwen3-32B,"):
+        build_fleet_plan(make_plan(**{"model.id": "Qwen3-32B-Instruct-XL"}))

@@ -37,10 +37,14 @@ def test_a_covered_region_is_sized_with_the_files_factors_and_reports_its_band()
     region = fp.regions[0]
     assert region.tensor_parallel_size == 1 and region.predicted.calibration == TP1
     assert plain.predicted.calibration is None
-    # The runs say B200's prefill is slower than the shipped constants: fewer req/s each.
-    assert region.predicted.requests_per_s < plain.predicted.requests_per_s
-    # The band narrows to the runs' held-out residuals: TTFT p10-p90 0.84-1.20 of the
-    # prediction against 0.74-2.25 shipped.
+    # The runs say this B200 server is faster than the shipped constants (HBM time x0.83,
+    # tensor time x0.85, request handling x0.81; host time x1.1): more req/s each (20.1
+    # against 18.8). Before #29's band by architecture the file's host time was x1.27 and
+    # the region carried fewer: each factor is pulled toward 1 by the shipped band's spread,
+    # which for a measured architecture (B200 is) narrowed from 0.70-1.33 to 0.94-1.17 (ITL).
+    assert region.predicted.requests_per_s > plain.predicted.requests_per_s
+    # The band narrows to the runs' held-out residuals: TTFT p10-p90 0.88-1.15 of the
+    # prediction against 0.88-1.40 shipped.
     for metric in ("ttft_ms", "itl_ms", "output_tokens_per_s"):
         lo, hi = region.predicted.ranges[metric]
         plain_lo, plain_hi = plain.predicted.ranges[metric]

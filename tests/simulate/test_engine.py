@@ -39,12 +39,13 @@ def test_a_calibrated_region_is_simulated_on_the_corrected_step_model() -> None:
 
 
 def test_a_calibrated_region_is_simulated_with_its_calibrated_request_handling() -> None:
-    # The file scales vLLM's 39.74 ms of request handling by 0.8187: 32.5 ms before the first
-    # token, as the search counts it (the simulator added the shipped 39.74 ms before).
+    # The file scales vLLM's 39.74 ms of request handling by 0.8113: 32.2 ms before the first
+    # token, as the search counts it (the simulator added the shipped 39.74 ms before). The
+    # factor is the stack calibration's as refitted after #29's band by architecture.
     plan = make_plan(**GPT_OSS_TP1)
     [model] = replica_models(plan, build_fleet_plan(plan)).values()
     assert model.ttft_overhead_s == model.step_model.ttft_overhead_s
-    assert model.ttft_overhead_s == pytest.approx(0.03974 * 0.8187, abs=1e-6)
+    assert model.ttft_overhead_s == pytest.approx(0.03974 * 0.8113, abs=1e-6)
 
 
 @pytest.mark.parametrize("env", ["three-regions", "one-region"])

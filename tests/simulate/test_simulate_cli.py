@@ -3,9 +3,11 @@
 import json
 
 from llmfleet.cli import main
+from llmfleet.outputs.simulation import simulation_text
+from llmfleet.simulate.result import Simulation, Violation
 
 TOP = {"stack", "scenario", "events_text", "seed", "day_profile", "peak_hours", "trough_hours",
-       "spike", "loss", "method", "step_s", "slo", "attainment_target", "requests",
+       "spike", "loss", "method", "step_s", "slo", "itl", "attainment_target", "requests",
        "requests_outside_slo", "attainment", "regions", "minutes", "violations", "events",
        "recovery_s", "cost_usd", "plan_cost_usd", "checks"}
 REGION = {"region", "requests", "requests_outside_slo", "failed_requests", "attainment",
@@ -34,3 +36,15 @@ def test_a_seed_gives_the_same_day_and_another_seed_another(capsys) -> None:
     first, again = _run(capsys, "--seed", "7"), _run(capsys, "--seed", "7")
     assert first == again
     assert _run(capsys, "--seed", "8")["requests"] != first["requests"]
+
+
+def test_a_missed_itl_is_named_for_the_plans_itl_definition(capsys, own_stacks) -> None:
+    """The one-region plan reads ITL as TPOT: a violation of the ITL target is `tpot` in the
+    text (JSON keeps the cause `token_gap`, and says `itl: tpot`)."""
+    assert main(["simulate", "--stack", "one-region", "--json"]) == 0
+    sim = Simulation.model_validate(json.loads(capsys.readouterr().out))
+    assert sim.itl == "tpot"
+    missed = Violation(region="us-east-1", start="14:00", start_s=50400.0, seconds=60.0,
+                       cause="token_gap", requests=100, requests_outside_slo=40)
+    text = simulation_text(sim.model_copy(update={"violations": [missed]}))
+    assert "│ tpot" in text and "token_gap" not in text
