@@ -12,6 +12,7 @@ import math
 
 from pydantic import Field
 
+from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import Constants
 from llmfleet.data import Data
 from llmfleet.perf.disagg import Pair

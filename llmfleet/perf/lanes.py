@@ -129,24 +129,42 @@ def _decodes_per_request(table: Table) -> float:
 
 
 def running_at(table: Table, admitted_rate: float) -> float:
-    """The running batch D an admitted rate settles at, D = rate x periods a request decodes
-    x mean period(D), by fixed-point iteration from D = 0: the map only grows with D and more
-    slowly than it, so the iterates climb to the fixed point (the table's cap when the lane or
-    the slots cannot keep up)."""
+    """The running batch D an admitted rate settles at: the root of D = rate x periods a
+    request decodes x mean period(D) (the right side grows more slowly than D, so there is
+    one), by regula falsi (Illinois) on [0, cap]; the table's cap when the lane cannot keep
+    up there (its load only grows with D) or the slots cannot hold the root."""
     per = _decodes_per_request(table)
     cap = float(table.cap)
-    d = 0.0
-    for _ in range(200):
+
+    def excess(d: float) -> float:
         lp = lane_periods(table, admitted_rate, d)
-        if lp.utilisation >= SATURATED:
-            return cap
-        nxt = admitted_rate * per / (lp.busy / lp.mixed_s + (1 - lp.busy) / lp.decode_s)
-        if nxt >= cap:
-            return cap
-        if nxt - d <= 1e-6 * max(nxt, 1e-3):
-            return nxt
-        d = nxt
-    return d
+        return admitted_rate * per / (lp.busy / lp.mixed_s + (1 - lp.busy) / lp.decode_s) - d
+
+    lo, f_lo = 0.0, excess(0.0)
+    if f_lo <= 0:
+        return 0.0
+    hi, f_hi = cap, excess(cap)
+    if f_hi >= 0:
+        return cap
+    side, x = 0, lo
+    for _ in range(100):
+        x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+        f = excess(x)
+        if f > 0:
+            lo, f_lo = x, f
+            if side == 1:
+                f_hi /= 2
+            side = 1
+        else:
+            hi, f_hi = x, f
+            if side == -1:
+                f_lo /= 2
+            side = -1
+        if hi - lo <= 1e-7 * max(hi, 1e-3) or abs(f) <= 1e-9 * max(x, 1e-3):
+            break
+    if lane_periods(table, admitted_rate, x).utilisation >= SATURATED:
+        return cap
+    return x
 
 
 def rate_at(table: Table, running: float) -> float:

@@ -227,46 +227,58 @@ class Point:
         return mixed / (mixed + (1 - f) / lane.decode_s)
 
     @cached_property
-    def _mixed_periods(self) -> tuple[np.ndarray, np.ndarray]:
-        """(lengths, weights) of the periods that carry a chunk: every prompt's full chunks at
-        their starts, and its last partial one, which another waiting prompt tops up to a
+    def _mixed_periods(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lengths, weights, half-widths) of the periods that carry a chunk: every prompt's
+        full chunks, each of its CHUNK_POINTS standing for its share of the starts (a period
+        grows linearly with its start, so for lengths spread evenly over half a width on
+        either side), and its last partial one, which another waiting prompt tops up to a
         full one (with the lane's wait chance)."""
         t, lane = self.table, self.lane
         w = t.workload.prompts.weights
         lengths = lane.mixed_s + t.by_prefill_batch(t.period_lengths, self._at)
         weights = t.by_prefill_batch(t.period_weights, self._at) * w[:, None]
         k = lengths.shape[1] - 1
+        half = np.abs(lengths[:, k - 1] - lengths[:, 0]) / (2 * max(k - 1, 1))
         partial = ~np.isnan(lengths[:, -1])
         top = min(lane.wait_chance, 1.0)
         tail_l = np.where(partial, lengths[:, -1], 0.0)
         tail_w = np.where(partial, weights[:, -1], 0.0)
         flat_l = np.concatenate([lengths[:, :k].ravel(), tail_l, lengths[:, k - 1]])
         flat_w = np.concatenate([weights[:, :k].ravel(), tail_w * (1 - top), tail_w * top])
+        flat_h = np.concatenate([np.repeat(half, k), np.zeros(2 * len(half))])
         keep = flat_w > 0
-        return np.maximum(flat_l[keep], lane.decode_s), flat_w[keep]
+        return np.maximum(flat_l[keep], lane.decode_s), flat_w[keep], flat_h[keep]
+
+    def _mixed_over(self, target_s: float) -> float:
+        """Share of the periods that carry a chunk longer than `target_s`."""
+        lengths, weights, half = self._mixed_periods
+        total = float(weights.sum())
+        if total <= 0:
+            return 0.0
+        edge = target_s * (1 + 1e-9)
+        spread = np.clip((lengths + half - edge) / np.maximum(2 * half, 1e-300), 0.0, 1.0)
+        above = np.where(half > 0, spread, lengths > edge)
+        return float(above @ weights) / total
 
     def gap_over(self, target_s: float) -> float:
         """Share of all token gaps longer than `target_s`."""
-        lengths, weights = self._mixed_periods
-        share = self.mixed_gap_share
-        total = float(weights.sum())
-        above = float(weights[lengths > target_s * (1 + 1e-9)].sum()) / max(total, 1e-300)
         decode_over = 1.0 if self.lane.decode_s > target_s * (1 + 1e-9) else 0.0
-        return share * above + (1 - share) * decode_over
+        share = self.mixed_gap_share
+        return share * self._mixed_over(target_s) + (1 - share) * decode_over
 
     @cached_property
     def gap_s(self) -> float:
         """The token gap at the point's percentile of all gaps."""
         tail = 1 - self.percentile / 100
-        lengths, weights = self._mixed_periods
-        share = self.mixed_gap_share
+        lengths, weights, half = self._mixed_periods
         td = self.lane.decode_s
-        if share <= tail or weights.sum() <= 0:
+        if self.mixed_gap_share <= tail or weights.sum() <= 0:
             return td
-        order = np.argsort(lengths)[::-1]
-        above = np.cumsum(weights[order]) / weights.sum() * share
-        k = int(np.searchsorted(above, tail - 1e-15))
-        return float(max(td, lengths[order][min(k, len(order) - 1)]))
+        lo, hi = td, float((lengths + half).max())
+        while hi - lo > 1e-6 * hi:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if self.gap_over(mid) > tail else (lo, mid)
+        return hi
 
     @property
     def stall_s(self) -> float:
@@ -275,7 +287,7 @@ class Point:
 
     @cached_property
     def mixed_mean_s(self) -> float:
-        lengths, weights = self._mixed_periods
+        lengths, weights, _ = self._mixed_periods
         return float(lengths @ weights / weights.sum()) if weights.sum() > 0 else self.mixed_s
 
     # --- TPOT -----------------------------------------------------------------------------
@@ -341,8 +353,8 @@ class Point:
             return OVER_SLO
         over_itl = (self.tpot_over(slo.itl_s) if slo.itl == "tpot"
                     else self.gap_over(slo.itl_s))
-        worst = max(over_itl, self.slot_full_chance, self.ttft_over(slo.ttft_s))
-        return worst / slo.tail
+        ttft = self.ttft_over(slo.ttft_s) if math.isfinite(slo.ttft_s) else 0.0
+        return max(over_itl, self.slot_full_chance, ttft) / slo.tail
 
     def margin(self, slo: Slo) -> float:
         """How far past its limit the worst SLO is (<= 0: every SLO holds): each as the share

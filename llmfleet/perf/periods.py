@@ -25,7 +25,7 @@ from llmfleet.perf.workload import Workload
 
 TABLE_POINTS = 33
 """Running batches at which an engine's periods are computed (linear between)."""
-PREFILL_POINTS = 3
+PREFILL_POINTS = 5
 """Running batches at which each prompt bin's prefill is computed (linear between)."""
 CHUNK_POINTS = 4
 """Starts at which a prompt's full chunks' periods are computed."""
@@ -178,13 +178,13 @@ def table_for(engine: Engine, workload: Workload, points: int | None = TABLE_POI
     )
     start = workload.prompts.mean / 2
     tokens, weights = workload.prompts.tokens, workload.prompts.weights
-    pre_at = np.unique(np.linspace(0, cap if engine.decodes else 0, PREFILL_POINTS).round())
+    pre_at = _prefill_batches(cap if engine.decodes else 0)
     q = _Queries()
     decode_at = q.add(np.maximum(at, 1.0), 0.0, 0.0)
     lanes = engine.lanes
     chunks = chunk_at(engine, at)
     ranks_at = [q.add(at, chunks, start, (k - 1) * chunks) for k in range(1, lanes + 1)]
-    per_batch = [_prefill_queries(q, engine, float(d), tokens, start) for d in pre_at]
+    prefill_at = _prefill_queries(q, engine, pre_at, tokens, start)
     times = q.run(sm, ctx)
     decode = times[decode_at]
     ranks = np.array([times[r] for r in ranks_at])
@@ -194,12 +194,7 @@ def table_for(engine: Engine, workload: Workload, points: int | None = TABLE_POI
         decode = np.interp(every, at, decode)
         ranks = np.array([np.interp(every, at, row) for row in ranks])
     mixed = ranks[0]
-    parts = [_prefill_parts(times, slices, engine, float(d), tokens)
-             for d, slices in zip(pre_at, per_batch, strict=True)]
-    own = np.array([p[0] for p in parts])
-    work = np.array([p[1] for p in parts])
-    lengths = np.array([p[2] for p in parts])
-    counts = np.array([p[3] for p in parts])
+    own, work, lengths, counts = _prefill_parts(times, prefill_at, engine, pre_at, tokens)
     if not engine.prefills:
         own, work = np.zeros_like(own), np.zeros_like(work)
         lengths, counts = np.zeros_like(lengths), np.zeros_like(counts)
@@ -226,6 +221,15 @@ def table_for(engine: Engine, workload: Workload, points: int | None = TABLE_POI
     )
 
 
+def _prefill_batches(cap: int) -> np.ndarray:
+    """The running batches a table computes prefill at: none and one (a step's fixed costs
+    start with the first decode), then geometric to the cap (a chunk is the budget less the
+    batch, and a prompt's work goes as its inverse)."""
+    if cap <= 1:
+        return np.arange(cap + 1, dtype=float)
+    return np.unique(np.concatenate([[0.0], np.geomspace(1, cap, PREFILL_POINTS - 1).round()]))
+
+
 def _slowest_of(lengths: np.ndarray, weights: np.ndarray, lanes: int) -> np.ndarray:
     """For k = 1..lanes ranks each carrying a chunk drawn from the chunks' periods (offsets
     from the mean-start period, weighted): E[the longest of k] less E[one]."""
@@ -241,34 +245,37 @@ def _slowest_of(lengths: np.ndarray, weights: np.ndarray, lanes: int) -> np.ndar
     return np.array([float(x @ (cdf**k - below**k)) - mean for k in range(1, lanes + 1)])
 
 
-def _split(engine: Engine, batch: float, prompts: np.ndarray
-           ) -> tuple[float, float, np.ndarray, np.ndarray]:
-    """(chunk, a lone prompt's tokens a period, full periods, the rest) of each prompt."""
-    k = float(int(chunk_at(engine, batch)))
+def _split(engine: Engine, batches: np.ndarray, prompts: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """At each running batch (rows) for each prompt bin (columns): (chunk, a lone prompt's
+    tokens a period, full periods, the rest)."""
+    k = np.floor(chunk_at(engine, batches))[:, None]
     per = k * engine.pipeline
-    full = np.floor(prompts / per)
-    return k, per, full, prompts - full * per
+    full = np.floor(prompts[None, :] / per)
+    return k, per, full, prompts[None, :] - full * per
 
 
-def _prefill_queries(q: _Queries, engine: Engine, batch: float, prompts: np.ndarray,
+def _prefill_queries(q: _Queries, engine: Engine, batches: np.ndarray, prompts: np.ndarray,
                      mean_start: float) -> tuple[slice, ...]:
-    """The steps of each prompt's prefill at `batch` (see `_prefill_parts`)."""
-    k, per, full, rest = _split(engine, batch, prompts)
+    """The steps of each prompt's prefill at each running batch (see `_prefill_parts`)."""
+    k, per, full, rest = _split(engine, batches, prompts)
+    d = batches[:, None]
     j = (np.arange(CHUNK_POINTS) + 0.5) / CHUNK_POINTS
     return (
-        q.add(batch, k, np.maximum(full * per - k, 0.0) / 2),  # a full period, mean start
-        q.add(batch, np.minimum(rest, k), full * per),  # the partial last period
-        q.add(batch, k, np.maximum(prompts / 2 - k / 2, 0.0)),  # packed: the prompt's middle
-        q.add(batch, k, mean_start),  # the table's mixed period
-        q.add(batch, k, np.maximum(full[:, None] * per * j[None, :] - k / 2, 0.0)),  # spread
+        q.add(d, k, np.maximum(full * per - k, 0.0) / 2),  # a full period, mean start
+        q.add(d, np.minimum(rest, k), full * per),  # the partial last period
+        q.add(d, k, np.maximum(prompts[None, :] / 2 - k / 2, 0.0)),  # packed: its middle
+        q.add(d, k, mean_start),  # the table's mixed period
+        q.add(d[:, :, None], k[:, :, None],  # spread over its full periods
+              np.maximum((full * per)[:, :, None] * j - k[:, :, None] / 2, 0.0)),
     )
 
 
 def _prefill_parts(
-    times: np.ndarray, slices: tuple[slice, ...], engine: Engine, batch: float,
+    times: np.ndarray, slices: tuple[slice, ...], engine: Engine, batches: np.ndarray,
     prompts: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per prompt bin at `batch`:
+    """At each running batch (first axis), per prompt bin:
     - its own chunked prefill when alone: `pipeline` chunks a period (one in each microbatch
       in flight), each full period as long as one carrying a chunk at the prompt's mean start
       (a step is linear in its start), then its rest;
@@ -277,13 +284,16 @@ def _prefill_parts(
     - the periods its chunks make, less a full one at the mean start: CHUNK_POINTS spread over
       its full periods (each standing for its share of them) and its partial last one (nan
       without one), with the periods each stands for."""
-    k, per, full, rest = _split(engine, batch, prompts)
-    t_full, t_rest, t_middle, base, spread = (times[s] for s in slices)
+    k, per, full, rest = _split(engine, batches, prompts)
+    shape = full.shape
+    t_full, t_rest, t_middle = (times[s].reshape(shape) for s in slices[:3])
+    base = times[slices[3]].reshape(shape[0], 1)  # one a batch
+    spread = times[slices[4]].reshape(*shape, CHUNK_POINTS)
     own = full * t_full + np.where(rest > 0, t_rest, 0.0)
-    work = prompts / per * t_middle
-    grid = np.where(full[:, None] > 0, spread.reshape(len(prompts), CHUNK_POINTS) - base, 0.0)
-    lengths = np.concatenate([grid, np.where(rest > 0, t_rest - base, np.nan)[:, None]],
-                             axis=1)
-    counts = np.concatenate([np.repeat(full[:, None] / CHUNK_POINTS, CHUNK_POINTS, axis=1),
-                             (rest > 0).astype(float)[:, None]], axis=1)
+    work = prompts[None, :] / per * t_middle
+    grid = np.where(full[:, :, None] > 0, spread - base[:, :, None], 0.0)
+    last = np.where(rest > 0, t_rest - base, np.nan)[:, :, None]
+    lengths = np.concatenate([grid, last], axis=2)
+    counts = np.concatenate([np.repeat(full[:, :, None] / CHUNK_POINTS, CHUNK_POINTS, axis=2),
+                             (rest > 0).astype(float)[:, :, None]], axis=2)
     return own, work, lengths, counts

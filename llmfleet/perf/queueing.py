@@ -88,26 +88,28 @@ def any_busy(servers: int, load: float) -> float:
 def lundberg_decay(rate: float, service_s: np.ndarray, weights: np.ndarray) -> float:
     """The rate at which an M/G/1 queue's wait tail decays, P(W > t) ~ exp(-g t): the root
     g > 0 of rate x (E[exp(g S)] - 1) = g (Cramer-Lundberg), the service S over weighted bins
-    (0 when the queue is unstable). Newton's method from above the root (the function is
-    convex)."""
+    (0 when the queue is unstable). Newton's method on log E[exp(g S)] - log(1 + g / rate),
+    convex in g (a cumulant generating function less a concave one) and nearly linear far
+    from the root, from the root of the generating function's quadratic part: every higher
+    moment only adds to it, so that start is above the root and Newton descends to it."""
     mean = float(service_s @ weights)
     rho = rate * mean
     if rho >= 1 or mean <= 0:
         return 0.0
     top = float(service_s.max())
-    g = min(2 * (1 - rho) / mean, 600 / top)  # the exponential service's root, doubled
-    for _ in range(60):
+    second = float((service_s * service_s) @ weights)
+    g = min(2 * (1 - rho) / (rate * second), 700 / top)
+    for _ in range(100):
         ex = np.exp(g * service_s)
-        f = rate * (float(ex @ weights) - 1) - g
-        if f <= 0:  # below the root (or at it): step up until above
-            if f > -1e-12 * g:
-                break
-            g = min(g * 2, 700 / top)
+        m = float(ex @ weights)
+        f = math.log(m) - math.log1p(g / rate)
+        slope = float((service_s * ex) @ weights) / m - 1 / (rate + g)
+        if slope <= 0:  # at or below the minimum: the root is above (not reached from above)
+            g *= 2
             continue
-        slope = rate * float((service_s * ex) @ weights) - 1
         step = f / slope
         g -= step
-        if step <= 1e-7 * g:
+        if abs(step) <= 1e-9 * g:
             break
     return max(g, 1e-300)
 

@@ -48,6 +48,7 @@ from llmfleet.search.operating_point import (
     RATE_TOLERANCE,
     Rejection,
     ReplicaSizing,
+    capacity_upper_bound,
     engine_memory,
     engine_slots,
     max_rate,
@@ -307,25 +308,30 @@ class PairSizer:
             found = [s for s in found if s.nodes_per_replica(instance.gpu_count) == 1]
         self.shapes = found
         self.why: list[str] = []
-        self._decodes: list[tuple[Levers, DecodeSizing]] | None = None
+        self._decode: dict[tuple[Levers, Shape], DecodeSizing | None] = {}
         self._prefill: dict[tuple[Levers, Shape, Shape], PrefillPool | None] = {}
+        if self.link is None:
+            why = network.why_single_node(self.instance)
+            self.why.append(f"{why}: the KV would not cross to the decode pool")
 
-    def decodes(self) -> list[tuple[Levers, DecodeSizing]]:
-        if self._decodes is None:
-            self._decodes = []
-            if self.link is None:
-                why = network.why_single_node(self.instance)
-                self.why.append(f"{why}: the KV would not cross to the decode pool")
-                return self._decodes
-            for lv in self.levers:
-                for shape in self.shapes:
-                    sized = size_decode(self.model, self.instance, shape, self.plan,
-                                        self.consts, lv)
-                    if isinstance(sized, Rejection):
-                        self.why.append(f"decode {shape.label} ({lv.label}): {sized.reason}")
-                    else:
-                        self._decodes.append((lv, DecodeSizing(shape, sized)))
-        return self._decodes
+    def decode_bound(self, lv: Levers, shape: Shape) -> float:
+        """Requests/s a decode replica of this shape cannot exceed (its KV pool's slots at
+        the ITL target, `capacity_upper_bound` without a prefill lane)."""
+        return capacity_upper_bound(
+            self.model.arch, hardware.gpu(self.instance.gpu), self.instance, shape, self.plan,
+            self.consts, lv, prefills=False,
+        )
+
+    def decode(self, lv: Levers, shape: Shape) -> DecodeSizing | None:
+        key = (lv, shape)
+        if key not in self._decode:
+            sized = size_decode(self.model, self.instance, shape, self.plan, self.consts, lv)
+            if isinstance(sized, Rejection):
+                self.why.append(f"decode {shape.label} ({lv.label}): {sized.reason}")
+                self._decode[key] = None
+            else:
+                self._decode[key] = DecodeSizing(shape, sized)
+        return self._decode[key]
 
     def prefill(self, lv: Levers, decode: DecodeSizing, shape: Shape) -> PrefillPool | None:
         key = (lv, decode.shape, shape)
@@ -340,18 +346,30 @@ class PairSizer:
                 self._prefill[key] = pre
         return self._prefill[key]
 
-    def pairs(self, decode_nodes: Callable[[DecodeSizing], int], most_nodes: float
+    def pairs(self, nodes: Callable[[float, float, Shape], int], most_nodes: float
               ) -> list[Pair3]:
         """Feasible pairs whose decode pool alone needs fewer than `most_nodes` nodes (a pair
-        needs at least one prefill node more)."""
-        out = []
-        for lv, decode in self.decodes():
-            if decode_nodes(decode) + 1 > most_nodes:
-                continue
+        needs at least one prefill node more); `nodes(capacity, in a loss, shape)`. A decode
+        pool whose capacity bound already needs as many is not sized."""
+        out: list[Pair3] = []
+        if self.link is None:
+            return out
+        for lv in self.levers:
             for shape in self.shapes:
-                pre = self.prefill(lv, decode, shape)
-                if pre is not None:
-                    out.append((lv, decode, pre))
+                bound = self.decode_bound(lv, shape)
+                if bound <= 0 or nodes(bound, bound, shape) + 1 > most_nodes:
+                    continue
+                decode = self.decode(lv, shape)
+                if decode is None:
+                    continue
+                d = decode.sizing
+                if nodes(d.capacity_requests_per_s, d.loss_requests_per_s, shape) + 1 \
+                        > most_nodes:
+                    continue
+                for pre_shape in self.shapes:
+                    pre = self.prefill(lv, decode, pre_shape)
+                    if pre is not None:
+                        out.append((lv, decode, pre))
         return out
 
 
@@ -361,7 +379,7 @@ def cheapest_pair(p: Pricing, sizer: PairSizer, best_usd: float) -> Disaggregate
     replicas: dict[tuple[float, float], MinDesiredMax] = {}
     gpn = p.instance.gpu_count
 
-    def nodes(capacity: float, shape: Shape, in_loss: float) -> int:
+    def nodes(capacity: float, in_loss: float, shape: Shape) -> int:
         if (capacity, in_loss) not in replicas:
             replicas[capacity, in_loss] = deployed_replicas(
                 p.plan, p.region, capacity, loss_requests_per_s=in_loss
@@ -372,14 +390,11 @@ def cheapest_pair(p: Pricing, sizer: PairSizer, best_usd: float) -> Disaggregate
     def total(pair: Pair3) -> int:
         _, d, pre = pair
         cap = pre.sizing.capacity_requests_per_s
-        return nodes(d.sizing.capacity_requests_per_s, d.shape, d.sizing.loss_requests_per_s) \
-            + nodes(cap, pre.shape, cap)
+        return nodes(d.sizing.capacity_requests_per_s, d.sizing.loss_requests_per_s, d.shape) \
+            + nodes(cap, cap, pre.shape)
 
     most = best_usd / (p.price_usd_per_hour * HOURS_PER_MONTH) + 1e-9
-    pairs = sizer.pairs(
-        lambda d: nodes(d.sizing.capacity_requests_per_s, d.shape, d.sizing.loss_requests_per_s),
-        most,
-    )
+    pairs = sizer.pairs(nodes, most)
     if not pairs:
         return None
     lv, decode, pre = min(pairs, key=total)

@@ -27,7 +27,7 @@ from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Gpu, Instance
 from llmfleet.perf.architecture import Arch
 from llmfleet.perf.lanes import running_at
-from llmfleet.perf.latency import Point, at_rate, at_running
+from llmfleet.perf.latency import OVER_SLO, Point, at_rate, at_running
 from llmfleet.perf.periods import Engine, Table, table_for
 from llmfleet.perf.slots import slots_needed
 from llmfleet.perf.workload import Slo, Workload
@@ -42,11 +42,15 @@ from llmfleet.search.shapes import Shape, inter_node
 BUDGET_GRID = (256, 512, 1024, 2048, 4096, 8192, 16384)
 """max_num_batched_tokens the search tries (vLLM's own defaults are 2048, 8192 and 16384 by
 GPU memory), then bisects between the best one's neighbours."""
-BUDGET_BISECTIONS = 3
+BUDGET_BISECTIONS = 2
 """Geometric midpoints tried on each side of the best budget (to 1/16 of a grid step)."""
+START_BUDGET = 2048
+"""The budget the search starts from (vLLM's default for most GPUs)."""
+IDLE_RATE = 1e-6
+"""Requests/s of a nearly idle replica."""
 BUDGET_ROUND = 16
 """A bisected budget is a multiple of this (vLLM's block size)."""
-RATE_TOLERANCE = 1e-3
+RATE_TOLERANCE = 3e-3
 """The SLO-limit rate is found to this share of itself."""
 COARSE_TOLERANCE = 2e-2
 """Budgets are compared at rates found to this share (the best one's then to RATE_TOLERANCE)."""
@@ -339,71 +343,96 @@ def size_replica(
     floor = float(step_time(step_model, 1.0, cand.workload.context_tokens).total_s) * 1000
     if plan.slo.itl == "tpot" and lv.spec:
         floor /= lv.spec.tokens_per_step
-    tried: dict[int, tuple[float, Table, MemoryBudget] | None] = {}
-    last = [0.0]  # the budget tried last's rate: the next one's is near it
+    tables: dict[int, tuple[Table, MemoryBudget] | None] = {}
 
-    def attempt(budget_tokens: int) -> float:
-        if budget_tokens not in tried:
-            built = cand.table(budget_tokens)
-            if built is None or built[0].stall_s > cand.slo.max_stall_s * (1 + 1e-9):
-                tried[budget_tokens] = None
-            else:
-                table, m = built
-                rate = max_rate(table, cand.slo, COARSE_TOLERANCE, last[0] or None)
-                last[0] = rate or last[0]
-                tried[budget_tokens] = (rate, table, m)
-        got = tried[budget_tokens]
-        return got[0] if got else 0.0
+    def table(budget_tokens: int) -> Table | None:
+        """The engine's table at this budget (None: no slot, or a chunk stalls too long)."""
+        if budget_tokens not in tables:
+            built = None
+            if _stall_floor_s(cand, budget_tokens) <= cand.slo.max_stall_s:
+                built = cand.table(budget_tokens)
+            if built is not None and built[0].stall_s > cand.slo.max_stall_s * (1 + 1e-9):
+                built = None
+            tables[budget_tokens] = built
+        got = tables[budget_tokens]
+        return got[0] if got else None
 
-    best = _best_budget(attempt, lambda b: _stall_floor_s(cand, b) > cand.slo.max_stall_s)
-    if floor > plan.slo.itl_ms or best is None:
-        return _rejection(cand, tried, floor)
-    got = tried[best]
+    found = _best_budget(table, cand.slo)
+    if floor > plan.slo.itl_ms or found is None:
+        return _rejection(cand, tables, floor)
+    best, coarse = found
+    got = tables[best]
     assert got is not None
-    coarse, table, _ = got
-    return _sized(cand, table, max_rate(table, cand.slo, guess=coarse))
+    return _sized(cand, got[0], max_rate(got[0], cand.slo, guess=coarse))
 
 
-def _best_budget(attempt: Callable[[int], float], too_long: Callable[[int], bool]) -> int | None:
-    """The budget with the highest SLO-limit rate (None: no budget meets the SLOs).
+def _best_budget(table: Callable[[int], Table | None], slo: Slo) -> tuple[int, float] | None:
+    """The budget with the highest SLO-limit rate and that rate (to COARSE_TOLERANCE; None:
+    no budget meets the SLOs).
 
-    A larger budget prefills in larger chunks, so the rate rises with it until a chunk's
-    period crosses the token-gap target (then only a share 1 - p of the gaps may carry one:
-    the rate falls off a cliff) or TTFT and TPOT stop gaining: the grid is walked up to the
-    first fall and bisected on both sides of its best point. Past the cliff the rate rises
-    again with the budget up to the stall bound, so the largest budget the stall allows is
-    tried too."""
-    rates: list[float] = []
-    for k, b in enumerate(BUDGET_GRID):
-        rates.append(attempt(b))
-        if k >= 1 and rates[-1] < 0.98 * max(rates) and max(rates) > 0:
-            break
-    widest = next((b for b in reversed(BUDGET_GRID) if not too_long(b)), None)
-    top = attempt(widest) if widest is not None and widest not in BUDGET_GRID[:len(rates)] \
-        else 0.0
-    if max(rates) <= 0 and top <= 0:
+    Budgets are compared at one rate: the best one's SLO-limit rate r. A budget whose worst
+    share outside a target at r is under its allowance (`Point.load_ratio` < 1) holds the
+    SLOs beyond r, so it is better: the search moves to it and finds its own limit, which
+    raises r; one at or over its allowance cannot beat r, so it is not looked at again. The
+    grid is tried whole (a larger budget prefills in larger chunks: the rate rises with it
+    until a chunk's period crosses the token-gap target and only a share 1 - p of the gaps
+    may carry one, a cliff past which it may rise again up to the stall bound), then
+    geometric midpoints on each side of the best."""
+    p = slo.percentile
+    usable = [b for b in BUDGET_GRID if table(b) is not None]
+    if not usable:
         return None
-    k = max(range(len(rates)), key=lambda j: (rates[j], -j))
-    lo, centre = BUDGET_GRID[max(0, k - 1)], BUDGET_GRID[k]
-    hi = BUDGET_GRID[min(len(BUDGET_GRID) - 1, k + 1)]
-    best, best_rate = centre, rates[k]
+
+    def ratio(budget_tokens: int, rate: float) -> float:
+        t = table(budget_tokens)
+        return OVER_SLO if t is None else at_rate(t, rate, p).load_ratio(slo)
+
+    best = min(usable, key=lambda b: abs(math.log(b / START_BUDGET)))
+    rate = max_rate(_table(table, best), slo, COARSE_TOLERANCE)
+    if rate <= 0:  # the start does not serve even an idle replica: the least-loaded one may
+        idle = {b: ratio(b, IDLE_RATE) for b in usable}
+        best = min(usable, key=lambda b: (idle[b], b))
+        if idle[best] > 1:
+            return None
+        rate = max_rate(_table(table, best), slo, COARSE_TOLERANCE)
+        if rate <= 0:
+            return None
+    beyond = [b for b in usable if b != best]  # budgets that may hold the SLOs beyond rate
+    tried = set(usable)
+
+    def improve(pool: list[int]) -> list[int]:
+        """Move to the best of `pool` that holds the SLOs beyond the rate, until none does;
+        what is left of the pool may still beat a higher rate."""
+        nonlocal best, rate
+        while pool:
+            ratios = {b: ratio(b, rate * (1 + COARSE_TOLERANCE)) for b in pool}
+            pool = [b for b in pool if ratios[b] < 1]
+            if not pool:
+                break
+            nxt = min(pool, key=lambda b: (ratios[b], b))
+            pool.remove(nxt)
+            higher = max_rate(_table(table, nxt), slo, COARSE_TOLERANCE, guess=rate)
+            if higher > rate:
+                pool.append(best)
+                best, rate = nxt, higher
+        return pool
+
+    improve(beyond)
     for _ in range(BUDGET_BISECTIONS):  # geometric midpoints on each side of the best
-        for side in (lo, hi):
-            mid = _round_budget(math.sqrt(side * centre))
-            if mid not in (side, centre):
-                rate = attempt(mid)
-                if rate > best_rate:
-                    best, best_rate = mid, rate
-                if mid < centre:
-                    lo = mid if rate <= best_rate and best != mid else lo
-                else:
-                    hi = mid if rate <= best_rate and best != mid else hi
-        if best != centre:
-            lo, hi = (lo, centre) if best < centre else (centre, hi)
-            centre = best
-    if widest is not None and top > best_rate:
-        return widest
-    return best
+        ordered = sorted(tried)
+        k = ordered.index(best)
+        sides = [ordered[j] for j in (k - 1, k + 1) if 0 <= j < len(ordered)]
+        mids = [_round_budget(math.sqrt(side * best)) for side in sides]
+        mids = [m for m in mids if m not in tried and table(m) is not None]
+        tried.update(mids)
+        improve(mids)
+    return best, rate
+
+
+def _table(table: Callable[[int], Table | None], budget_tokens: int) -> Table:
+    t = table(budget_tokens)
+    assert t is not None
+    return t
 
 
 def _stall_floor_s(cand: Candidate, budget_tokens: int) -> float:
@@ -426,12 +455,23 @@ def shrink_slots(table: Table, slo: Slo, rate: float) -> tuple[Table, float]:
     point = at_rate(table, rate, p)
     least = slots_needed(table, rate * table.workload.prompts.admitted,
                          point.mixed_time_share, point.own_mean_s, slo.tail)
-    lo, hi = max(1, least), table.cap
-    if at_rate(table, rate, p, slots=lo).meets(slo):
-        hi = lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if at_rate(table, rate, p, slots=mid).meets(slo) else (mid, hi)
+
+    def holds(slots: int) -> bool:
+        return at_rate(table, rate, p, slots=slots).meets(slo)
+
+    lo, hi = max(1, least), table.cap  # every slot the table holds meets the SLOs at rate
+    if lo >= hi or holds(lo):
+        hi = min(lo, hi)
+    else:  # gallop up from the chain's estimate (the fewest is usually near it), then bisect
+        step = max(1, lo // 4)
+        while lo + step < hi:
+            if holds(lo + step):
+                hi = lo + step
+                break
+            lo, step = lo + step, step * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if holds(mid) else (mid, hi)
     final = table_for(replace(table.engine, slots=hi), table.workload)
     return final, max_rate(final, slo, guess=rate)
 
@@ -447,15 +487,15 @@ def _sized(cand: Candidate, table: Table, rate: float) -> ReplicaSizing:
     return ReplicaSizing(e.slots, e.budget_tokens, point, mem, cand.parallel.dp)
 
 
-def _one_sequence(cand: Candidate, tried: dict[int, tuple[float, Table, MemoryBudget] | None]
+def _one_sequence(cand: Candidate, tried: dict[int, tuple[Table, MemoryBudget] | None]
                   ) -> tuple[tuple[float, float], ...]:
     """ITL (as slo.itl reads it) and TTFT at the percentile, in ms, of a nearly idle replica
     at each budget tried: how close a candidate comes to the SLOs."""
     out = []
     p = cand.slo.percentile
     for b in sorted(tried):
-        got = tried[b]
-        table = got[1] if got else (cand.table(b) or (None,))[0]
+        got = tried[b] or cand.table(b)
+        table = got[0] if got else None
         if table is None:
             continue
         pt = at_rate(table, 1e-6, p)
@@ -464,7 +504,7 @@ def _one_sequence(cand: Candidate, tried: dict[int, tuple[float, Table, MemoryBu
 
 
 def _rejection(
-    cand: Candidate, tried: dict[int, tuple[float, Table, MemoryBudget] | None], floor: float
+    cand: Candidate, tried: dict[int, tuple[Table, MemoryBudget] | None], floor: float
 ) -> Rejection:
     """Why no budget meets the SLOs, with how close the candidate came."""
     plan, slo = cand.plan, cand.plan.slo
@@ -522,18 +562,21 @@ def capacity_upper_bound(
     levers: Levers,
     slo: bool = True,
     correction: Correction = NO_CORRECTION,
+    prefills: bool = True,
 ) -> float:
     """Requests/s no operating point of this candidate can exceed (0: it cannot run), for
-    pruning the search: every slot the KV pool holds (with `slo`, no more than keep a
+    pruning the search: every slot the KV pool holds at its largest (one sequence, the
+    smallest budget; MAX_BATCH per engine) (with `slo`, no more than keep a
     decode step within the ITL target, since the token gap at any percentile is at least a
     decode step) decoding in periods without chunks, by Little's law (a step grows at most
-    linearly with the batch, so the rate only grows with it)."""
+    linearly with the batch, so the rate only grows with it); without `prefills` (a decode
+    pool) no prefill lane bounds it."""
     if _shape_problem(arch, instance, shape) or gpu_problem(arch, gpu, levers):
         return 0.0
     tp, par = shape.tp, shape.parallel(instance, inter_node(plan.startup.image))
     wl = workload_of(plan)
-    most, _ = engine_slots(arch, gpu, tp, plan, BUDGET_GRID[0], consts, levers, par,
-                           wl.context_tokens)
+    least = engine_memory(arch, gpu, tp, plan, 1, BUDGET_GRID[0], consts, levers, par)
+    most = min(MAX_BATCH * par.dp, int(least.kv_cache_tokens // wl.context_tokens))
     if most < 1:
         return 0.0
     step_model = levers.step_model(arch, gpu, tp, consts, correction, par)
@@ -553,7 +596,7 @@ def capacity_upper_bound(
                     lo, mid)
             d = hi
     little = d * tps / (o * float(step_time(step_model, d, ctx).total_s))
-    if not slo:
+    if not slo or not prefills:
         return little
     return min(little, _lane_bound(step_model, plan, wl.prompts.mean, ctx, d, tps, o)
                / wl.prompts.admitted)

@@ -303,7 +303,7 @@ def choose_region(
     return options[0], _alternatives(options, rejected, pruned)
 
 
-LISTED_WITHIN = 2.0
+LISTED_WITHIN = 1.25
 """Disaggregated pairs are sized (and listed) up to this multiple of the best aggregated cost."""
 
 
