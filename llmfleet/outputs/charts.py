@@ -9,7 +9,7 @@ what drew it (its numbers, matplotlib's version and this module's code), so `llm
 render` reuses a file on disk whose stamp matches instead of drawing it again (`render
 --check` always draws).
 
-Nothing is computed here: the batch curve is `RegionPlan.batch_curve` (curves.py), the
+Nothing is computed here: the load curve is `RegionPlan.batch_curve` (predicted.py), the
 memory split is `RegionPlan.memory`, the costs are the RegionPlan's."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def chart_index(fp: FleetPlan) -> list[Chart]:
     charts += [
         Chart(
             f"{CHARTS_DIR}/{rp.region}-batch.svg",
-            f"{rp.region}: ITL, TTFT and throughput against the running batch",
+            f"{rp.region}: ITL, TTFT and throughput against the load per replica",
             rp.region,
         )
         for rp in fp.regions
@@ -151,17 +151,17 @@ def _memory_spec(fp: FleetPlan) -> dict[str, Any]:
 def _batch_spec(fp: FleetPlan, rp: RegionPlan) -> dict[str, Any]:
     curve = rp.batch_curve
     return {
-        "title": f"{rp.region}: {rp.instance_type}, TP {rp.tensor_parallel_size}, "
+        "title": f"{rp.region}: {rp.instance_type}, {rp.replica.layout.label}, "
         f"{fp.model.id} {fp.model.precision}",
         "percentile": fp.slo.percentile,
-        "itl": "longest token gap" if fp.slo.itl == "token_gap" else "TPOT",
-        "batch": [p.batch for p in curve],
+        "itl": "token gap" if fp.slo.itl == "token_gap" else "TPOT",
+        "load": [p.requests_per_s for p in curve],
         "itl_ms": [p.itl_ms for p in curve],
         "ttft_ms": [p.ttft_ms for p in curve],
         "tokens_per_s": [p.output_tokens_per_s for p in curve],
         "slo_itl_ms": fp.slo.itl_ms,
         "slo_ttft_ms": fp.slo.ttft_ms,
-        "operating_batch": rp.serving.vllm.max_num_seqs,
+        "operating": next(k for k, p in enumerate(curve) if p.operating),
     }
 
 
@@ -202,28 +202,29 @@ def _figure(kind: str, spec: dict[str, Any]) -> Any:
 
 
 def _draw_batch(fig: Any, spec: dict[str, Any]) -> None:
-    batch = spec["batch"]
-    op = spec["operating_batch"]
-    k = batch.index(op)
+    load = spec["load"]
+    k = spec["operating"]
     pct = f"p{spec['percentile']:g}"
     ttft = [math.nan if v is None else v for v in spec["ttft_ms"]]
+    itl = [math.nan if v is None else v for v in spec["itl_ms"]]
     panels = (
-        (f"ITL ({spec['itl']}) {pct}, ms", spec["itl_ms"], spec["slo_itl_ms"]),
+        (f"ITL ({spec['itl']}) {pct}, ms", itl, spec["slo_itl_ms"]),
         (f"TTFT {pct}, ms", ttft, spec["slo_ttft_ms"]),
         ("output tokens/s per replica", spec["tokens_per_s"], None),
     )
     axes = fig.subplots(1, 3, sharex=True)
     for ax, (name, ys, slo) in zip(axes, panels, strict=True):
-        ax.plot(batch, ys, color="#555555", linewidth=1.2)
+        ax.plot(load, ys, color="#555555", linewidth=1.2)
         if slo is not None:
             ax.axhline(slo, color=SLO_COLOR, linestyle="--", linewidth=1.0, label=f"SLO {slo:g}")
             ax.set_ylim(0, max(2.0 * slo, 1.15 * (ys[k] if math.isfinite(ys[k]) else slo)))
         else:
             ax.set_ylim(0, 1.1 * max(ys))
-        ax.plot([op], [ys[k]], "o", color=POINT_COLOR, label=f"max_num_seqs {op}: {ys[k]:,.0f}")
+        ax.plot([load[k]], [ys[k]], "o", color=POINT_COLOR,
+                label=f"SLO limit {load[k]:.3g} req/s: {ys[k]:,.0f}")
         ax.set_title(name)
-        ax.set_xlabel("running sequences (batch)")
-        ax.set_xlim(0, max(batch))
+        ax.set_xlabel("requests/s per replica")
+        ax.set_xlim(0, max(load))
         ax.legend(loc="upper left", frameon=False)
     fig.suptitle(spec["title"], fontsize=9)
 

@@ -147,13 +147,13 @@ def _batch(
             (before, old, BEFORE, base, "--"),
             (after, new, AFTER, head, "-"),
         ):
-            xs = [p.batch for p in rp.batch_curve]
+            xs = [p.requests_per_s for p in rp.batch_curve]
             ys = [math.nan if (v := get(p)) is None else v for p in rp.batch_curve]
             ax.plot(xs, ys, style, color=color, linewidth=1.2, label=f"{label}: {_config(rp)}")
-            op = next(p for p in rp.batch_curve if p.batch == rp.serving.vllm.max_num_seqs)
+            op = next(p for p in rp.batch_curve if p.operating)
             y = get(op)
             if y is not None:
-                ax.plot([op.batch], [y], "o", color=color)
+                ax.plot([op.requests_per_s], [y], "o", color=color)
             peak = max([peak, *(v for v in ys if math.isfinite(v))])
             if slo is not None:
                 ax.axhline(slo(fp), color=SLO_COLOR, linestyle=style, linewidth=0.8)
@@ -161,12 +161,12 @@ def _batch(
             top = max(top, *xs)
         ax.set_ylim(0, 1.15 * peak if peak > 0 else 1.0)
         ax.set_title(title)
-        ax.set_xlabel("running sequences (batch)")
+        ax.set_xlabel("requests/s per replica")
     _legend(fig)
     for ax in fig.axes:
         ax.set_xlim(0, top)
-    fig.suptitle(f"{new.region}: {base} → {head} (dots: max_num_seqs; red: the SLOs)", fontsize=9)
+    fig.suptitle(f"{new.region}: {base} → {head} (dots: the SLO-limit rate; red: the SLOs)", fontsize=9)
 
 
 def _config(rp: RegionPlan) -> str:
-    return f"{rp.instance_type} TP {rp.tensor_parallel_size}"
+    return f"{rp.instance_type} {rp.replica.layout.label}"

@@ -56,14 +56,32 @@ class LanePeriods:
     work_s: float  # a mean prompt's work on its lane, stretched
 
 
+def busy_lanes(lanes: int, utilisation: float) -> np.ndarray:
+    """P(k of `lanes` data-parallel lanes carry a chunk), k = 1..lanes, each lane busy
+    `utilisation` of the time. vLLM's coordinator sends a request to the rank with the fewest
+    waiting and running requests, and a rank whose lane holds a prompt counts it, so an
+    arrival that finds a lane free takes it: the lanes fill as one pooled queue's servers do
+    (M/M/c's busy servers at the same load) rather than independently."""
+    c, q = lanes, min(max(utilisation, 0.0), 1.0)
+    if q >= SATURATED:
+        out = np.zeros(c)
+        out[-1] = 1.0
+        return out
+    a = c * q
+    terms = np.array([a**k / math.factorial(k) for k in range(c)])
+    full = a**c / (math.factorial(c) * (1 - q))
+    idle = 1 / (float(terms.sum()) + full)
+    return np.append(terms[1:], full) * idle
+
+
 def lane_periods(table: Table, admitted_rate: float, running: float) -> LanePeriods:
     """The lane's periods. One lane (one scheduler): a period that carries a chunk takes the
     table's mixed period, and the lane is busy its utilisation of the time. Several data-
     parallel ranks step together: a period is as long as its slowest rank's, and every rank's
     chunk passes the shared experts, so a rank's chunk takes longer the more other ranks
-    carry one. With each other rank busy with the lane's utilisation rho (independently), a
-    busy rank sees 1 + (c - 1) rho chunks on average, which stretches its work and so rho:
-    a short fixed point. The mean period with chunks is over k ~ Binomial(c, rho), k >= 1."""
+    carry one. A busy rank sees as many other busy ranks as `busy_lanes` puts beside it,
+    which stretches its work and so its utilisation: a short fixed point. The mean period
+    with chunks is over those k >= 1."""
     e = table.engine
     c = e.lanes
     td, tm = table.decode_at(running), table.mixed_at(running)
@@ -75,10 +93,14 @@ def lane_periods(table: Table, admitted_rate: float, running: float) -> LanePeri
     offsets = table.by_prefill_batch(table.rank_offsets, at)  # k = 1..c
     ranks = np.array([interp_batch(table.ranks_mixed_s[k], running) for k in range(c)]) + offsets
     ranks = np.maximum(ranks, tm)
+    ks = np.arange(1, c + 1)
     rho = admitted_rate * work1 / c
     stretch = 1.0
     for _ in range(30):
-        k_eff = 1 + (c - 1) * min(rho, 1.0)
+        q = min(rho, 1.0)
+        p = busy_lanes(c, q)
+        # a busy rank's share of the periods with k busy is k / c: the other busy ranks
+        k_eff = 1 + float(p @ (ks * (ks - 1))) / (c * q) if q > 0 else 1.0
         j = min(int(k_eff) - 1, c - 2)
         frac = k_eff - 1 - j
         per = ranks[j] * (1 - frac) + ranks[j + 1] * frac
@@ -88,11 +110,9 @@ def lane_periods(table: Table, admitted_rate: float, running: float) -> LanePeri
             rho = nxt
             break
         rho = nxt
-    q = min(max(rho, 0.0), 1.0)
-    k = np.arange(1, c + 1)
-    binom = np.array([math.comb(c, int(x)) for x in k]) * q**k * (1 - q) ** (c - k)
-    busy = float(binom.sum())
-    mixed = float(binom @ ranks / busy) if busy > 0 else tm
+    p = busy_lanes(c, rho)
+    busy = float(p.sum())
+    mixed = float(p @ ranks / busy) if busy > 0 else tm
     return LanePeriods(td, mixed, busy, rho, stretch, work1 * stretch)
 
 

@@ -36,8 +36,8 @@ from functools import cached_property
 import numpy as np
 from scipy.special import ndtr
 
-from llmfleet.perf.lanes import Lane, lane_at, rate_at, running_at
-from llmfleet.perf.periods import Table
+from llmfleet.perf.lanes import Lane, busy_lanes, lane_at, rate_at, running_at
+from llmfleet.perf.periods import Table, interp_batch
 from llmfleet.perf.queueing import wait_tail
 from llmfleet.perf.slots import chain_weights, completion_at, slot_chain
 from llmfleet.perf.workload import Slo, output_bins
@@ -227,38 +227,69 @@ class Point:
         return mixed / (mixed + (1 - f) / lane.decode_s)
 
     @cached_property
-    def _mixed_periods(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(lengths, weights, half-widths) of the periods that carry a chunk: every prompt's
-        full chunks, each of its CHUNK_POINTS standing for its share of the starts (a period
-        grows linearly with its start, so for lengths spread evenly over half a width on
-        either side), and its last partial one, which another waiting prompt tops up to a
-        full one (with the lane's wait chance)."""
+    def _chunk_offsets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(offsets, weights, half-widths) of one rank's chunk: how much longer than a period
+        carrying a chunk at the mean start its period is. Every prompt's full chunks, each of
+        its CHUNK_POINTS standing for its share of the starts (a period grows linearly with
+        its start, so for offsets spread evenly over half a width on either side), and its
+        last partial one, which another waiting prompt tops up to a full one (with the lane's
+        wait chance)."""
         t, lane = self.table, self.lane
         w = t.workload.prompts.weights
-        lengths = lane.mixed_s + t.by_prefill_batch(t.period_lengths, self._at)
+        offsets = t.by_prefill_batch(t.period_lengths, self._at)
         weights = t.by_prefill_batch(t.period_weights, self._at) * w[:, None]
-        k = lengths.shape[1] - 1
-        half = np.abs(lengths[:, k - 1] - lengths[:, 0]) / (2 * max(k - 1, 1))
-        partial = ~np.isnan(lengths[:, -1])
+        k = offsets.shape[1] - 1
+        half = np.abs(offsets[:, k - 1] - offsets[:, 0]) / (2 * max(k - 1, 1))
+        partial = ~np.isnan(offsets[:, -1])
         top = min(lane.wait_chance, 1.0)
-        tail_l = np.where(partial, lengths[:, -1], 0.0)
+        tail_l = np.where(partial, offsets[:, -1], 0.0)
         tail_w = np.where(partial, weights[:, -1], 0.0)
-        flat_l = np.concatenate([lengths[:, :k].ravel(), tail_l, lengths[:, k - 1]])
+        flat_l = np.concatenate([offsets[:, :k].ravel(), tail_l, offsets[:, k - 1]])
         flat_w = np.concatenate([weights[:, :k].ravel(), tail_w * (1 - top), tail_w * top])
         flat_h = np.concatenate([np.repeat(half, k), np.zeros(2 * len(half))])
         keep = flat_w > 0
-        return np.maximum(flat_l[keep], lane.decode_s), flat_w[keep], flat_h[keep]
+        total = max(float(flat_w[keep].sum()), 1e-300)
+        return flat_l[keep], flat_w[keep] / total, flat_h[keep]
+
+    def _offset_at_most(self, y: float | np.ndarray) -> np.ndarray:
+        """P(one chunk's offset <= y), each offset spread over its half-width."""
+        off, w, half = self._chunk_offsets
+        y = np.asarray(y, dtype=float)[..., None]
+        spread = np.clip((y - (off - half)) / np.maximum(2 * half, 1e-300), 0.0, 1.0)
+        below = np.where(half > 0, spread, off <= y)
+        out: np.ndarray = below @ w
+        return out
+
+    @cached_property
+    def _rank_periods(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(k, the share of chunk-carrying periods in which k data-parallel ranks carry one,
+        such a period at the mean start): one rank, every such period; several, k of c ranks
+        busy as `perf.lanes.busy_lanes` has them (k >= 1), each period as
+        long as its slowest rank's chunk (the period with k chunks at the mean start, plus
+        the largest of k offsets)."""
+        t, lane = self.table, self.lane
+        c = t.engine.lanes
+        if c == 1:
+            return np.array([1]), np.array([1.0]), np.array([lane.mixed_s])
+        ks = np.arange(1, c + 1)
+        busy = busy_lanes(c, lane.utilisation)
+        base = np.array([interp_batch(t.ranks_mixed_s[k - 1], self.running) for k in ks])
+        off, w, _ = self._chunk_offsets
+        longest = float(off @ w) + t.by_prefill_batch(t.rank_offsets, self._at)  # E[max of k]
+        counts = busy / np.maximum(base + longest, 1e-12)  # time shares as period counts
+        total = float(counts.sum())
+        if total <= 0:
+            return np.array([1]), np.array([1.0]), np.array([lane.mixed_s])
+        return ks, counts / total, base
 
     def _mixed_over(self, target_s: float) -> float:
         """Share of the periods that carry a chunk longer than `target_s`."""
-        lengths, weights, half = self._mixed_periods
-        total = float(weights.sum())
-        if total <= 0:
-            return 0.0
         edge = target_s * (1 + 1e-9)
-        spread = np.clip((lengths + half - edge) / np.maximum(2 * half, 1e-300), 0.0, 1.0)
-        above = np.where(half > 0, spread, lengths > edge)
-        return float(above @ weights) / total
+        if self.lane.decode_s > edge:
+            return 1.0
+        ks, shares, base = self._rank_periods
+        within = self._offset_at_most(edge - base) ** ks
+        return float(shares @ (1.0 - within))
 
     def gap_over(self, target_s: float) -> float:
         """Share of all token gaps longer than `target_s`."""
@@ -270,11 +301,12 @@ class Point:
     def gap_s(self) -> float:
         """The token gap at the point's percentile of all gaps."""
         tail = 1 - self.percentile / 100
-        lengths, weights, half = self._mixed_periods
         td = self.lane.decode_s
-        if self.mixed_gap_share <= tail or weights.sum() <= 0:
+        if self.mixed_gap_share <= tail:
             return td
-        lo, hi = td, float((lengths + half).max())
+        off, _, half = self._chunk_offsets
+        lo = td
+        hi = max(td, float(self._rank_periods[2].max()) + float((off + half).max(initial=0.0)))
         while hi - lo > 1e-6 * hi:
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if self.gap_over(mid) > tail else (lo, mid)
@@ -287,8 +319,12 @@ class Point:
 
     @cached_property
     def mixed_mean_s(self) -> float:
-        lengths, weights, _ = self._mixed_periods
-        return float(lengths @ weights / weights.sum()) if weights.sum() > 0 else self.mixed_s
+        """The mean period that carries a chunk."""
+        t = self.table
+        ks, shares, base = self._rank_periods
+        off, w, _ = self._chunk_offsets
+        longest = float(off @ w) + t.by_prefill_batch(t.rank_offsets, self._at)[ks - 1]
+        return max(float(shares @ (base + longest)), self.lane.decode_s)
 
     # --- TPOT -----------------------------------------------------------------------------
 

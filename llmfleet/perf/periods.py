@@ -97,9 +97,10 @@ class Table:
 
     @property
     def stall_s(self) -> float:
-        """The longest period a chunk makes at any running batch: the longest token gap."""
+        """The longest period a chunk makes at any running batch (every data-parallel rank
+        carrying one): the longest token gap."""
         late = np.nanmax(self.period_lengths) if self.engine.prefills else 0.0
-        return float(self.mixed_s[1:].max()) + max(0.0, float(late))
+        return float(self.ranks_mixed_s[-1][1:].max()) + max(0.0, float(late))
 
     def decode_at(self, batch: float) -> float:
         return interp_batch(self.decode_s, batch)

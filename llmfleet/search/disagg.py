@@ -35,6 +35,7 @@ from llmfleet.perf.architecture import kv_dtype_bytes
 from llmfleet.perf.disagg import Pair, kv_transfer_s
 from llmfleet.perf.latency import Point, at_rate
 from llmfleet.perf.layout import node_link
+from llmfleet.perf.memory import MemoryBudget
 from llmfleet.perf.parallel import InterNode, Link
 from llmfleet.perf.periods import Engine, Table, table_for
 from llmfleet.perf.workload import Slo
@@ -166,10 +167,15 @@ def size_decode(
     if rate <= 0:
         floor = table.decode_s[1] * 1000
         return Rejection(f"a decode step at batch 1 takes {floor:.1f} ms", "itl", floor)
-    final, rate = shrink_slots(table, slo, rate)
+    gpu = hardware.gpu(instance.gpu)
+
+    def memory(slots: int) -> MemoryBudget:
+        return engine_memory(model.arch, gpu, shape.tp, plan, slots, table.engine.budget_tokens,
+                             consts, levers, table.engine.step_model.parallel)
+
+    final, rate = shrink_slots(table, slo, rate, lambda n: memory(n).kv_cache_tokens)
     e = final.engine
-    mem = engine_memory(model.arch, hardware.gpu(instance.gpu), shape.tp, plan, e.slots,
-                        e.budget_tokens, consts, levers, e.step_model.parallel)
+    mem = memory(e.slots)
     point = at_rate(final, rate, plan.slo.percentile)
     return ReplicaSizing(e.slots, e.budget_tokens, point, mem, e.step_model.parallel.dp)
 

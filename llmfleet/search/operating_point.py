@@ -446,11 +446,13 @@ def _round_budget(tokens: float) -> int:
     return max(BUDGET_ROUND, int(round(tokens / BUDGET_ROUND)) * BUDGET_ROUND)
 
 
-def shrink_slots(table: Table, slo: Slo, rate: float) -> tuple[Table, float]:
+def shrink_slots(table: Table, slo: Slo, rate: float,
+                 kv_tokens: Callable[[int], int] | None = None) -> tuple[Table, float]:
     """The engine of `table` with the fewest slots that keep every SLO at `rate` (an arrival
     then finds them all taken at most 1 - p of the time and waits for one, inside TTFT), its
     own table, and its SLO-limit rate found again on that table (whose periods are read at
-    other batches)."""
+    other batches); `kv_tokens(slots)`: the KV pool at that max_num_seqs (a smaller sampler
+    peak leaves it more), else the table's."""
     p = slo.percentile
     point = at_rate(table, rate, p)
     least = slots_needed(table, rate * table.workload.prompts.admitted,
@@ -472,19 +474,24 @@ def shrink_slots(table: Table, slo: Slo, rate: float) -> tuple[Table, float]:
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if holds(mid) else (mid, hi)
-    final = table_for(replace(table.engine, slots=hi), table.workload)
+    kv = kv_tokens(hi) if kv_tokens else table.engine.kv_cache_tokens
+    final = table_for(replace(table.engine, slots=hi, kv_cache_tokens=kv), table.workload)
     return final, max_rate(final, slo, guess=rate)
 
 
 def _sized(cand: Candidate, table: Table, rate: float) -> ReplicaSizing:
-    """The sizing at this budget: the fewest slots that keep every SLO, the memory re-read at
-    that max_num_seqs."""
-    final, rate = shrink_slots(table, cand.slo, rate)
+    """The sizing at this budget: the fewest slots that keep every SLO, on the engine whose
+    memory is re-read at that max_num_seqs."""
+    budget_tokens = table.engine.budget_tokens
+
+    def memory(slots: int) -> MemoryBudget:
+        return engine_memory(cand.arch, cand.gpu, cand.tp, cand.plan, slots, budget_tokens,
+                             cand.consts, cand.levers, cand.parallel)
+
+    final, rate = shrink_slots(table, cand.slo, rate, lambda n: memory(n).kv_cache_tokens)
     e = final.engine
-    mem = engine_memory(cand.arch, cand.gpu, cand.tp, cand.plan, e.slots, e.budget_tokens,
-                        cand.consts, cand.levers, cand.parallel)
     point = at_rate(final, rate, cand.slo.percentile)
-    return ReplicaSizing(e.slots, e.budget_tokens, point, mem, cand.parallel.dp)
+    return ReplicaSizing(e.slots, e.budget_tokens, point, memory(e.slots), cand.parallel.dp)
 
 
 def _one_sequence(cand: Candidate, tried: dict[int, tuple[Table, MemoryBudget] | None]

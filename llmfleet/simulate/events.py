@@ -47,6 +47,9 @@ class ServedRequest:
     tpot_s: np.ndarray
     period_s: np.ndarray
     period_streams: np.ndarray
+    first_chunk_s: np.ndarray | None = None  # when its first prompt chunk was scheduled
+    period_chunk_tokens: np.ndarray | None = None  # prompt tokens each period carried
+    period_chunk_ranks: np.ndarray | None = None  # data-parallel ranks carrying a chunk
 
     def itl_s(self, itl: str) -> np.ndarray:
         """Per request, ITL as `slo.itl` reads it (the longest gap, or TPOT)."""
@@ -153,6 +156,7 @@ def serve(
     gap = np.full(n, np.nan)
     tpot = np.full(n, np.nan)
     first_at = np.zeros(n)
+    first_chunk = np.full(n, np.nan)
     since = np.zeros(n, dtype=np.int64)  # the period it (re)started decoding after
     longest = np.zeros(n)  # its longest gap before its latest start
     last_token = np.zeros(n)  # when its latest token before that start came
@@ -164,6 +168,8 @@ def serve(
     decoding = np.zeros(n, dtype=bool)
     durations: list[float] = []
     streams: list[int] = []
+    carried: list[int] = []
+    carrying: list[int] = []
     limit = max_model_len if max_model_len is not None else 2**62
     t, nxt, step = 0.0, 0, 0
     while nxt < n or any(k.waiting or k.prefilling or k.decodes for k in ranks):
@@ -198,6 +204,8 @@ def serve(
                 if rank.held + todo[r] > rank.kv:
                     break
                 rank.waiting.popleft()
+                if math.isnan(first_chunk[r]):
+                    first_chunk[r] = t
                 rank.held += todo[r]
                 entry = [r, 0]
                 rank.prefilling.append(entry)
@@ -223,6 +231,8 @@ def serve(
         t += dt
         durations.append(dt)
         streams.append(sum(k.decodes for k in ranks))
+        carried.append(total)
+        carrying.append(sum(1 for u in used if u > 0))
         step += 1
         for rank in ranks:
             rank.held += rank.decodes * tps
@@ -285,8 +295,9 @@ def serve(
                 heapq.heappush(ends, (step + math.ceil(remaining - 1e-9), r, int(version[r])))
                 rank.started.append(r)
                 rank.decodes += 1
-    return ServedRequest(arrivals, ttft, gap, tpot, np.array(durations), np.array(streams,
-                                                                                    float))
+    return ServedRequest(arrivals, ttft, gap, tpot, np.array(durations),
+                         np.array(streams, float), first_chunk, np.array(carried),
+                         np.array(carrying))
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,16 @@
 """The replica record: the FleetPlan carries the replica the search sized, so what reads it
-(predict --stack, simulate, drill) rebuilds the search's own step model and never searches.
+(predict --stack, simulate, drill) rebuilds the search's own engine and never searches.
 One plan per layout: TP (ONE_REGION, BASE), PP (FRONTIER), DP + EP (MOE_DP), disaggregated
-(LONG_PROMPT)."""
+(LONG_PROMPT). The invariants hold for each: the record is the layout vLLM runs, it rebuilds
+the search's step model and engine exactly, its capacity is that engine's SLO limit (every SLO
+holds there and a 2 % higher rate breaks one), and the FleetPlan's predictions at the peak
+are the record's own."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from plans import (
@@ -19,12 +24,13 @@ from plans import (
 
 from llmfleet.drill import drill
 from llmfleet.fleetplan.fleet import build_fleet_plan, fleet_plan_of, search_setup
-from llmfleet.fleetplan.replica_record import ReplicaRecord, step_model_of
+from llmfleet.fleetplan.replica_record import ReplicaRecord, engine_of, slo_at, step_model_of
 from llmfleet.fleetplan.replica_request import at_peak
 from llmfleet.plan.model import resolve_model
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search import disagg, optimizer
-from llmfleet.simulate.engine import replica_models, step_models
+from llmfleet.search.replica_slo import slo_of
+from llmfleet.simulate.engine import replica_models
 from llmfleet.simulate.run import simulate
 from llmfleet.simulate.scenario import Scenario, parse_day
 
@@ -77,12 +83,35 @@ def test_the_record_rebuilds_the_exact_step_model_the_search_used(searched) -> N
 
 
 def test_the_record_holds_the_engine_and_memory_the_search_sized(searched) -> None:
-    _, _, choice, fp = searched
+    _, plan, choice, fp = searched
     rec, s = fp.regions[0].replica, choice.sizing
-    assert (rec.batch, rec.chunk_tokens) == (s.batch, s.chunk_tokens)
+    assert (rec.slots, rec.max_num_batched_tokens, rec.chunk_tokens) == (
+        s.slots, s.budget_tokens, s.chunk_tokens)
+    assert rec.batch == rec.slots  # the documented alias
     assert rec.memory == s.memory
     assert rec.memory.kv_cache_tokens == fp.regions[0].predicted.kv_cache_tokens
     assert rec.capacity_requests_per_s == s.capacity_requests_per_s
+    assert engine_of(rec, resolve_model(plan)) == s.engine
+
+
+def test_the_records_capacity_is_its_engines_slo_limit(searched) -> None:
+    # Every SLO holds at the recorded capacity; 2 % more breaks one (the search's rate is
+    # found to 0.3 %).
+    _, plan, _, fp = searched
+    rec, rp, model = fp.regions[0].replica, fp.regions[0], resolve_model(plan)
+    slo = slo_of(plan)
+    cap = rec.capacity_requests_per_s
+    if rec.prefill is None:
+        assert slo_at(rec, plan, model, cap)[0].meets(slo)
+        assert not slo_at(rec, plan, model, cap * 1.02)[0].meets(slo)
+    else:  # the decode pool at its limit beside prefill replicas at theirs
+        decode_slo = replace(slo, ttft_s=math.inf)  # TTFT is the pair's
+        pre = rec.prefill.capacity_requests_per_s
+        point, pair = slo_at(rec, plan, model, cap, pre)
+        assert point.meets(decode_slo) and pair is not None and pair.meets(slo)
+        assert not slo_at(rec, plan, model, cap * 1.02, pre)[0].meets(decode_slo)
+        assert not slo_at(rec, plan, model, cap, pre * 1.02)[1].meets(slo)
+    assert rp.predicted.ttft_ms <= plan.slo.ttft_ms and rp.predicted.itl_ms <= plan.slo.itl_ms
 
 
 def test_the_record_alone_gives_the_plans_predicted_figures_at_the_peak(searched) -> None:
@@ -92,23 +121,24 @@ def test_the_record_alone_gives_the_plans_predicted_figures_at_the_peak(searched
 
 
 def test_a_multi_node_record_carries_the_link_between_its_nodes() -> None:
-    # FRONTIER: TP 8 x PP 2 spans two p5.48xlarge nodes; the pipeline hop crosses EFA.
+    # FRONTIER: TP 8 x PP 2 spans two p5.48xlarge nodes; the pipeline hop crosses TCP (the
+    # pinned image has no EFA NCCL plugin: catalog/images.csv).
     rec = build_fleet_plan(frontier_plan()).regions[0].replica
     assert (rec.layout.nodes_per_replica, rec.layout.gpus) == (2, 16)
-    assert rec.layout.inter_node is not None and rec.layout.inter_node.name == "efa"
+    assert rec.layout.inter_node is not None and rec.layout.inter_node.name == "tcp"
     assert rec.step.gpu.compute_tflops == rec.step.gpu.bf16_dense_tflops  # bf16 math
 
 
 def test_a_data_parallel_replica_is_simulated_at_its_whole_batch() -> None:
-    # MOE_DP: vLLM's max_num_seqs is 54 a rank; the replica's two ranks run 108 (before the
-    # record the simulator capped the replica at one rank's batch and found 0 % of the peak
-    # inside; 49 and 98 before #29's refit).
+    # MOE_DP: vLLM's max_num_seqs is 73 a rank; the replica's two ranks admit 145 (the slots
+    # cut to the fewest that keep the SLOs, an odd number split 73 + 72), and the simulator's
+    # engine is the record's with every slot.
     plan = moe_dp_plan()
     fp = build_fleet_plan(plan)
     rec = fp.regions[0].replica
     [model] = replica_models(plan, fp).values()
-    assert (rec.max_num_seqs, rec.batch, model.max_num_seqs) == (54, 108, 108)
-    assert model.budget_tokens == rec.batch + rec.chunk_tokens
+    assert (rec.max_num_seqs, rec.slots, model.table.engine.slots) == (73, 145, 145)
+    assert model.table.engine.step_model.parallel.dp == 2
 
 
 @pytest.fixture
@@ -129,16 +159,15 @@ def test_simulate_runs_from_the_fleetplan_without_searching(request) -> None:
     plan = frontier_plan()
     fp = build_fleet_plan(plan)
     request.getfixturevalue("no_search")
-    [model] = step_models(plan, fp).values()
-    assert model.parallel.pp == 2
+    [model] = replica_models(plan, fp).values()
+    assert model.table.engine.step_model.parallel.pp == 2
     result = simulate(plan, fp, Scenario(day=parse_day("peak", plan.day_profile)), "t")
     assert result.requests > 0
 
 
 def test_drill_runs_from_the_fleetplan_without_searching(request) -> None:
     # THREE_REGIONS loses us-east-1: the survivors' TTFT and ITL come from their records
-    # (at this commit 327.3 ms / 31.38 ms and 380.7 ms / 23.84 ms, as the search's own
-    # operating points gave them before the record).
+    # (at this commit 472.4 ms / 34.61 ms and 469.2 ms / 37.07 ms).
     plan = three_regions()
     fp = build_fleet_plan(plan)
     request.getfixturevalue("no_search")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from plans import ONE_REGION
 
-from llmfleet.fleetplan.predicted import curve_batches
+from llmfleet.fleetplan.predicted import CURVE_SHARES
 from llmfleet.outputs import charts, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,64 +54,30 @@ def test_the_report_embeds_every_chart_by_a_relative_link(stack_plans) -> None:
         assert f"charts/{fp.regions[0].region}-batch.svg" in links
 
 
-def test_the_curve_passes_through_the_operating_point_at_the_slo_edge(stack_plans) -> None:
+def test_the_curve_passes_through_the_slo_limit_and_breaks_an_slo_beyond_it(
+    stack_plans,
+) -> None:
     for fp in stack_plans.values():
         slo_itl, slo_ttft = fp.slo.itl_ms, fp.slo.ttft_ms
         for rp in fp.regions:
-            by_batch = {p.batch: p for p in rp.batch_curve}
-            op = by_batch[rp.serving.vllm.max_num_seqs]
+            [op] = [p for p in rp.batch_curve if p.operating]
+            assert op.requests_per_s == pytest.approx(rp.replica.capacity_requests_per_s,
+                                                      rel=1e-3)
             assert op.itl_ms <= slo_itl and op.ttft_ms is not None and op.ttft_ms <= slo_ttft
-            beyond = [p for p in rp.batch_curve if p.batch > op.batch]
-            if beyond and rp.binding.constraint in ("ttft", "itl", "prefill"):
-                # the next batch drawn breaks an SLO: max_num_seqs is the largest (where the
-                # KV pool binds, the next batch breaks no SLO: it does not fit)
-                p = beyond[0]
-                assert p.itl_ms > slo_itl or p.ttft_ms is None or p.ttft_ms > slo_ttft
+            if rp.binding.constraint in ("ttft", "itl") and rp.disaggregation is None:
+                # 5 % more load breaks the binding SLO at the percentile
+                p = next(p for p in rp.batch_curve if p.requests_per_s > op.requests_per_s)
+                assert p.itl_ms is None or p.itl_ms > slo_itl or p.ttft_ms is None \
+                    or p.ttft_ms > slo_ttft
             tokens = [p.output_tokens_per_s for p in rp.batch_curve]
-            assert tokens == sorted(tokens)  # a bigger batch never serves fewer tokens/s
+            assert tokens == sorted(tokens)  # more load never serves fewer tokens/s
+            batches = [p.batch for p in rp.batch_curve]
+            assert batches == sorted(batches)  # nor runs fewer sequences
 
 
-def test_curve_batches_span_one_to_twice_the_operating_point_within_the_kv_pool() -> None:
-    # 5 points over 1..300 step by 74.75: 1, 76, 151, 225, 300; the operating point joins them
-    assert curve_batches(150, 10_000, points=5) == [1, 76, 150, 151, 225, 300]
-    # the KV pool holds 200 mean sequences: 1..200 in 3 points (step 99.5), plus 150
-    assert curve_batches(150, 200, points=3) == [1, 101, 150, 200]
-    assert curve_batches(1, 1) == [1]
-
-
-def test_a_chart_whose_numbers_have_not_changed_is_reused_not_drawn(
-    own_plans, monkeypatch
-) -> None:
-    drawn = charts.chart_files(own_plans["one-region"])
-    assert all(charts.stamp_of(text) for text in drawn.values())
-
-    def no_drawing(*_: object) -> None:
-        raise AssertionError("drew a chart whose stamp matched")
-
-    monkeypatch.setattr(charts, "_figure", no_drawing)
-    charts._svg.cache_clear()
-    assert charts.chart_files(own_plans["one-region"], drawn) == drawn
-
-
-def test_a_chart_whose_numbers_changed_is_drawn_again(own_plans) -> None:
-    fp = own_plans["one-region"]
-    drawn = charts.chart_files(fp)
-    region = fp.regions[0].model_copy(update={"monthly_cost_usd": 1.0})
-    cheaper = fp.model_copy(update={"regions": [region]})
-    again = charts.chart_files(cheaper, drawn)
-    assert again["charts/cost.svg"] != drawn["charts/cost.svg"]  # the cost bars moved
-    assert charts.stamp_of(again["charts/cost.svg"]) != charts.stamp_of(drawn["charts/cost.svg"])
-    assert again["charts/memory.svg"] == drawn["charts/memory.svg"]
-
-
-def test_render_check_draws_every_chart_so_an_edited_one_is_drift(
-    tmp_path, capsys, own_stacks
-) -> None:
-    from llmfleet.cli import main
-
-    out = tmp_path / "rendered"
-    assert main(["render", "--stack", "one-region", "--out", str(out)]) == 0
-    chart = out / "one-region" / "charts" / "cost.svg"
-    chart.write_text(chart.read_text().replace("<svg", "<svg data-edited='1'", 1))
-    assert main(["render", "--stack", "one-region", "--out", str(out), "--check"]) == 1
-    assert "charts/cost.svg" in capsys.readouterr().err
+def test_the_curve_spans_a_tenth_of_the_slo_limit_to_a_fifth_beyond_it(own_plans) -> None:
+    rp = own_plans["one-region"].regions[0]
+    cap = rp.replica.capacity_requests_per_s
+    loads = [p.requests_per_s for p in rp.batch_curve]
+    assert loads == [round(share * cap, 4) for share in CURVE_SHARES]
+    assert (CURVE_SHARES[0], CURVE_SHARES[-1]) == (0.1, 1.2)
