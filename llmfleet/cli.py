@@ -38,6 +38,7 @@ from llmfleet.cli_parser import build_parser
 from llmfleet.drill import drill, drill_text, parse_lost
 from llmfleet.errors import ArgumentError, CalibrationError, LlmfleetError, PlanError
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan, sizing_constants
+from llmfleet.fleetplan.peak_check import outside_slo
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.replica_record import step_model_of
 from llmfleet.fleetplan.replica_request import (
@@ -111,7 +112,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     fp = build_fleet_plan(_plan_of(args))
     sys.stdout.write(_dump(fp.model_dump(mode="json")) if args.json else fleet_text(fp))
     warn_support(fp)
-    return 0
+    outside = outside_slo(fp)
+    for line in outside:
+        sys.stderr.write(f"plan: the SLO does not hold: {line}\n")
+    return 1 if outside else 0
 
 
 def as_flag(field: str) -> str:

@@ -122,6 +122,18 @@ def build_autoscaling(
     queue_wait = round(max(wait_mean_s, 0.001), 4)
     triggers = [
         Trigger(
+            name="request-rate",
+            metric="vllm:request_success_total",
+            query=f"sum(rate(vllm:request_success_total{sel}[{w}]))",
+            threshold=round(rate, 3),
+            reason=f"each replica was sized for {rate:.2f} req/s (its SLO-limit rate "
+            f"{sizing.capacity_requests_per_s:.2f} less {plan.headroom:.0%} headroom); "
+            "completions equal arrivals at a steady load, so this trigger asks for the fleet's "
+            "rate over that, the sized count at any load (the queue and KV signals grow faster "
+            "than the load: alone they would shrink a fleet below the sized count at a low load "
+            f"and scale it back out when its replicas pass {rate:.2f} req/s)",
+        ),
+        Trigger(
             name="queue-depth",
             metric="vllm:num_requests_waiting",
             query=f"sum(vllm:num_requests_waiting{sel})",
@@ -139,10 +151,10 @@ def build_autoscaling(
             reason=f"{running:.1f} running sequences at the sized load, each holding its "
             f"prompt and half its output weighted by how long it runs ({context:,.0f} tokens "
             f"on average), fill {kv_use:.1%} of {sizing.memory.kv_cache_tokens:,} KV tokens: "
-            "KV use grows with the load, so this trigger asks for the sized count at any "
-            "steady load (a p95 context here would ask for too few and let the fleet shrink "
-            f"below it); averaged over {w}, as a running count swings by its square root "
-            "from scrape to scrape",
+            "KV use grows faster than the load (a period lengthens with the batch), so this "
+            "trigger asks for the sized count at the sized load and more beyond it (a p95 "
+            f"context here would ask for too few); averaged over {w}, as a running count "
+            "swings by its square root from scrape to scrape",
         ),
         Trigger(
             name="queue-wait-mean",

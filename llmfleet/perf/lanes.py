@@ -136,8 +136,10 @@ def lane_at(table: Table, admitted_rate: float, running: float, arrival_cv2: flo
     work = table.by_prefill_batch(table.work_s, at) * lp.stretch
     weights = table.workload.prompts.weights / table.workload.prompts.admitted
     decay = lundberg_decay(rate, work, weights)
-    # the tail's constant, where the exponential's chance (rho) would understate it
-    waits = min(1.0, max(rho, cramer_lundberg_constant(rate, work, weights, decay)))
+    # The wait's tail is C exp(-decay t) (Cramer-Lundberg): its constant, not the chance to
+    # wait at all (rho), is what a percentile in the tail reads. With prompts of many lengths
+    # C < rho: the waits behind short prompts end in a fraction of the tail's scale.
+    waits = min(1.0, cramer_lundberg_constant(rate, work, weights, decay))
     cv2 = float(table.by_prefill_batch(table.work_cv2, at))
     decay *= (1 + cv2) / (arrival_cv2 + cv2)  # smoother arrivals wait less (Kingman)
     return Lane(chunk, lp.decode_s, lp.mixed_s, rho, lp.busy, waits, 1 / decay, lp.stretch)

@@ -166,8 +166,9 @@ class Traffic(Data):
 class Slo(Data):
     ttft_ms: float = Field(
         gt=0,
-        description="Time to first token at the percentile: the prompt at that percentile of "
-        "the input lengths plus the queue wait at that percentile.",
+        description="Time to first token at the percentile of every request: request "
+        "handling, the waits for the prefill lane and a slot, and the prompt's own chunked "
+        "prefill, over every prompt length (a prompt over max_model_len counts against it).",
     )
     itl_ms: float = Field(gt=0, description="Inter-token latency target (see `itl`).")
     itl: Literal["token_gap", "tpot"] = Field(

@@ -8,7 +8,8 @@ HPA's 10 % tolerance; the HPA takes the largest proposal within [replicas.min, r
 up is immediate but at most max(2 x current, current + 4) per period; scale-down takes the largest
 proposal of the last `scale_down_stabilization_s` (Kubernetes defaults besides the plan's window:
 kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale, "Default behavior"). The signals
-are what vLLM exports, summed over Ready replicas: waiting requests (`num_requests_waiting`: each
+are what vLLM exports, summed over Ready replicas: requests completed a second over the window
+(the arrivals of the window: completions equal them at a steady load), waiting requests (`num_requests_waiting`: each
 replica's count drawn from a geometric law with the step's mean, a queue's length, so the sum is
 negative binomial), KV use (running sequences drawn as Poisson, the count of an infinite-server
 system, averaged over the window's scrapes as the query's avg_over_time does), and over the queries'
@@ -47,6 +48,7 @@ SIGNAL_WINDOW_S = 120
 """The queries' rate window (`autoscaling.RATE_WINDOW`, 2m)."""
 
 SIGNALS = {
+    "vllm:request_success_total": "rate",
     "vllm:num_requests_waiting": "waiting",
     "vllm:kv_cache_usage_perc": "kv_usage",
     "vllm:request_queue_time_seconds": "queue_wait",

@@ -150,6 +150,7 @@ def _region_day(
             wait = sum(map(mul, arrived, trace.mean_wait_s[lo:idx + 1])) / total if total else 0
             ttft = sum(map(mul, arrived, trace.ttft_p_s[lo:idx + 1])) / total if total else 0
             rc.poll(t, {
+                "rate": total / ((idx + 1 - lo) * STEP_S),
                 "waiting": float(gauges.negative_binomial(ready, 1 / (1 + pool.waiting))),
                 "kv_usage": float(gauges.poisson(pool.running * ready * scrapes)) / scrapes
                 * model.context_tokens / model.kv_cache_tokens,
