@@ -228,7 +228,7 @@ def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
     pt = s.point
     limit_itl_ms = pt.itl_s(plan.slo.itl) * 1000
     given = {95: plan.traffic.input_tokens.p95, 99: plan.traffic.input_tokens.p99}.get(int(p))
-    prompt_from = "as given" if given else "lognormal through the plan's mean and percentiles"
+    prompt_from = ", as given" if given else ""
     own = stage4.replicas_without_resilience["desired"] if stage4 else choice.replicas.desired
     stall = (f"the longest stall {pt.stall_s * 1000:.0f} ms <= {plan.slo.stall_ms:g} ms"
              + ("" if plan.slo.max_stall_ms is not None
@@ -252,7 +252,7 @@ def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
         f"{mem.kv_cache_tokens:,} tokens",
         steps_line,
         f"TTFT p{p:g} is of every prompt length (lognormal through the plan's mean and "
-        f"percentiles; the p{p:g} prompt is {ttft_prompt_tokens(plan):,} tokens, "
+        f"percentiles; the p{p:g} prompt is {ttft_prompt_tokens(plan):,} tokens"
         f"{prompt_from}) with the prefill lane's and the slots' waits as distributions"
         + (f"; {pt.table.workload.prompts.refused:.2%} of prompts exceed max_model_len and "
            "count against it" if pt.table.workload.prompts.refused > 0 else ""),

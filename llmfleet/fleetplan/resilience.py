@@ -2,8 +2,9 @@
 (`search.region_losses`), each survivor's warm floor (replicas.min, and with it the node
 floor) carrying its share plus `warm_share` of what it absorbs with the plan's headroom
 spent, each replica at the rate it carries in a loss (`Predicted.requests_per_s_in_loss`:
-below the SLO-limit rate, where the batch is full about as often as not, `perf.slots`), its
-max covering all of the worst load, and the recovery time.
+its SLO-limit rate, where max_num_seqs is already sized so that an arrival finds every slot
+taken at most 1 - p of the time, `perf.slots`), its max covering all of the worst load, and
+the recovery time.
 
 The search already priced every candidate with those raised replicas, so a region's
 instance is the cheapest that survives the loss, not the cheapest for its own share; this
@@ -182,10 +183,9 @@ def _reasons(plan: CapacityPlan, floors: Sequence[LossSizing]) -> list[str]:
             if primary(plan) is None
             else f"to the secondary when the primary {primary(plan)} is lost (failover)"
         )
-        + "; survivors carry the whole peak with the headroom spent, each replica at the "
-        "highest rate where an arrival finds its batch full no more often than "
-        f"{1 - plan.slo.percentile / 100:.0%} of the time (at the SLO-limit rate itself the "
-        "batch is full about as often as not: max_num_seqs is its mean there)"
+        + "; survivors carry the whole peak with the headroom spent, each replica at its "
+        "SLO-limit rate, where an arrival finds every slot (max_num_seqs) taken no more often "
+        f"than {1 - plan.slo.percentile / 100:.0%} of the time"
     ]
     for f in floors:
         if f.worst_case_lost:

@@ -71,7 +71,10 @@ class TrafficAdvice(Data):
 
 
 def marginal_usd(rp: RegionPlan, headroom: float) -> float:
-    carried = rp.replicas_per_node * rp.predicted.requests_per_s * (1 - headroom)
+    """A node's month over the requests/s it carries: its replicas' (a replica that spans
+    `nodes_per_replica` nodes, that share of one) with the headroom."""
+    replicas = rp.replicas_per_node / rp.nodes_per_replica
+    carried = replicas * rp.predicted.requests_per_s * (1 - headroom)
     return rp.price_usd_per_hour * HOURS_PER_MONTH / carried
 
 
@@ -147,7 +150,7 @@ def fleet_usd_at_shares(
         replicas = deployed_replicas(
             moved, region, rp.predicted.requests_per_s, loads, rp.predicted.requests_per_s_in_loss
         )
-        nodes = nodes_for(replicas, rp.replicas_per_node)
+        nodes = nodes_for(replicas, rp.replicas_per_node, rp.nodes_per_replica)
         total += nodes.desired * rp.price_usd_per_hour * HOURS_PER_MONTH
     return total
 

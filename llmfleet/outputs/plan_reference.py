@@ -87,6 +87,7 @@ EXTRA_EXAMPLES: dict[str, Any] = {
     "model.hf_repo": "acme/my-finetune",
     "model.previous_revision": "89abcdef0123456789abcdef0123456789abcdef",
     "traffic.output_tokens.p99": 1500,
+    "slo.max_stall_ms": 200,
     "regions[].network": {"vpc_id": "vpc-0123456789abcdef0",
                           "private_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1",
                                                  "subnet-0bbbbbbbbbbbbbbb2"],

@@ -43,9 +43,11 @@ from llmfleet.perf.slots import chain_weights, completion_at, slot_chain
 from llmfleet.perf.workload import Slo, output_bins
 
 OVER_SLO = 1e3
+"""`Point.load_ratio` of a replica that cannot keep up with its load."""
+TTFT_GRID = 33
+"""Targets a pass of `Point.ttft_at` evaluates at once."""
 BATCH_QUANTILES = ((0.0, 0.3), (0.3, 0.7), (0.7, 0.9), (0.9, 0.98), (0.98, 1.0))
 """Bins of the running batch's distribution TTFT's wait is mixed over (finer in the tail)."""
-"""`Point.margin` of a replica that cannot keep up with its load."""
 
 
 @dataclass(frozen=True)
@@ -177,38 +179,51 @@ class Point:
     def ttft_over(self, target_s: float) -> float:
         """Share of requests (the refused ones included) whose TTFT exceeds `target_s`: over
         the prompt lengths and the running batch's spread."""
+        return float(self.ttft_over_each(np.array([target_s]))[0])
+
+    def ttft_over_each(self, targets_s: np.ndarray) -> np.ndarray:
+        """`ttft_over` at each of `targets_s` in one pass."""
         p = self.table.workload.prompts
+        targets = np.asarray(targets_s, dtype=float)
         if not self.stable:
-            return 1.0
+            return np.ones_like(targets)
         per = self.table.engine.pipeline
-        over = 0.0
+        over = np.zeros_like(targets)
+        fixed = self.fixed_s
         for share, lane, own, mixed in self._batches:
             if not lane.stable:
                 over += share
                 continue
-            slack = target_s - self.fixed_s - own
+            slack = targets[:, None] - fixed - own[None, :]
             shared = mixed * (p.tokens % (lane.chunk * per)) / (lane.chunk * per)
             tail = wait_tail(np.maximum(slack, 0.0), lane.wait_chance, lane.wait_s,
                              self.slot_full_chance, self.slot_wait_s, shift1=shared)
-            over += share * float(np.where(slack < 0, 1.0, tail) @ p.weights) / p.admitted
-        return float(p.refused + over * p.admitted)
+            over += share * (np.where(slack < 0, 1.0, tail) @ p.weights) / p.admitted
+        out: np.ndarray = p.refused + over * p.admitted
+        return out
 
     def ttft_at(self, percentile: float | None = None) -> float:
         """TTFT (s) at a percentile (the point's own by default): inf when the refused share
-        or an unstable queue already exceeds its tail."""
+        or an unstable queue already exceeds its tail. The share over a target only falls
+        as the target grows: a grid of targets brackets the percentile, and two finer grids
+        inside the bracket close it to 1e-5 of itself."""
         tail = 1 - (self.percentile if percentile is None else percentile) / 100
         if not self.stable or self.table.workload.prompts.refused >= tail:
             return math.inf
         lo = self.fixed_s + float(self.own_prefill_s.min())
         hi = self.fixed_s + float(self.own_prefill_s.max()) + 0.1
         while self.ttft_over(hi) > tail:
-            hi *= 2
+            lo, hi = hi, hi * 4
             if hi > 1e7:
                 return math.inf
-        while hi - lo > 1e-5 * hi:
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if self.ttft_over(mid) > tail else (lo, mid)
-        return hi
+        for _ in range(4):
+            grid = np.linspace(lo, hi, TTFT_GRID)
+            over = self.ttft_over_each(grid)
+            k = int(np.argmax(over <= tail))  # the first target within the tail
+            lo, hi = (grid[k - 1] if k > 0 else lo), grid[k]
+            if hi - lo <= 1e-5 * hi:
+                break
+        return float(hi)
 
     @property
     def ttft_mean_s(self) -> float:
@@ -380,17 +395,21 @@ class Point:
         """ITL as the SLO reads it: the token gap at the percentile, or TPOT at it."""
         return self.tpot_s if kind == "tpot" else self.gap_s
 
-    def load_ratio(self, slo: Slo) -> float:
+    def load_ratio(self, slo: Slo, exact: bool = True) -> float:
         """The worst of the shares outside a target that grow with the load (token gaps or
         TPOTs over the ITL target, arrivals finding every slot taken, TTFTs over the TTFT
         target) over the share allowed: <= 1 where they all hold (OVER_SLO when the replica
-        cannot keep up)."""
+        cannot keep up). Not `exact`: once the token gaps or the slots alone are past their
+        allowance, that ratio (a lower bound of the worst) without computing TTFT's."""
         if not self.stable:
             return OVER_SLO
         over_itl = (self.tpot_over(slo.itl_s) if slo.itl == "tpot"
                     else self.gap_over(slo.itl_s))
+        cheap = max(over_itl, self.slot_full_chance) / slo.tail
+        if not exact and cheap > 1:
+            return cheap
         ttft = self.ttft_over(slo.ttft_s) if math.isfinite(slo.ttft_s) else 0.0
-        return max(over_itl, self.slot_full_chance, ttft) / slo.tail
+        return max(cheap, ttft / slo.tail)
 
     def margin(self, slo: Slo) -> float:
         """How far past its limit the worst SLO is (<= 0: every SLO holds): each as the share

@@ -222,7 +222,7 @@ def max_rate(table: Table, slo: Slo, tolerance: float = RATE_TOLERANCE,
         return 0.0
 
     def margin(log_d: float) -> float:
-        ratio = at_running(table, math.exp(log_d), p, slots).load_ratio(slo)
+        ratio = at_running(table, math.exp(log_d), p, slots).load_ratio(slo, exact=False)
         return math.log(max(ratio, 1e-9))
 
     top = math.log(float(table.cap))
@@ -385,7 +385,7 @@ def _best_budget(table: Callable[[int], Table | None], slo: Slo) -> tuple[int, f
 
     def ratio(budget_tokens: int, rate: float) -> float:
         t = table(budget_tokens)
-        return OVER_SLO if t is None else at_rate(t, rate, p).load_ratio(slo)
+        return OVER_SLO if t is None else at_rate(t, rate, p).load_ratio(slo, exact=False)
 
     best = min(usable, key=lambda b: abs(math.log(b / START_BUDGET)))
     rate = max_rate(_table(table, best), slo, COARSE_TOLERANCE)

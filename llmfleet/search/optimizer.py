@@ -421,8 +421,10 @@ def _alternatives(
                 speculative=o.lever.speculative,
                 usd_per_million_output_tokens=round_or_none(o.usd_per_million_output_tokens, 4),
                 chosen=k == 0,
-                differs=("disaggregated pools; " if o.prefill is not None else "")
-                + differs(chosen, _candidate(o)),
+                differs="; ".join(
+                    part for part in ("disaggregated pools" if o.prefill is not None else "",
+                                      differs(chosen, _candidate(o))) if part
+                ),
                 **_choice_fields(o),
             )
             for k, o in enumerate(options)

@@ -71,13 +71,12 @@ def test_the_failover_standby_keeps_its_stated_warm_share_of_the_peak() -> None:
     plan = make_plan(dns=DNS, regions=FAILOVER, routing={"policy": "failover", "warm_share": 0.5})
     fp = build_fleet_plan(plan)
     [floor] = [f for f in fp.resilience.regions if f.region == "us-west-2"]
-    # The secondary takes the whole 10 req/s peak. A replica's SLO limit is 6.321 req/s, but
-    # its batch is small enough that even 80 % of it (the everyday sized rate) fills the batch
-    # more than 1 % of the time, so in a loss it carries that 80 %: 5.057 req/s. 10 / 5.057 =
-    # 1.98 -> 2 replicas at most; half the peak warm is 5 / 5.057 = 0.99 -> 1 replica.
-    # (2.137 and 1.71 req/s, 6 and 3 replicas, before #29's refit put Hopper and Ada prefill
-    # near their MFU priors.)
-    assert floor.loss_requests_per_s_per_replica == 5.057
+    # The secondary takes the whole 10 req/s peak. In a loss a replica carries its SLO-limit
+    # rate, 6.173 req/s (since #28 the slots are sized so that an arrival finds them all taken
+    # at most 1 % of the time there; 80 % of 6.321 req/s, 5.057, before): 10 / 6.173 = 1.62
+    # -> 2 replicas at most; half the peak warm is 5 / 6.173 = 0.81 -> 1 replica.
+    assert floor.loss_requests_per_s_per_replica == floor.capacity_requests_per_s_per_replica
+    assert floor.loss_requests_per_s_per_replica == 6.173
     assert (floor.worst_load_requests_per_s, floor.replicas_needed, floor.warm_replicas) == (
         10.0,
         2,

@@ -208,16 +208,15 @@ def test_quotas_are_the_p_family_vcpus_at_the_ceiling(own_plans) -> None:
 
 
 def test_eu_north_1_costs_over_the_day_profile(own_plans) -> None:
-    # 4 nodes at the peak, 1 at the trough, a mean of 2.5 over the day, x $67.72672/h
-    # (p5en.48xlarge) x 730 h: $197,762.02, $49,440.51, $123,601.26. (6, 2 and a mean of 4
-    # nodes of TP 8 before issue #29's refit: Hopper prefill at MFU 0.53, not 0.41, and TP 4
-    # replicas now hold TTFT 500 ms.)
+    # 5 nodes at the peak, 1 at the trough, a mean of 3 over the day, x $58.8928/h
+    # (p5.48xlarge, two TP 4 replicas each) x 730 h: $214,958.72, $42,991.74, $128,975.23.
+    # (4 and 1 p5en.48xlarge, $197,762.02 and $49,440.51, before #28's SLO model.)
     costs = own_plans["three-regions"].region("eu-north-1").costs
-    assert (costs.gpu_peak, costs.gpu_trough) == (197_762.02, 49_440.51)
-    assert costs.gpu_day_profile == pytest.approx(123_601.26)
+    assert (costs.gpu_peak, costs.gpu_trough) == (214_958.72, 42_991.74)
+    assert costs.gpu_day_profile == pytest.approx(128_975.23)
     assert costs.eks_control_plane == 73.0  # $0.10 x 730 h
-    # two zones (eun1-az1 and eun1-az3 offer p5en.48xlarge), a NAT each
-    assert costs.nat_gateways == pytest.approx(2 * 0.045 * 730)
+    # three zones (eun1-az1, eun1-az2 and eun1-az3 offer p5.48xlarge), a NAT each
+    assert costs.nat_gateways == pytest.approx(3 * 0.045 * 730)
     assert costs.total_day_profile > costs.gpu_day_profile
     # 60 req/s peak, 12 trough, 36 between: mean 36 req/s x 300 tokens x 730 h x 3600 s
     assert costs.output_tokens_per_month == pytest.approx(36 * 300 * 730 * 3600)
@@ -240,17 +239,17 @@ def test_the_trough_cost_is_the_floor_the_fleet_keeps(stack_plans) -> None:
 def test_the_pdb_fits_a_node_replacement_where_the_other_replicas_carry_the_peak(
     own_plans,
 ) -> None:
-    # three regions, us-east-1: two replicas a node, so the budget lets one node's pods go at
-    # once (2: a smaller one would hold a drain a cold start per pod, past EKS's 15 minutes);
-    # 8 of its 10 (warm-floor) replicas x 26.0 req/s = 208 req/s >= the 135 req/s peak (154 %;
-    # 9 of 11 x 24.28 req/s, 162 %, before the merge of #29's refit)
+    # three regions, us-east-1: four TP 2 replicas a node, so the budget lets one node's pods
+    # go at once (4: a smaller one would hold a drain a cold start per pod, past EKS's 15
+    # minutes); 15 of its 19 (warm-floor) replicas x 13.27 req/s = 199 req/s >= the 135 req/s
+    # peak (147 %; 8 of 10 TP 4 replicas x 26.0 req/s, 154 %, before #28's SLO model)
     three = own_plans["three-regions"]
     [note] = [n for n in three.region("us-east-1").capacity.notes if "Budget" in n]
-    fits = ("(maxUnavailable 2) fits: during a node replacement (919 s, one cold start) 8 "
-            "replica(s) carry 154%")
+    fits = ("(maxUnavailable 4) fits: during a node replacement (958 s, one cold start) 15 "
+            "replica(s) carry 147%")
     assert fits in note
-    # one region at 8 req/s: 1 of 2 replicas carries 76 % of the peak: the report says to
-    # disrupt off-peak (at its own 6 req/s one replica carries 101 % since #29's refit)
+    # one region at 8 req/s: 1 of 2 replicas (6.23 req/s) carries 78 % of the peak: the
+    # report says to disrupt off-peak (at its own 6 req/s one replica carries 104 %)
     small = build_fleet_plan(one_region(**{"traffic.peak_requests_per_s": 8}))
     [dev] = [n for n in small.regions[0].capacity.notes if "Budget" in n]
-    assert "does NOT fit at the peak" in dev and "1 replica(s) carry 76%" in dev
+    assert "does NOT fit at the peak" in dev and "1 replica(s) carry 78%" in dev

@@ -133,20 +133,22 @@ def test_two_losses_of_three_regions_are_every_single_and_pair() -> None:
 def test_three_regions_keep_a_warm_floor_for_the_worst_loss_it_absorbs() -> None:
     fp = build_fleet_plan(three_regions())
     floors = {f.region: f for f in fp.resilience.regions}
-    # us-east-1 takes us-west-2's 105 req/s: 240 req/s. A replica (B200 TP 4, FP8) holds the
-    # SLO up to 25.999 req/s, where max_num_seqs (198) is its mean batch; in a loss it runs at
-    # 24.496 (94.2 %), where an arrival finds the batch full no more than 1 % of the time:
-    # 240 / 24.496 = 9.8 -> 10 replicas, two per 8-GPU node -> 5 nodes (10 slots: max 10).
-    # (24.277 and 22.76 req/s, 11 replicas on 6 nodes, before #29's refit.)
+    # us-east-1 takes us-west-2's 105 req/s: 240 req/s. A replica (B200 TP 2, FP8 weights)
+    # holds the SLO up to 13.274 req/s, where an arrival already finds its 124 slots all
+    # taken no more than 1 % of the time, so in a loss it runs there too: 240 / 13.274 = 18.1
+    # -> 19 replicas, four per 8-GPU node -> 5 nodes (20 slots: max 20). Without the loss,
+    # 135 req/s at 80 % of 13.274 take 13. (TP 4 at 25.999 req/s, 24.496 in a loss, 10
+    # replicas, before #28's SLO model.)
     east = floors["us-east-1"]
-    assert fp.region("us-east-1").predicted.requests_per_s == 25.999
-    assert fp.region("us-east-1").predicted.requests_per_s_in_loss == 24.496
+    assert fp.region("us-east-1").predicted.requests_per_s == 13.274
+    assert fp.region("us-east-1").predicted.requests_per_s_in_loss == 13.274
     assert (east.worst_load_requests_per_s, east.worst_case_lost) == (240.0, ["us-west-2"])
-    assert east.replicas_without_resilience == {"min": 2, "desired": 7, "max": 7}
-    assert fp.region("us-east-1").replicas.model_dump() == {"min": 10, "desired": 10, "max": 10}
+    assert east.replicas_without_resilience == {"min": 3, "desired": 13, "max": 13}
+    assert fp.region("us-east-1").replicas.model_dump() == {"min": 19, "desired": 19, "max": 20}
     assert fp.region("us-east-1").nodes.min == 5
-    # eu-north-1 is nobody's nearest survivor: unchanged by the losses.
-    assert fp.region("eu-north-1").replicas.model_dump() == {"min": 2, "desired": 8, "max": 8}
+    # eu-north-1 is nobody's nearest survivor: unchanged by the losses (60 req/s at 80 % of
+    # 8.345 req/s: 9 replicas, two per node, so 10 at most).
+    assert fp.region("eu-north-1").replicas.model_dump() == {"min": 2, "desired": 9, "max": 10}
 
 
 def test_the_search_prices_a_survivor_with_the_loss_it_absorbs() -> None:
@@ -161,9 +163,10 @@ def test_the_search_prices_a_survivor_with_the_loss_it_absorbs() -> None:
     ).region("us-east-2")
     assert (alone.instance_type, alone.monthly_cost_usd) == ("g6e.xlarge", 1358.53)
     # Surviving us-east-1's loss it must carry all 20 req/s at the rate a replica carries in a
-    # loss: four g6e.xlarge ($5,434.12; an L40S replica carries 5.057 req/s there) or one
-    # p5.4xlarge (one H100 at 20.57 req/s, $6.88/h x 730 = $5,022.40). (At 10 req/s before
-    # #29's refit: six g6e.xlarge at 1.71 req/s against one p5.4xlarge at 13.0.)
+    # loss: four g6e.xlarge ($5,434.12; an L40S replica carries 6.173 req/s there) or one
+    # p5.4xlarge (one H100 at 22.02 req/s, $6.88/h x 730 = $5,022.40). (5.057 and 20.57 req/s
+    # before #28's SLO model; at 10 req/s before #29's refit: six g6e.xlarge at 1.71 req/s
+    # against one p5.4xlarge at 13.0.)
     fp = build_fleet_plan(
         make_plan(regions=regions, **peak, **{"routing.survive_region_losses": 1})
     )
@@ -176,7 +179,7 @@ def test_the_search_prices_a_survivor_with_the_loss_it_absorbs() -> None:
 def test_a_floor_raised_by_stage_4_says_so_and_a_trough_floor_names_the_trough() -> None:
     fp = build_fleet_plan(three_regions())
     [east] = [n for n in fp.region("us-east-1").capacity.notes if n.startswith("floor:")]
-    assert east.startswith("floor: stage 4 keeps 10 replica(s) warm, above the 2 the trough")
+    assert east.startswith("floor: stage 4 keeps 19 replica(s) warm, above the 3 the trough")
     assert "with us-west-2 lost this region carries 240 req/s" in east
     [eu] = [n for n in fp.region("eu-north-1").capacity.notes if n.startswith("floor:")]
     assert eu == (

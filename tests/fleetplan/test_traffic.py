@@ -13,8 +13,8 @@ FRANKFURT_TOKYO = {
     "model": {"id": "Qwen3-32B"},
     "max_model_len": 16384,
     "traffic": {
-        "peak_requests_per_s": 40,
-        "trough_requests_per_s": 8,
+        "peak_requests_per_s": 80,
+        "trough_requests_per_s": 16,
         "input_tokens": {"mean": 1500, "p95": 4000},
         "output_tokens": {"mean": 400, "p95": 1000},
     },
@@ -25,7 +25,8 @@ FRANKFURT_TOKYO = {
     ],
 }
 """A new user's fleet: 70 % of Qwen3-32B's users in Frankfurt, which sells A100 but no
-H100 here; 30 % in Tokyo on H100."""
+H100 here; 30 % in Tokyo on H100. (80 req/s since #28: at 40, Frankfurt's 28 req/s took 3
+two-node replicas and a move would leave one idle behind, saving under 5 %.)"""
 
 
 def _plan(**changes):
@@ -42,8 +43,10 @@ def test_each_region_says_what_one_more_request_per_second_costs(no_losses) -> N
     _, fp = no_losses
     assert fp.traffic_advice is not None
     for e, rp in zip(fp.traffic_advice.regions, fp.regions, strict=True):
-        # a node's month over the req/s its replicas carry with 20 % headroom
-        carried = rp.replicas_per_node * rp.predicted.requests_per_s * 0.8
+        # a node's month over the req/s its replicas carry with 20 % headroom (a replica
+        # across two nodes: half of one)
+        replicas = rp.replicas_per_node / rp.nodes_per_replica
+        carried = replicas * rp.predicted.requests_per_s * 0.8
         assert e.marginal_usd_per_month_per_request_per_s == pytest.approx(
             rp.price_usd_per_hour * 730 / carried, abs=0.01
         )
@@ -52,12 +55,12 @@ def test_each_region_says_what_one_more_request_per_second_costs(no_losses) -> N
         )
     east, tokyo = fp.region("eu-central-1"), fp.region("ap-northeast-1")
     assert east.gpu == "A100-40GB" and tokyo.gpu == "H100"
-    # a p4d.24xlarge ($20,026/month) over one 4.833 req/s replica x 0.8 against a p5.48xlarge
-    # ($50,224) over two bf16 TP 4 replicas of 9.53 req/s x 0.8: 1.57x. (Tokyo's 12 req/s fit
-    # its one node with bf16 or FP8 weights, and the tie goes to the plainer bf16; 3.3x on
-    # FP8 weights and KV before #28's tie rule met #29's refit, 2.8x before the refit.)
+    # a p4d.24xlarge ($20,026/month) over half of a two-node bf16 TP 8 x PP 2 replica of
+    # 12.07 req/s x 0.8 against a p5.48xlarge ($50,224) over four FP8 TP 2 replicas of 8.45
+    # req/s x 0.8: 2.2x. (1.57x at 40 req/s before #28's SLO model: one 4.833 req/s p4d
+    # replica against two bf16 TP 4 ones of 9.53.)
     assert (round(marginal_usd(east, 0.2), 2), round(marginal_usd(tokyo, 0.2), 2)) == (
-        5179.51, 3293.81
+        4146.87, 1856.96
     )
     assert marginal_usd(east, 0.2) > 1.5 * marginal_usd(tokyo, 0.2)
 
@@ -69,23 +72,24 @@ def test_moving_frankfurts_users_to_tokyo_says_how_much_and_at_what_latency(no_l
     assert (shift.from_region, shift.to_region, shift.traffic_share) == (
         "eu-central-1", "ap-northeast-1", 0.7
     )
-    # 8 p4d.24xlarge + 1 p5.48xlarge -> 1 + 3: $210,433 -> $170,698 a month, Tokyo's bf16
-    # replicas kept (1 + 2 on FP8 weights and KV, $120,474, before #28's tie rule met #29's
-    # refit; 10 p4d.24xlarge, $250,485, before the refit)
+    # 12 p4d.24xlarge (6 two-node replicas for 56 req/s) + 1 p5.48xlarge (4 replicas for
+    # 24) -> 2 + 3: $290,537 -> $190,724 a month, Frankfurt keeping one replica (Tokyo's 12
+    # replicas carry 80 req/s x 1.2 at 8.45 each)
     now = fleet_usd_at_shares(plan, fp.regions, {"eu-central-1": 0.7, "ap-northeast-1": 0.3})
     moved = fleet_usd_at_shares(plan, fp.regions, {"eu-central-1": 0.0, "ap-northeast-1": 1.0})
-    assert shift.saves_usd_per_month == pytest.approx(now - moved, abs=0.01) == 39_734.53
+    assert now == pytest.approx(sum(r.monthly_cost_usd for r in fp.regions), abs=0.01)
+    assert shift.saves_usd_per_month == pytest.approx(now - moved, abs=0.01) == 99_812.75
     # 9,333 km: a round trip of 93.3 ms at 200,000 km/s; TCP + TLS 1.3 + the request: 280 ms
     assert shift.distance_km == 9333
     assert shift.added_ttft_ms == pytest.approx(3 * 2 * 9333 / 200_000 * 1000, abs=0.5)
-    # the default budget: what Tokyo's predicted TTFT (536 ms on bf16; 508 ms on FP8 before
-    # #28's tie rule met #29's refit) leaves under the 800 ms SLO: 264 ms, short of the detour
+    # the default budget: what Tokyo's predicted TTFT (551 ms; 536 ms before #28's SLO
+    # model) leaves under the 800 ms SLO: 249 ms, short of the detour
     tokyo = fp.region("ap-northeast-1")
-    assert shift.budget_ms == pytest.approx(800 - tokyo.predicted.ttft_ms, abs=0.1) == 263.7
+    assert shift.budget_ms == pytest.approx(800 - tokyo.predicted.ttft_ms, abs=0.1) == 249.3
     assert not shift.within_budget
-    assert "would save about $39,735/month (19% of the fleet's GPUs at the peak) and add " \
+    assert "would save about $99,813/month (34% of the fleet's GPUs at the peak) and add " \
         "about 280 ms" in shift.text
-    assert "over the 264 ms budget (what ap-northeast-1's predicted TTFT (536 ms) leaves " \
+    assert "over the 249 ms budget (what ap-northeast-1's predicted TTFT (551 ms) leaves " \
         "under the 800 ms SLO)" in shift.text
     report = render.render_stack(fp)[render.REPORT]
     assert "## Where the traffic should go" in report and f"- over budget: {shift.text}" in report
@@ -107,7 +111,7 @@ def test_a_stated_budget_decides_whether_the_move_fits(budget_ms, within) -> Non
 
 
 def test_surviving_a_loss_leaves_little_to_save_and_says_why() -> None:
-    # each region is sized for all 40 req/s when the other is lost: moving users saves nothing
+    # each region is sized for all 80 req/s when the other is lost: moving users saves nothing
     fp = build_fleet_plan(_plan())
     assert fp.traffic_advice is not None and fp.traffic_advice.shifts == []
     assert any("each region is sized to carry the users of a lost region" in n

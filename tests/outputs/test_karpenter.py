@@ -41,13 +41,13 @@ def test_the_validator_rejects_a_misspelt_field_and_a_bad_enum(own_plans) -> Non
 
 
 def test_the_nodepool_ceiling_covers_the_peak_above_the_floor(own_plans) -> None:
-    # eu-north-1 of the three regions: 4 nodes at the peak, 1 on the floor node group:
-    # Karpenter adds 3 x 8 = 24 GPUs (6 and 2 nodes before #29's refit). (us-east-1 keeps its
-    # whole resilience floor warm: 0 above it.)
+    # eu-north-1 of the three regions: 5 nodes at the peak, 1 on the floor node group:
+    # Karpenter adds 4 x 8 = 32 GPUs (4 and 1, 24 GPUs, before #28's SLO model). (us-east-1
+    # keeps its whole resilience floor warm: 0 above it.)
     rp = own_plans["three-regions"].region("eu-north-1")
-    assert (rp.nodes.max, rp.capacity.floor_nodes, rp.gpus_per_node) == (4, 1, 8)
+    assert (rp.nodes.max, rp.capacity.floor_nodes, rp.gpus_per_node) == (5, 1, 8)
     pool = karpenter.nodepool(own_plans["three-regions"], rp)
-    assert pool["spec"]["limits"] == {"nvidia.com/gpu": "24"}
+    assert pool["spec"]["limits"] == {"nvidia.com/gpu": "32"}
     assert "replicas" not in pool["spec"]  # static pools may not carry GPU limits (CEL rule)
 
 
@@ -67,9 +67,10 @@ def test_gpu_zones_are_zone_ids_and_two_or_more_where_offered(stack_plans, own_p
 
 def test_consolidation_waits_at_least_one_predicted_cold_start(own_plans) -> None:
     rp = own_plans["three-regions"].region("us-east-1")
-    # 410 s node + 180.4 s image + 95 s bootstrap + 38.6 s weights (67.7 GiB of FP8 at
-    # 1.75 GiB/s, two replicas sharing the node's stream) + 195 s engine = 918.9 s -> 16m
-    assert rp.cold_start.total_s == pytest.approx(918.9, abs=0.1)
+    # 410 s node + 180.4 s image + 95 s bootstrap + 77.1 s weights (67.7 GiB of FP8 at
+    # 0.88 GiB/s, four TP 2 replicas sharing the node's stream) + 195 s engine = 957.5 s
+    # -> 16m (two TP 4 replicas at 1.75 GiB/s, 918.9 s, before #28's SLO model)
+    assert rp.cold_start.total_s == pytest.approx(957.5, abs=0.1)
     disruption = karpenter.nodepool(own_plans["three-regions"], rp)["spec"]["disruption"]
     assert disruption == {
         "budgets": [{"nodes": "1"}],

@@ -126,10 +126,11 @@ def test_every_engine_argument_llmfleet_can_emit_is_a_flag_of_the_pinned_release
 def test_every_metric_in_a_query_is_exported_by_the_pinned_release(regions) -> None:
     for _, _, docs in regions:
         queries = vllm_checks.prometheus_queries([docs["ScaledObject"]])
-        assert len(queries) == 4
+        assert len(queries) == 5
         assert vllm_checks.metric_problems(queries) == []
         names = {n for q in queries for n in vllm_checks.METRIC_NAME.findall(q)}
         assert names == {
+            "vllm:request_success_total",
             "vllm:num_requests_waiting",
             "vllm:kv_cache_usage_perc",
             "vllm:request_queue_time_seconds_sum",
@@ -400,7 +401,8 @@ def test_triggers_fire_at_the_plans_thresholds(regions) -> None:
     for _, rp, docs in regions:
         triggers = {t["name"]: t for t in docs["ScaledObject"]["spec"]["triggers"]}
         expected = {t.name: t.threshold for t in rp.autoscaling.triggers}
-        names = ["queue-depth", "kv-cache-usage", "queue-wait-mean", "ttft-slo-guard"]
+        names = ["request-rate", "queue-depth", "kv-cache-usage", "queue-wait-mean",
+                 "ttft-slo-guard"]
         assert list(expected) == names
         assert {n: float(t["metadata"]["threshold"]) for n, t in triggers.items()} == expected
         for t in triggers.values():
@@ -415,6 +417,7 @@ def test_fallback_is_valid_because_every_trigger_is_average_value(regions) -> No
         triggers = docs["ScaledObject"]["spec"]["triggers"]
         assert {t["metricType"] for t in triggers} == {"AverageValue"}
         q = {t["name"]: t["metadata"]["query"] for t in triggers}
+        assert q["request-rate"].startswith("sum(rate(vllm:request_success_total{")
         assert q["queue-depth"].startswith("sum(vllm:num_requests_waiting{")
         assert q["kv-cache-usage"].startswith("sum(avg_over_time(vllm:kv_cache_usage_perc{")
         for fleet_wide in ("queue-wait-mean", "ttft-slo-guard"):
@@ -599,18 +602,19 @@ def test_a_g6e_xlarge_startup_budget_is_540_s_streaming_at_its_baseline(
 
 def test_the_startup_budget_outlasts_streaming_the_fp8_checkpoint_from_s3(own_plans) -> None:
     # Llama-3.3-70B served from its FP8 checkpoint: 67.7 GiB streamed from S3 at the measured
-    # 3.51 GiB/s per node. p6-b200 or p5en.48xlarge at TP 4 start two replicas per node:
-    # 1.75 GiB/s each, 38.6 s; 95 + 38.6 + 195 = 328.6 s; x 1.5 = 492.9 s -> 50 probes. A TP 8
-    # node (p5.48xlarge, as eu-north-1 was before #29's refit), one replica: 19.3 s ->
-    # 309.3 s; x 1.5 = 464 s -> 47 probes.
+    # 3.51 GiB/s per node. p6-b200.48xlarge at TP 2 starts four replicas per node: 0.88 GiB/s
+    # each, 77.1 s; 95 + 77.1 + 195 = 367.1 s; x 1.5 = 550.7 s -> 560 s, 56 probes of 10 s.
+    # p5.48xlarge at TP 4 (eu-north-1) starts two: 1.75 GiB/s each, 38.6 s; 95 + 38.6 + 195
+    # = 328.6 s; x 1.5 = 492.9 s -> 50 probes. (Every region at TP 4, two a node, before #28's
+    # SLO model.)
     fp = own_plans["three-regions"]
     expected = {
-        "p6-b200.48xlarge": (328.6, 500, 50),
-        "p5en.48xlarge": (328.6, 500, 50),
+        ("p6-b200.48xlarge", 2): (367.1, 560, 56),
+        ("p5.48xlarge", 4): (328.6, 500, 50),
     }
-    assert {rp.tensor_parallel_size for rp in fp.regions} == {4}
+    assert {(rp.instance_type, rp.tensor_parallel_size) for rp in fp.regions} == set(expected)
     for rp in fp.regions:
-        container_s, budget_s, probes = expected[rp.instance_type]
+        container_s, budget_s, probes = expected[(rp.instance_type, rp.tensor_parallel_size)]
         assert rp.cold_start.container_s == pytest.approx(container_s, abs=0.1)
         assert (rp.cold_start.startup_budget_s, rp.serving.startup_failure_threshold) == (
             budget_s,

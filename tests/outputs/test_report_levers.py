@@ -20,13 +20,14 @@ def mixed():
 
 
 def test_the_headline_says_what_each_region_serves_when_they_differ(mixed) -> None:
-    # eu-west-1's A100 serves FP8 weights (Marlin, weight-only) on as many nodes as BF16: the
-    # tie goes to the plainer BF16
-    served = "us-east-1: fp8, KV auto, no speculation; eu-west-1: bf16, KV auto, no speculation"
+    # eu-west-1's A10G serves FP8 weights (Marlin, weight-only) on as many nodes as BF16 (3
+    # g5.12xlarge): the tie goes to the plainer BF16; us-east-1's L40S carries its 5 req/s
+    # on one node only with FP8 KV too (16-bit KV needs two at least)
+    served = "us-east-1: fp8, KV fp8, no speculation; eu-west-1: bf16, KV auto, no speculation"
     assert mixed.served_as() == served
     report = render.render_stack(mixed)[render.REPORT]
     assert f"served as **{served}**" in report
-    assert "| us-east-1 | g6e.xlarge | 1 x L40S | 1 | fp8, KV auto, no speculation |" in report
+    assert "| us-east-1 | g6e.xlarge | 1 x L40S | 1 | fp8, KV fp8, no speculation |" in report
     assert f"served as {served}" in fleet_text(mixed)
 
 
@@ -50,18 +51,22 @@ def test_the_alternatives_table_leaves_out_the_chosen_row_and_names_what_differs
     table = section.split("Top alternatives not chosen")[1].split("\n\n")[1]
     rows = table.splitlines()[2:]
     assert len(rows) == 5
-    # p6-b200.48xlarge TP 4 with 16-bit KV: the same instance and TP, another KV, and one
-    # node more (6 against 5: the 16-bit KV pool holds fewer sequences; a tie at 6 nodes
-    # before #29's refit)
+    # p6-b200.48xlarge TP 2 with FP8 KV: the same instance and TP, another KV, at the same
+    # cost (5 nodes), a tie the plainer 16-bit KV wins (TP 4 with FP8 KV chosen, 16-bit KV a
+    # node more, before #28's SLO model)
     assert (
-        "| p6-b200.48xlarge | 4 | fp8 | auto | - | yes | $499,025.66 | 1.20x the cost "
-        "(6 x p6-b200.48xlarge) | KV auto (chosen fp8) |"
+        "| p6-b200.48xlarge | 2 | fp8 | fp8 | - | yes | $415,854.72 | 1.00x the cost "
+        "(5 x p6-b200.48xlarge) | KV fp8 (chosen auto) |"
     ) in rows
-    assert not any("| p6-b200.48xlarge | 4 | fp8 | fp8 | - |" in row for row in rows)  # chosen
+    assert not any("| p6-b200.48xlarge | 2 | fp8 | auto | - |" in row for row in rows)  # chosen
 
 
-def test_a_region_without_a_faster_gpu_says_so(mixed) -> None:
-    rp = mixed.region("eu-west-1")
+def test_a_region_without_a_faster_gpu_says_so() -> None:
+    # A100-40GB in eu-west-1, which sells A100-40GB and A10G (the mixed plan's eu-west-1
+    # takes A10Gs since #28, and A100 is faster)
+    plan = make_plan(regions=[{"name": "eu-west-1", "traffic_share": 1.0}],
+                     **{"allowed.gpus": ["A100-40GB"]})
+    rp = build_fleet_plan(plan).regions[0]
     assert (rp.instance_type, rp.faster_gpus) == ("p4d.24xlarge", [])
     assert (
         "the catalog sells no GPU faster than A100-40GB in eu-west-1 (1,555 GB/s of memory "

@@ -166,7 +166,8 @@ def test_fp8_moe_on_ampere_is_rejected_with_the_reason() -> None:
         **{
             "model": {"id": "Qwen3-235B-A22B", "precision": "fp8"},
             "allowed.instance_types": ["p4de.24xlarge"],
-            "max_model_len": 4096,
+            # 8,192: 4,096 refuses 2.4 % of BASE's prompts, more than the p99 SLO allows
+            "max_model_len": 8192,
         }
     )
     with pytest.raises(Exception, match="FP8 MoE weights need FP8 tensor cores"):

@@ -22,11 +22,11 @@ def test_lossy_levers_count_against_a_setting_and_speculation_only_as_a_lever() 
 
 
 def test_at_equal_cost_16_bit_kv_beats_fp8_kv_however_much_capacity_fp8_leaves_spare() -> None:
-    # Llama-3.1-8B at BF16 on two g6e.xlarge ($2,717.06/month) either way: FP8 KV holds twice
-    # the tokens and a replica carries 6.91 req/s against 6.32 (more spare capacity on the
-    # nodes paid for), and before the tie rule won. (One p5.4xlarge, $5,022.40, either way
-    # before #29's refit.)
-    data = plan_dict()
+    # Llama-3.1-8B at BF16 and 8 req/s on two g6e.xlarge ($2,717.06/month) either way: FP8 KV
+    # holds twice the tokens and a replica carries 6.64 req/s against 6.17 (more spare
+    # capacity on the nodes paid for), and before the tie rule won. (BASE's 10 req/s since
+    # #28 need 3 nodes with 16-bit KV, 2 with FP8 KV: 10 / (0.8 x 6.17) = 2.02.)
+    data = plan_dict(**{"traffic.peak_requests_per_s": 8})
     data["model"] = {"id": "Llama-3.1-8B-Instruct", "precision": "bf16"}  # KV left free
     rp = build_fleet_plan(parse_plan(data)).regions[0]
     assert rp.levers is not None and rp.levers.kv_cache_dtype == "auto"
@@ -49,9 +49,10 @@ def test_lifting_a_plans_pins_keeps_everything_else() -> None:
 
 
 def test_the_405b_plan_pinned_to_bf16_names_what_fp8_would_cost() -> None:
-    # Llama-3.1-405B pinned to bf16 on H100 only: TP 8 x PP 2 on 8 p5.48xlarge ($321,434 a
-    # month); FP8 weights fit one node at TP 8, and 3 nodes ($120,538) carry the peak. (18
-    # nodes, $723,226, against 4, $160,717, at TTFT 5,000 ms before #29's refit.)
+    # Llama-3.1-405B pinned to bf16 on H100 only: TP 8 x PP 2 on 6 p5.48xlarge ($241,075 a
+    # month: 3 replicas of 5.35 req/s carry 10 req/s with 20 % headroom); FP8 weights fit one
+    # node at TP 8, and 3 nodes ($120,538) carry the peak. (8 nodes, $321,434, before #28's
+    # SLO model.)
     plan = frontier_plan()
     fp = build_fleet_plan(plan)
     rp = fp.regions[0]
@@ -61,10 +62,10 @@ def test_the_405b_plan_pinned_to_bf16_names_what_fp8_would_cost() -> None:
         "fp8", "auto", "p5.48xlarge", "TP 8"
     )
     assert (alt.nodes, alt.monthly_cost_usd) == (3, 120537.6)
-    assert alt.pinned_monthly_cost_usd == rp.monthly_cost_usd == 321433.6
+    assert alt.pinned_monthly_cost_usd == rp.monthly_cost_usd == 241075.2
     line = (
         "FP8 weights would serve this on 3 nodes (p5.48xlarge, TP 8) at $120,538/month; the "
-        "plan pins bf16 (model.precision), which costs 2.7x that ($321,434/month)"
+        "plan pins bf16 (model.precision), which costs 2.0x that ($241,075/month)"
     )
     assert line in rp.reasons
     assert line in fleet_text(fp)
@@ -82,13 +83,20 @@ def test_a_plan_without_pins_has_no_pinned_alternative() -> None:
     assert build_fleet_plan(parse_plan(data)).regions[0].pinned_alternative is None
 
 
-def test_a_pinned_bf16_8b_plan_says_fp8_halves_it_on_l40s() -> None:
-    # BASE: two g6e.xlarge ($2,717) at bf16 and 16-bit KV; FP8 weights with an FP8 KV cache
-    # carry the peak on one ($1,359), where FP8 weights alone or FP8 KV alone need two (one
-    # H100 node, $5,022, against two g6e.xlarge, 1.85x, before #29's refit)
-    alt = build_fleet_plan(make_plan()).regions[0].pinned_alternative
+def test_a_pinned_bf16_8b_plan_says_fp8_cuts_it_to_a_third_on_l40s() -> None:
+    # BASE: three g6e.xlarge ($4,076) at bf16 and 16-bit KV (6.17 req/s a replica: 10 /
+    # (0.8 x 6.17) = 2.02); FP8 weights with an FP8 KV cache carry the peak on one ($1,359,
+    # 15.11 req/s), where FP8 weights alone (12.17) or FP8 KV alone (6.64) need two (two
+    # g6e.xlarge, 2.0x, before #28's SLO model)
+    rp = build_fleet_plan(make_plan()).regions[0]
+    alt = rp.pinned_alternative
     assert alt is not None
     assert (alt.instance_type, alt.nodes, alt.monthly_cost_usd, alt.cost_multiple) == (
-        "g6e.xlarge", 1, 1358.53, 2.0
+        "g6e.xlarge", 1, 1358.53, 3.0
     )
+    assert (
+        "FP8 weights with an FP8 KV cache would serve this on 1 node (g6e.xlarge, TP 1) at "
+        "$1,359/month; the plan pins bf16 (model.precision) and KV auto "
+        "(model.kv_cache_dtype), which costs 3.0x that ($4,076/month)"
+    ) in rp.reasons
     assert (alt.precision, alt.kv_cache_dtype) == ("fp8", "fp8")

@@ -31,18 +31,28 @@ def test_every_stacks_regions_are_predicted_inside_their_slo(stack_plans) -> Non
         for rp in fp.regions:
             assert rp.predicted.ttft_ms <= fp.slo.ttft_ms, (fp.name, rp.region)
             assert rp.predicted.itl_ms <= fp.slo.itl_ms, (fp.name, rp.region)
-            own = rp.predicted.token_gap_ms if fp.slo.itl == "token_gap" else rp.predicted.tpot_ms
+            assert rp.predicted.longest_stall_ms <= fp.slo.stall_ms, (fp.name, rp.region)
+            own = (rp.predicted.token_gap_at_percentile_ms if fp.slo.itl == "token_gap"
+                   else rp.predicted.tpot_ms)
             assert rp.predicted.itl_ms == own
 
 
-def test_every_region_keeps_its_longest_token_gap_within_the_itl_slo(own_plans) -> None:
+def test_every_region_keeps_its_p99_token_gap_within_itl_and_its_longest_stall_in_bound(
+    own_plans,
+) -> None:
+    # Since #28 the ITL target holds the gap at the percentile of every gap (in us-east-1 at
+    # the peak 9.4 % of the gaps are in periods with a chunk, so the gap at p99 is such a
+    # period, 33.3 ms), and slo.max_stall_ms (default 5 x 40 ms) bounds the longest one a
+    # chunk makes (38.4 ms), where the longest had to meet the ITL target before.
     fp = own_plans["three-regions"]
-    assert fp.slo.itl == "token_gap"
+    assert fp.slo.itl == "token_gap" and fp.slo.stall_ms == 200
     for rp in fp.regions:
-        assert rp.predicted.mixed_step_ms <= fp.slo.itl_ms, rp.region
-        assert rp.predicted.itl_ms == rp.predicted.token_gap_ms == rp.predicted.mixed_step_ms
+        p = rp.predicted
+        assert p.itl_ms == p.token_gap_at_percentile_ms <= fp.slo.itl_ms, rp.region
+        assert p.token_gap_ms == p.longest_stall_ms <= fp.slo.stall_ms, rp.region
+        assert p.decode_only_itl_ms <= p.itl_ms <= p.longest_stall_ms, rp.region
         # Predicted clips the share at 1; a sized replica leaves steps without a chunk
-        assert 0 < rp.predicted.mixed_step_share < 1
+        assert 0 < p.mixed_step_share < 1
 
 
 def test_ttft_is_predicted_for_the_p99_prompt(own_plans) -> None:

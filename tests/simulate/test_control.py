@@ -7,22 +7,23 @@ from llmfleet.simulate.control import RegionControl
 
 
 @pytest.fixture
-def eu(stack_plans):
-    """prod's eu-north-1: replicas 2-8, two per p5en.48xlarge node (TP 4), floor 1 node,
-    ceiling 4 (one replica per node, floor 2, ceiling 6 before #29's refit)."""
-    return stack_plans["prod"].region("eu-north-1")
+def eu(own_plans):
+    """The three-regions plan's eu-north-1: replicas 2-10, two per p5.48xlarge node (TP 4),
+    floor 1 node, ceiling 5 (prod's 2-8 on p5en.48xlarge, ceiling 4, before #28)."""
+    return own_plans["three-regions"].region("eu-north-1")
 
 
 def quiet(eu, **signals: float) -> dict[str, float]:
-    return {"waiting": 0.0, "kv_usage": 0.0, "queue_wait": 0.0, "ttft": 0.0, **signals}
+    return {"rate": 0.0, "waiting": 0.0, "kv_usage": 0.0, "queue_wait": 0.0, "ttft": 0.0,
+            **signals}
 
 
 def test_an_average_value_trigger_asks_for_ceil_of_value_over_threshold(eu) -> None:
     rc = RegionControl.start(eu, 0.0, 2)
     threshold = next(t.threshold for t in eu.autoscaling.triggers if t.name == "queue-depth")
-    assert threshold == 4
-    # 12 requests waiting over 2 replicas: ceil(12 / 4) = 3
-    assert rc.desired(0.0, quiet(eu, waiting=12.0)) == 3
+    assert threshold == 5
+    # 15 requests waiting over 2 replicas: ceil(15 / 5) = 3
+    assert rc.desired(0.0, quiet(eu, waiting=15.0)) == 3
 
 
 def test_within_the_hpas_tolerance_the_count_stays(eu) -> None:
@@ -34,8 +35,9 @@ def test_within_the_hpas_tolerance_the_count_stays(eu) -> None:
 
 
 def test_scale_up_is_at_most_double_or_four_more_per_period(eu) -> None:
-    rc = RegionControl.start(eu, 0.0, 2)
-    assert rc.desired(0.0, quiet(eu, waiting=100.0)) == 6  # replicas.max
+    # 100 requests waiting ask for ceil(100 / 5) = 20 replicas
+    rc = RegionControl.start(eu, 0.0, 8)
+    assert rc.desired(0.0, quiet(eu, waiting=100.0)) == 10  # replicas.max (double: 16)
     rc = RegionControl.start(eu, 0.0, 2)
     rc.region = eu.model_copy(update={"replicas": eu.replicas.model_copy(update={"max": 20})})
     assert rc.desired(0.0, quiet(eu, waiting=100.0)) == 6  # 2 + 4
@@ -53,10 +55,10 @@ def test_scale_down_waits_out_the_stabilization_window(eu) -> None:
 
 def test_a_replica_on_a_new_node_serves_after_the_whole_cold_start(eu) -> None:
     rc = RegionControl.start(eu, 0.0, 2)  # the floor node full (two replicas)
-    rc.poll(0.0, quiet(eu, waiting=10.0))  # ceil(10 / 4) = 3
+    rc.poll(0.0, quiet(eu, waiting=15.0))  # ceil(15 / 5) = 3
     cold = eu.cold_start
     new = max(p.serves_at for p in rc.pods)
-    # node 410 s + image 178.6 s + container 328.6 s, the probe's next 10 s, the ALB's 2 x 15 s
+    # node 410 s + image 180.4 s + container 328.6 s, the probe's next 10 s, the ALB's 2 x 15 s
     probed = -(-cold.container_s // eu.serving.startup_period_s) * eu.serving.startup_period_s
     assert new == pytest.approx(cold.total_s - cold.container_s + probed + 30)
     assert rc.launches == 1 and len(rc.nodes) == 2
