@@ -227,6 +227,7 @@ PLAN_SETS = (
     "hf_repo",
     "enable_expert_parallel",
     "instance_type",
+    "inter_node",
     "calibration",
     "confidence",
 )
@@ -324,6 +325,7 @@ def _request(args: argparse.Namespace, fields: dict[str, object]) -> PredictRequ
                 "engine_version": args.engine_version,
                 "enable_expert_parallel": args.enable_expert_parallel,
                 "instance_type": args.instance_type,
+                **({"inter_node": args.inter_node} if args.inter_node else {}),
                 **fields,
                 **{k: v for k, v in load.items() if v is not None or k not in fields},
                 "num_requests": args.num_requests,

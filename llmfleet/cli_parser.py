@@ -116,6 +116,12 @@ def build_parser(
         help="the node the GPUs sit in (default: the catalog's largest node of --gpu); its "
         "EFA links a replica that spans nodes",
     )
+    s.add_argument(
+        "--inter-node",
+        choices=["efa", "tcp"],
+        help="what crosses between a replica's nodes: efa (an image with the EFA NCCL plugin, "
+        "the default) or tcp (NCCL's sockets, as the pinned vLLM image runs)",
+    )
     load = s.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=float, help="closed loop: requests in flight")
     load.add_argument("--request-rate", type=float, help="open loop: requests per second")

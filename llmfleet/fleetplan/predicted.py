@@ -140,7 +140,8 @@ class Binding(Data):
     chunk_tokens: int = Field(description="Prompt tokens a step carries beside its decodes.")
     slo_ms: float | None = Field(description="The binding SLO's target (None: not an SLO).")
     next_ms: float | None = Field(
-        description="The binding SLO's figure at a 1 % higher rate (over slo_ms)."
+        description="The binding SLO's figure at a 1 % higher rate (over slo_ms; None: no "
+        "finite figure, the queue would not settle)."
     )
     lone_prompt_ttft_ms: float = Field(
         description="TTFT of the SLO percentile's prompt alone on an idle replica."
@@ -152,8 +153,14 @@ class Binding(Data):
 
 
 def _over(value_ms: float, slo_ms: float) -> str:
-    """A value just over the SLO, with a decimal where whole milliseconds would hide it."""
-    return f"{value_ms:.0f}" if round(value_ms) > slo_ms else f"{value_ms:.1f}"
+    """A value just over the SLO, with as many decimals as it takes to show it is over (a
+    value without bound where the queue would not settle)."""
+    if not math.isfinite(value_ms):
+        return "beyond any bound (the queue would not settle)"
+    for decimals in range(4):
+        if round(value_ms, decimals) > slo_ms:
+            return f"{value_ms:.{decimals}f} ms"
+    return f"{value_ms:.4f} ms"
 
 
 def build_binding(choice: Choice) -> Binding:
@@ -168,7 +175,7 @@ def build_binding(choice: Choice) -> Binding:
     if b.constraint == "ttft":
         slo_ms, next_ms = slo.ttft_ms, b.ttft_next_ms
         text = (
-            f"TTFT binds: {more} would take TTFT {p} to {_over(next_ms or 0.0, slo_ms)} ms, "
+            f"TTFT binds: {more} would take TTFT {p} to {_over(next_ms or 0.0, slo_ms)}, "
             f"over the {slo_ms:g} ms SLO; a lone {p} prompt ({ttft_prompt_tokens(plan):,} "
             f"tokens) already takes {b.lone_prompt_ttft_ms:.0f} ms of it {on} "
             f"({b.lone_prompt_ttft_ms / slo_ms:.0%})"
@@ -176,7 +183,7 @@ def build_binding(choice: Choice) -> Binding:
     elif b.constraint == "itl":
         slo_ms, next_ms = slo.itl_ms, b.itl_next_ms
         text = (
-            f"ITL binds: {more} would take the {itl_name} to {next_ms:.1f} ms, over the "
+            f"ITL binds: {more} would take the {itl_name} to {_over(next_ms, slo_ms)}, over the "
             f"{slo_ms:g} ms SLO; one sequence alone already takes {b.lone_itl_ms:.1f} ms of "
             f"it {on} ({b.lone_itl_ms / slo_ms:.0%}, with {b.chunk_tokens}-token chunks)"
         )
@@ -206,7 +213,7 @@ def build_binding(choice: Choice) -> Binding:
         running=_round(b.running, 2),
         chunk_tokens=b.chunk_tokens,
         slo_ms=slo_ms,
-        next_ms=None if next_ms is None else _round(next_ms, 1),
+        next_ms=None if next_ms is None or not math.isfinite(next_ms) else _round(next_ms, 3),
         lone_prompt_ttft_ms=_round(b.lone_prompt_ttft_ms, 1),
         lone_itl_ms=_round(b.lone_itl_ms, 2),
         kv_sequences=b.kv_sequences,

@@ -45,6 +45,8 @@ def replica_request(plan: CapacityPlan, rp: RegionPlan) -> PredictRequest:
         data_parallel_size=lay.data_parallel_size,
         enable_expert_parallel=lay.expert_parallel,
         instance_type=lay.instance_type,
+        inter_node="tcp" if lay.inter_node is not None and lay.inter_node.name == "tcp"
+        else "efa",
         precision=step.precision,
         kv_cache_dtype="fp8" if step.kv_cache_dtype == "fp8" else "auto",
         input_tokens=plan.traffic.input_tokens.mean,
@@ -85,6 +87,7 @@ FLAG_ORDER = (
     "model",
     "gpu",
     "instance_type",
+    "inter_node",
     "tensor_parallel_size",
     "pipeline_parallel_size",
     "data_parallel_size",
@@ -105,6 +108,8 @@ FLAG_ORDER = (
 SWITCHES = ("enable_expert_parallel", "enforce_eager")
 UNLESS_ONE = ("pipeline_parallel_size", "data_parallel_size")
 """Flags left out at their default of 1."""
+UNLESS_DEFAULT = {"inter_node": "efa"}
+"""Flags left out at their default."""
 
 
 def predict_command(
@@ -115,7 +120,8 @@ def predict_command(
     words = ["llmfleet", "predict"]
     for name in FLAG_ORDER:
         value = getattr(req, name)
-        if value is not None and not (name in UNLESS_ONE and value == 1):
+        if value is not None and not (name in UNLESS_ONE and value == 1) \
+                and UNLESS_DEFAULT.get(name) != value:
             words += ["--" + name.replace("_", "-"), f"{value:g}" if isinstance(value, float)
                       else str(value)]
     words += ["--" + name.replace("_", "-") for name in SWITCHES if getattr(req, name)]

@@ -159,7 +159,7 @@ def _kv_pool(gib_per_gpu: float) -> str:
 
 
 def _layout(r: PredictResult) -> str:
-    """`8 x H100`, or `TP 8 x PP 2 = 16 x H100 on 2 p5.48xlarge nodes (EFA)`."""
+    """`8 x H100`, or `TP 8 x PP 2 = 16 x H100 on 2 p5.48xlarge nodes (TCP)`."""
     plain = r.pipeline_parallel_size == 1 and r.data_parallel_size == 1
     if plain and not r.expert_parallel and r.nodes == 1:
         return f"{r.tensor_parallel_size} x {r.gpu}"
@@ -172,7 +172,7 @@ def _layout(r: PredictResult) -> str:
     if r.expert_parallel:
         text += f", experts over EP {r.tensor_parallel_size * r.data_parallel_size}"
     if r.nodes > 1:
-        text += f" on {r.nodes} {r.instance_type} nodes (EFA)"
+        text += f" on {r.nodes} {r.instance_type} nodes ({(r.inter_node or 'efa').upper()})"
     return text
 
 

@@ -1,5 +1,7 @@
 """One replica under a load (offline, a fixed concurrency, or an arrival rate): its steady
-state, or, above its capacity, its overload.
+state, or, above its capacity, its overload. An open-loop rate in steady state is the SLO
+model's (`perf.latency`), the one the search sizes with; a closed loop and a finite run
+keep the flow balance below.
 
 Flow balance: a request spends `output` decode steps and contributes `input` prefill
 tokens, so a step that runs D decodes also carries D * input / output prefill tokens
@@ -12,12 +14,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+import numpy as np
+
 from llmfleet.catalog import model_facts
 from llmfleet.perf import overload
 from llmfleet.perf.chunked import MixedSteps, mixed_steps, prefill_s
+from llmfleet.perf.latency import at_rate, saturation_rate
 from llmfleet.perf.memory import MemoryBudget
+from llmfleet.perf.periods import Engine, table_for
 from llmfleet.perf.queueing import running_batch
 from llmfleet.perf.step import StepModel, step_time
+from llmfleet.perf.workload import Prompts, Workload
 
 Mode = Literal["offline", "concurrency", "rate"]
 
@@ -103,6 +110,9 @@ def predict(
         )
         if over is not None:
             return Prediction(mode="rate", **overload.fields(step_model, over))
+        if load.num_requests is None:  # the steady state: the SLO model's means
+            return _steady(step_model, mem, load, max_num_seqs, max_num_batched_tokens,
+                           rate_cap)
         run_cap = overload.run_batch(cap, load.num_requests)  # at most the run's requests
         decode, saturated = _rate_fixed_point(step_model, load, run_cap, max_num_batched_tokens)
     decode = max(decode, 1e-9)
@@ -155,6 +165,66 @@ def predict(
         saturated=saturated,
         capacity_requests_per_s=rate_cap,
     )
+
+
+def _steady(
+    step_model: StepModel,
+    mem: MemoryBudget,
+    load: Load,
+    max_num_seqs: int,
+    budget_tokens: int,
+    capacity: float | None,
+) -> Prediction:
+    """Poisson arrivals at `load.request_rate`, in steady state: the means of the SLO model
+    the search sizes with (`perf.latency`: the running batch by Little's law, the prefill
+    lane's and the slots' waits, each prompt's own chunked prefill; periods with and without
+    a chunk by their share of time), on the engine of these flags (max_num_seqs per
+    data-parallel rank) and the KV pool of `mem`."""
+    i, o = load.input_tokens, load.output_tokens
+    rate = load.request_rate
+    assert rate is not None
+    sigma = _sharegpt_sigma() if load.output_lengths == "sharegpt" else 0.0
+    prompts = Prompts(np.array([float(i)]), np.array([1.0]), 0.0, float(i))
+    workload = Workload(prompts, float(o), sigma)
+    slots = max_num_seqs * step_model.parallel.dp
+    table = table_for(Engine(step_model, slots, budget_tokens, mem.kv_cache_tokens), workload)
+    point = at_rate(table, rate, 50.0)
+    if not point.stable:
+        top = saturation_rate(table, 50.0)
+        return Prediction(
+            mode="rate", batch_size=float(table.cap), prefill_tokens_per_step=0.0,
+            step_bound="compute", ttft_ms=None, itl_ms=None, e2e_latency_ms=None,
+            output_tokens_per_s=top * o, total_tokens_per_s=top * (i + o),
+            requests_per_s=top, saturated=True, overloaded=True, capacity_requests_per_s=top,
+            ttft_reason=f"arrival rate {rate:g} req/s exceeds the {top:.3g} req/s the prefill "
+            "lane and the slots keep up with: the queue and TTFT grow without bound",
+        )
+    token_s = point.token_s
+    ttft = point.ttft_mean_s
+    bound = step_time(step_model, point.running, workload.context_tokens,
+                      point.chunk_tokens if point.mixed_time_share > 0.5 else 0, i / 2).bound
+    return Prediction(
+        mode="rate",
+        batch_size=point.running,
+        prefill_tokens_per_step=point.running * i / o,
+        step_bound=bound,
+        ttft_ms=ttft * 1000,
+        itl_ms=token_s * 1000,
+        e2e_latency_ms=(ttft + (o - 1) * token_s) * 1000,
+        output_tokens_per_s=rate * o,
+        total_tokens_per_s=rate * (i + o),
+        requests_per_s=rate,
+        saturated=point.running >= table.cap - 0.5,
+        capacity_requests_per_s=capacity,
+    )
+
+
+def _sharegpt_sigma() -> float:
+    """The lognormal sigma with ShareGPT's output lengths' coefficient of variation."""
+    shape = model_facts.sharegpt_length_shape()
+    mean = sum(shape) / len(shape)
+    cv2 = sum((v - mean) ** 2 for v in shape) / len(shape) / (mean * mean)
+    return math.sqrt(math.log1p(cv2))
 
 
 def _burst_duration_s(

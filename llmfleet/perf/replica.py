@@ -66,6 +66,12 @@ class PredictRequest(BaseModel):
         "replica spans nodes); default: the catalog instance with most of the GPU, preferring "
         "one a replica may span (catalog.network.node_for_gpu).",
     )
+    inter_node: Literal["efa", "tcp"] = Field(
+        default="efa",
+        description="What crosses between a replica's nodes: efa (an image with the EFA NCCL "
+        "plugin; the measured multi-node runs had it) or tcp (NCCL's sockets, as the pinned "
+        "vLLM image runs: catalog/images.csv).",
+    )
 
 
 class PredictResult(Prediction):
@@ -98,6 +104,7 @@ class PredictResult(Prediction):
     expert_parallel: bool = False
     instance_type: str | None = None  # the node assumed
     nodes: int = 1  # nodes one replica spans
+    inter_node: str | None = None  # what crosses between them: efa or tcp (None: one node)
     gpus: int = 1  # GPUs of one replica: TP x PP x DP
     kv_cache_tokens_per_rank: int | None = None  # with DP: each rank's own pool
     config_defaults: list[str] = []  # defaults a config.json model was sized with, named
@@ -225,7 +232,7 @@ def run_predict_with(
         raise PlanError(field, getattr(req, field), why)
     if dp > 1 and not arch.is_moe:
         return _dense_data_parallel(req, consts, config)
-    parallel = parallel_for(node, tp, pp, dp, ep)
+    parallel = parallel_for(node, tp, pp, dp, ep, req.inter_node)
     flags = (req.speculative_method, req.num_speculative_tokens, req.acceptance_rate)
     spec = from_flags(*flags, req.draft_model, name, arch, req.precision)
     max_len = req.max_model_len or arch.max_context
@@ -338,6 +345,7 @@ def predict_replica(
         expert_parallel=par.ep,
         instance_type=instance_type,
         nodes=par.nodes(tp),
+        inter_node=par.inter_node.name if par.inter_node is not None else None,
         gpus=par.ranks(tp),
         kv_cache_tokens_per_rank=mem.kv_cache_tokens // par.dp if par.dp > 1 else None,
     )

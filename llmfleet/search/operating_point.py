@@ -54,6 +54,8 @@ RATE_TOLERANCE = 3e-3
 """The SLO-limit rate is found to this share of itself."""
 COARSE_TOLERANCE = 2e-2
 """Budgets are compared at rates found to this share (the best one's then to RATE_TOLERANCE)."""
+SLOTS_STEP = 0.8
+"""`_fewer_slots` tries a fifth fewer slots at a time."""
 MAX_BATCH = 1024
 """Running sequences per engine at most (vLLM's max_num_seqs default on large GPUs)."""
 
@@ -177,18 +179,33 @@ def engine_slots(
     """The most slots the KV pool holds at this budget (running sequences of `context_tokens`
     each), at most MAX_BATCH per engine and what the budget leaves a chunk beside them, and
     the memory at that engine. The pool shrinks as max_num_seqs grows (the sampler's
-    profiling peak): from the largest down to a fixed point."""
+    profiling peak), so the slots that fit only fall as more are asked for: the largest
+    count that fits at its own memory, by bisection."""
     batches = parallel.pp * parallel.dp
     most = min(MAX_BATCH * parallel.dp, batches * max(1, budget_tokens - 1))
-    slots = most
-    mem = engine_memory(arch, gpu, tp, plan, slots, budget_tokens, consts, levers, parallel)
-    for _ in range(8):
-        fits = min(most, int(mem.kv_cache_tokens // context_tokens))
-        if fits >= slots or fits < 1:
-            break
-        slots = fits
-        mem = engine_memory(arch, gpu, tp, plan, slots, budget_tokens, consts, levers, parallel)
-    return max(0, min(slots, int(mem.kv_cache_tokens // context_tokens))), mem
+
+    def memory(slots: int) -> MemoryBudget:
+        return engine_memory(arch, gpu, tp, plan, slots, budget_tokens, consts, levers, parallel)
+
+    def fits(slots: int) -> tuple[bool, MemoryBudget]:
+        mem = memory(slots)
+        return mem.kv_cache_tokens // context_tokens >= slots, mem
+
+    ok, mem = fits(most)
+    if ok:
+        return most, mem
+    ok, least = fits(1)
+    if not ok:
+        return 0, least
+    lo, hi, mem = 1, most, least
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        ok, at = fits(mid)
+        if ok:
+            lo, mem = mid, at
+        else:
+            hi = mid
+    return lo, mem
 
 
 def kv_batch(
@@ -488,10 +505,29 @@ def _sized(cand: Candidate, table: Table, rate: float) -> ReplicaSizing:
         return engine_memory(cand.arch, cand.gpu, cand.tp, cand.plan, slots, budget_tokens,
                              cand.consts, cand.levers, cand.parallel)
 
+    table, rate = _fewer_slots(table, cand.slo, rate)
     final, rate = shrink_slots(table, cand.slo, rate, lambda n: memory(n).kv_cache_tokens)
     e = final.engine
     point = at_rate(final, rate, cand.slo.percentile)
     return ReplicaSizing(e.slots, e.budget_tokens, point, memory(e.slots), cand.parallel.dp)
+
+
+def _fewer_slots(table: Table, slo: Slo, rate: float) -> tuple[Table, float]:
+    """The engine of `table` with the slot count under which it holds the SLOs at the highest
+    rate, and that rate: every slot the KV pool holds lets a burst lengthen every period
+    (an ITL or TTFT that binds at the full count may hold at a higher rate with fewer), but
+    too few make arrivals wait for a slot. Cut by SLOTS_STEP while the rate grows."""
+    best, best_rate = table, rate
+    while True:
+        slots = int(best.cap * SLOTS_STEP)
+        if slots < 1:
+            break
+        fewer = table_for(replace(best.engine, slots=slots), best.workload)
+        got = max_rate(fewer, slo, COARSE_TOLERANCE, guess=best_rate)
+        if got <= best_rate * (1 + COARSE_TOLERANCE):
+            break
+        best, best_rate = fewer, max_rate(fewer, slo, guess=got)
+    return best, best_rate
 
 
 def _one_sequence(cand: Candidate, tried: dict[int, tuple[Table, MemoryBudget] | None]
@@ -614,28 +650,35 @@ def _lane_bound(step_model: StepModel, plan: CapacityPlan, prompt_mean: float, c
     """Requests/s the prefill lane carries at most, whatever the budget: its prompts' tokens
     need periods that carry chunks, and with the token gap at p as the target at most a
     share 1 - p of all gaps may exceed it, so at any running batch D the periods at or below
-    the target carry at most k_itl(D) tokens each (the chunk whose period is the target;
-    a period is affine in its chunk) and the longer ones, at most as long as the stall
-    bound allows, come at most at that share of all periods. With `slo.itl: tpot` a period
-    may be longer: every period may carry the stall bound's chunk. The rate also cannot
-    exceed D decodes in periods without chunks (Little's law): the bound is the best of
-    min(lane, Little) over D."""
+    the target carry at most k_itl(D) tokens each (the largest chunk whose period at a
+    prompt's start is the target: a period only lengthens with its chunk and its start, and
+    carries tokens at the best rate at its longest) and the longer ones, at most as long as
+    the stall bound allows, come at most at that share of all periods. With `slo.itl: tpot`
+    a period may be longer: every period may carry the stall bound's chunk. The rate also
+    cannot exceed D decodes in periods without chunks (Little's law): the bound is the best
+    of min(lane, Little) over D."""
     par = step_model.parallel
     per_batch = par.pp * par.dp
     itl, stall, tail = plan.slo.itl_ms / 1000, plan.slo.stall_ms / 1000, 1 - plan.slo.percentile / 100
     batches = np.geomspace(1.0, max(most, 1.0), 12)
-    probe = float(BUDGET_GRID[-1])
-    start = prompt_mean / 2
-    t0 = step_times(step_model, batches, ctx, 1.0, start)
-    t1 = step_times(step_model, batches, ctx, probe, start)
-    slope = np.maximum((t1 - t0) / (probe - 1.0), 1e-15)
-    widest = np.clip((stall - t0) / slope + 1.0, 0.0, None)  # the stall bound's chunk
     decode = step_times(step_model, batches, ctx)
+
+    def largest_chunk(limit_s: float) -> np.ndarray:
+        """Per batch, the largest chunk (tokens) whose period at start 0 is within limit_s."""
+        lo = np.zeros_like(batches)
+        hi = np.full_like(batches, float(BUDGET_GRID[-1]) * 4)
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            inside = step_times(step_model, batches, ctx, np.maximum(mid, 1.0), 0.0) <= limit_s
+            lo, hi = np.where(inside, mid, lo), np.where(inside, hi, mid)
+        return lo
+
+    widest = largest_chunk(stall)
     periods = 1.0 / np.maximum(decode, 1e-15)  # periods a second at most
     if plan.slo.itl == "tpot":
         tokens = per_batch * widest * periods
     else:
-        within = np.clip((itl - t0) / slope + 1.0, 0.0, None)
+        within = largest_chunk(itl)
         tokens = per_batch * (within / itl + tail * widest * periods)
     lane = tokens / prompt_mean
     little = batches * tps / (o * decode)

@@ -66,8 +66,8 @@ class LossSizing(Data):
     region: str
     capacity_requests_per_s_per_replica: float = Field(description="At the SLO limit.")
     loss_requests_per_s_per_replica: float = Field(
-        description="What a replica carries in a loss: the SLO-limit rate, lowered until an "
-        "arrival finds the batch full no more often than 1 - p/100 (perf.slots)."
+        description="What a replica carries in a loss: its SLO-limit rate, at which an "
+        "arrival already finds every slot taken no more often than 1 - p/100 (perf.slots)."
     )
     worst_load_requests_per_s: float = Field(description="Its peak plus the most it absorbs.")
     worst_case_lost: list[str]
@@ -93,7 +93,8 @@ def loss_sizing(plan: CapacityPlan, choices: Sequence[Choice]) -> list[LossSizin
             pre = c.prefill
             gpn = c.instance.gpu_count
             pre_nodes = nodes_for(
-                replicas_for(plan, c.region, pre.capacity_requests_per_s), gpn // pre.tp
+                replicas_for(plan, c.region, pre.capacity_requests_per_s),
+                pre.shape.replicas_per_node(gpn), pre.shape.nodes_per_replica(gpn),
             )
             own_nodes = MinDesiredMax(
                 min=own_nodes.min + pre_nodes.min,

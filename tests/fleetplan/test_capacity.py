@@ -246,10 +246,10 @@ def test_the_pdb_fits_a_node_replacement_where_the_other_replicas_carry_the_peak
     three = own_plans["three-regions"]
     [note] = [n for n in three.region("us-east-1").capacity.notes if "Budget" in n]
     fits = ("(maxUnavailable 4) fits: during a node replacement (958 s, one cold start) 15 "
-            "replica(s) carry 147%")
+            "replica(s) carry 148%")
     assert fits in note
-    # one region at 8 req/s: 1 of 2 replicas (6.23 req/s) carries 78 % of the peak: the
-    # report says to disrupt off-peak (at its own 6 req/s one replica carries 104 %)
+    # one region at 8 req/s: 1 of 2 replicas (5.73 req/s) carries 72 % of the peak: the
+    # report says to disrupt off-peak (so does it at its own 6 req/s: 96 %)
     small = build_fleet_plan(one_region(**{"traffic.peak_requests_per_s": 8}))
     [dev] = [n for n in small.regions[0].capacity.notes if "Budget" in n]
-    assert "does NOT fit at the peak" in dev and "1 replica(s) carry 78%" in dev
+    assert "does NOT fit at the peak" in dev and "1 replica(s) carry 72%" in dev

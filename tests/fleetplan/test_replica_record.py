@@ -130,14 +130,14 @@ def test_a_multi_node_record_carries_the_link_between_its_nodes() -> None:
 
 
 def test_a_data_parallel_replica_is_simulated_at_its_whole_batch() -> None:
-    # MOE_DP: vLLM's max_num_seqs is 73 a rank; the replica's two ranks admit 145 (the slots
-    # cut to the fewest that keep the SLOs, an odd number split 73 + 72), and the simulator's
+    # MOE_DP: vLLM's max_num_seqs is 77 a rank; the replica's two ranks admit 153 (the slots
+    # cut to the fewest that keep the SLOs, an odd number split 77 + 76), and the simulator's
     # engine is the record's with every slot.
     plan = moe_dp_plan()
     fp = build_fleet_plan(plan)
     rec = fp.regions[0].replica
     [model] = replica_models(plan, fp).values()
-    assert (rec.max_num_seqs, rec.slots, model.table.engine.slots) == (73, 145, 145)
+    assert (rec.max_num_seqs, rec.slots, model.table.engine.slots) == (77, 153, 153)
     assert model.table.engine.step_model.parallel.dp == 2
 
 

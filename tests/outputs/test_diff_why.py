@@ -22,9 +22,9 @@ def tighter_ttft(own_plans):
 
 @pytest.fixture(scope="module")
 def looser_before(own_plans):
-    """The three-region plan's diff with TTFT 700 -> 500 ms."""
-    before = build_fleet_plan(three_regions(**{"slo.ttft_ms": 700}))
-    return diff_plans("700", before, "500", own_plans["three-regions"])
+    """The three-region plan's diff with TTFT 650 -> 500 ms."""
+    before = build_fleet_plan(three_regions(**{"slo.ttft_ms": 650}))
+    return diff_plans("650", before, "500", own_plans["three-regions"])
 
 
 def _configuration_cause(d: PlanDiff, region: str) -> str:
@@ -40,20 +40,20 @@ def test_an_slo_change_names_the_binding_constraint_in_every_region(tighter_ttft
         [batch] = [c for c in r.causes if c.startswith("batch ")]
         assert rp.binding.text in batch and batch.count("TTFT binds") == 1
     east = next(r for r in d.regions if r.region == "us-east-1")
-    # B200 TP 2: the slots fall 124 -> 100 and a replica's SLO-limit rate 13.27 -> 11.59
+    # B200 TP 2: the slots fall 124 -> 105 and a replica's SLO-limit rate 13.28 -> 11.59
     # req/s, where 1 % more load would take TTFT p99 to 404 ms; the 4,057-token p99 prompt
     # alone takes 203 ms, 51 % of the new 400 ms. 21 replicas carry the 240 req/s of
     # us-west-2's loss (243 req/s). (B200 TP 4, 198 -> 109 at 300 ms before #28.)
     assert east.causes[0] == (
-        "batch 124 → 100: TTFT binds: 1 % more load (11.7 req/s per replica) would take TTFT "
+        "batch 124 → 105: TTFT binds: 1 % more load (11.7 req/s per replica) would take TTFT "
         "p99 to 404 ms, over the 400 ms SLO; a lone p99 prompt (4,057 tokens) already takes "
         "203 ms of it on B200 TP 2 (51%)"
     )
     assert east.causes[1].startswith(
-        "GPUs at the peak 40 → 48 (19 → 21 replicas): a replica carries 13.27 → 11.59 req/s"
+        "GPUs at the peak 40 → 48 (19 → 21 replicas): a replica carries 13.28 → 11.59 req/s"
     )
     text = markdown(d)
-    assert "#### Why" in text and "- **us-east-1**\n  - batch 124 → 100: TTFT binds" in text
+    assert "#### Why" in text and "- **us-east-1**\n  - batch 124 → 105: TTFT binds" in text
 
 
 def test_a_new_configuration_says_what_became_of_the_old_one(tighter_ttft) -> None:
@@ -74,10 +74,10 @@ def test_a_new_configuration_says_what_became_of_the_old_one(tighter_ttft) -> No
 
 
 def test_an_old_configuration_that_ties_says_the_plainer_levers_won(looser_before) -> None:
-    # TTFT 700 -> 500 ms: us-east-1's B200 TP 2 needs 5 nodes with FP8 KV or 16-bit KV (FP8
-    # KV was a node cheaper at 700 ms: 16 replicas of 15.28 req/s for the 240 of a loss); the
-    # tie goes to 16-bit KV, the plainer lever, not to fewer GPUs or spare capacity (FP8 KV
-    # holds more sequences). (TTFT 500 -> 400 ms at TP 4 before #28's SLO model.)
+    # TTFT 650 -> 500 ms: us-east-1's B200 TP 2 needs 5 nodes with FP8 KV or 16-bit KV (FP8
+    # KV was a node cheaper at 650 ms: 16 replicas for the 240 req/s of a loss on 4 nodes);
+    # the tie goes to 16-bit KV, the plainer lever, not to fewer GPUs or spare capacity (FP8
+    # KV holds more sequences). (TTFT 500 -> 400 ms at TP 4 before #28's SLO model.)
     assert _configuration_cause(looser_before, "us-east-1").startswith(
         "configuration p6-b200.48xlarge TP 2 (fp8, KV fp8, no speculation) → p6-b200.48xlarge "
         "TP 2 (fp8, KV auto, no speculation): the old one now costs the same ($415,855/month) "
@@ -110,7 +110,7 @@ def test_an_unchanged_plan_has_no_cause(own_plans) -> None:
 
 def test_the_headline_and_table_show_precision_kv_and_speculation(looser_before) -> None:
     text = markdown(looser_before)
-    # TTFT 700 -> 500 ms: the B200 regions leave FP8 KV, a node cheaper at 700 ms, for
+    # TTFT 650 -> 500 ms: the B200 regions leave FP8 KV, a node cheaper at 650 ms, for
     # 16-bit KV, which ties it at 500 ms; eu-north-1 keeps 16-bit KV (TTFT 500 -> 300 ms,
     # eu-north-1 leaving FP8 KV, before #28's SLO model)
     assert (

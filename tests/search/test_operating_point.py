@@ -103,10 +103,10 @@ def test_allowed_gpus_limit_the_candidates():
 def test_a_price_override_changes_the_choice():
     l40s = {"allowed.gpus": ["L40S"]}
     base = build_fleet_plan(make_plan(**l40s)).regions[0]
-    # three g6e.xlarge ($1.861/h each) are the cheapest L40S nodes: 10 req/s at 80 % of a
-    # replica's 6.17 req/s take 2.02 of them (two before #28's SLO model; one g6e.12xlarge,
-    # $10.493/h, before #29's refit let a one-GPU replica batch more inside the gap)
-    assert (base.instance_type, base.nodes.desired) == ("g6e.xlarge", 3)
+    # two g6e.xlarge ($1.861/h each) are the cheapest L40S nodes: 10 req/s at 80 % of a
+    # replica's 6.57 req/s take 1.90 of them (one g6e.12xlarge, $10.493/h, before #29's
+    # refit let a one-GPU replica batch more inside the gap)
+    assert (base.instance_type, base.nodes.desired) == ("g6e.xlarge", 2)
     cheap = make_plan(prices=[{"instance_type": "g6e.2xlarge", "usd_per_hour": 0.5}], **l40s)
     chosen = build_fleet_plan(cheap).regions[0]
     assert (chosen.instance_type, chosen.price_usd_per_hour) == ("g6e.2xlarge", 0.5)

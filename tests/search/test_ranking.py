@@ -83,20 +83,20 @@ def test_a_plan_without_pins_has_no_pinned_alternative() -> None:
     assert build_fleet_plan(parse_plan(data)).regions[0].pinned_alternative is None
 
 
-def test_a_pinned_bf16_8b_plan_says_fp8_cuts_it_to_a_third_on_l40s() -> None:
-    # BASE: three g6e.xlarge ($4,076) at bf16 and 16-bit KV (6.17 req/s a replica: 10 /
-    # (0.8 x 6.17) = 2.02); FP8 weights with an FP8 KV cache carry the peak on one ($1,359,
-    # 15.11 req/s), where FP8 weights alone (12.17) or FP8 KV alone (6.64) need two (two
-    # g6e.xlarge, 2.0x, before #28's SLO model)
+def test_a_pinned_bf16_8b_plan_says_fp8_halves_it_on_l40s() -> None:
+    # BASE: two g6e.xlarge ($2,717) at bf16 and 16-bit KV (6.57 req/s a replica: 10 /
+    # (0.8 x 6.57) = 1.90); FP8 weights with an FP8 KV cache carry the peak on one ($1,359,
+    # 14.77 req/s), where FP8 weights alone (12.23: 10 / (0.8 x 12.23) = 1.02) or FP8 KV
+    # alone (6.64) need two
     rp = build_fleet_plan(make_plan()).regions[0]
     alt = rp.pinned_alternative
     assert alt is not None
     assert (alt.instance_type, alt.nodes, alt.monthly_cost_usd, alt.cost_multiple) == (
-        "g6e.xlarge", 1, 1358.53, 3.0
+        "g6e.xlarge", 1, 1358.53, 2.0
     )
     assert (
         "FP8 weights with an FP8 KV cache would serve this on 1 node (g6e.xlarge, TP 1) at "
         "$1,359/month; the plan pins bf16 (model.precision) and KV auto "
-        "(model.kv_cache_dtype), which costs 3.0x that ($4,076/month)"
+        "(model.kv_cache_dtype), which costs 2.0x that ($2,717/month)"
     ) in rp.reasons
     assert (alt.precision, alt.kv_cache_dtype) == ("fp8", "fp8")
