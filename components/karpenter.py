@@ -31,8 +31,8 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.apiextensions import CustomResource
 
 from components import iam, karpenter_iam
+from components.documents import resource_kwargs
 from components.node_pool import pool_node_selector
-from components.vllm_service import resource_kwargs
 from llmfleet.catalog.kubernetes import chart
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan

@@ -277,5 +277,7 @@ def test_every_check_has_an_old_shape_here_that_fails_it() -> None:
         # tests/components/test_aws_rules.py
         "alarms-reach-someone", "rate-limits-cover-every-request", "pull-through-credentials",
         "least-privilege-policies", "log-delivery-after-policy",
+        # tests/components/test_wiring_checks.py
+        "ingress-backends-exist", "discovery-permitted", "pdb-allows-a-drain",
     }
     assert set(CHECKS) == covered
