@@ -440,7 +440,7 @@ def only_prometheus_scrapes(g: Graph) -> list[Finding]:
 
 
 def aws_api(g: Graph, _: str | None) -> list[Finding]:
-    # moto and boto3 (about 0.5 s to import) load only when the checks run, not for
+    # moto and its EC2 models (about 0.5 s to import) load only when the checks run, not for
     # `preview --no-checks`, `diff --resources` or the program's own runs.
     from components.preview import emulated
 

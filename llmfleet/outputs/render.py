@@ -33,7 +33,7 @@ from llmfleet.fleetplan.serving import image_notes
 from llmfleet.outputs import charts, economics
 from llmfleet.outputs.dashboard import dashboard
 from llmfleet.outputs.day_chart import simulation_chart
-from llmfleet.outputs.karpenter import KARPENTER_VERSION, karpenter_manifests
+from llmfleet.outputs.karpenter_manifests import KARPENTER_VERSION, karpenter_manifests
 from llmfleet.outputs.router_checks import router_flag_problems, router_metric_problems
 from llmfleet.outputs.simulation import report_context
 from llmfleet.outputs.vllm_checks import (
