@@ -38,12 +38,16 @@ def capacity_alarm_name(fleet_name: str, region: str) -> str:
 
 
 def ingress_tags(region_plan: RegionPlan) -> dict[str, str]:
-    """The tags the Ingress asks the controller to put on its ALB and target groups
-    (`alb.ingress.kubernetes.io/tags`: `k=v,k=v`)."""
+    """The tags the Ingress whose targets are the vLLM pods asks the controller to put on
+    its ALB and target groups (`alb.ingress.kubernetes.io/tags`: `k=v,k=v`): the API
+    Ingress's, or behind a prefix-aware router the health Ingress's
+    (`EntryPoint.capacity_target`)."""
     ep = region_plan.entry_point
     if ep is None:
         raise ProgramError(f"{region_plan.region}: no entry point (plan.dns missing)")
-    text = ep.ingress_annotations.get(f"{ALB}/tags", "")
+    annotations = ep.health_annotations if ep.capacity_target == "health" else (
+        ep.ingress_annotations)
+    text = annotations.get(f"{ALB}/tags", "")
     pairs = [item.split("=", 1) for item in text.split(",") if item]
     return {k.strip(): v.strip() for k, v in pairs}
 

@@ -65,10 +65,10 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import iam
-from components.network import Network, NetworkArgs, subnets_in_zones
+from components.vpc import Network, NetworkArgs, subnets_in_zones
 from llmfleet.errors import PlanError, ProgramError
 from llmfleet.fleetplan.region import RegionPlan
-from llmfleet.outputs.karpenter import DISCOVERY_TAG
+from llmfleet.outputs.karpenter_manifests import DISCOVERY_TAG
 from llmfleet.plan.cluster import ClusterAccess
 
 LOG_TYPES = ("api", "audit", "authenticator")

@@ -1,7 +1,7 @@
 """Karpenter: node autoscaling of a region's GPU capacity above its always-on floor.
 
 Children:
-- `{name}-node-role` (explicit name `llmfleet.karpenter.node_role_name`) with the managed
+- `{name}-node-role` (explicit name `karpenter_manifests.node_role_name`) with the managed
   node policies and an EKS access entry (type EC2_LINUX), so Karpenter's nodes may join;
 - `{name}-controller`: the controller's role, trusted by EKS Pod Identity, with the
   least-privilege inline policy (`karpenter_iam.controller_policy`) and a
@@ -16,7 +16,8 @@ Children:
 - the Helm release `{name}-chart`: the controller (catalog/charts.csv; `skip_crds`) on the
   system node group (the chart's `nodeSelector`), never on the nodes it manages, with its
   region as AWS_REGION (no instance metadata: the nodes' hop limit is 1);
-- the region's EC2NodeClass and NodePool, exactly as rendered (`llmfleet.karpenter`).
+- the region's EC2NodeClass and NodePool, exactly as rendered
+  (`llmfleet.outputs.karpenter_manifests`).
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.apiextensions import CustomResource
 
 from components import iam, karpenter_iam
+from components.documents import resource_kwargs
 from components.node_pool import pool_node_selector
-from components.vllm_service import resource_kwargs
 from llmfleet.catalog.kubernetes import chart
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.workload import bounded_name
-from llmfleet.outputs import karpenter
+from llmfleet.outputs import karpenter_manifests
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "karpenter"
@@ -92,12 +93,12 @@ class Karpenter(pulumi.ComponentResource):
         super().__init__("llmfleet:index:Karpenter", name, None, opts)
         fp, rp = args.fleet_plan, args.region_plan
         region = rp.region
-        cluster = karpenter.cluster_name(fp.name, region)
+        cluster = karpenter_manifests.cluster_name(fp.name, region)
         aws_opts = pulumi.ResourceOptions(parent=self)
 
         self.node_role = aws.iam.Role(
             f"{name}-node-role",
-            name=karpenter.node_role_name(fp.name, region),
+            name=karpenter_manifests.node_role_name(fp.name, region),
             assume_role_policy=iam.assume_role_policy("ec2", region),
             description=f"Karpenter's GPU nodes of {cluster}",
             opts=aws_opts,
@@ -196,7 +197,7 @@ class Karpenter(pulumi.ComponentResource):
             values=queue.name.apply(lambda q: chart_values(cluster, q, region)),
             opts=k8s_opts,
         )
-        docs = karpenter.karpenter_manifests(fp, rp)
+        docs = karpenter_manifests.karpenter_manifests(fp, rp)
         cr_opts = pulumi.ResourceOptions(
             parent=self, provider=args.k8s_provider, depends_on=[self.release]
         )

@@ -52,7 +52,7 @@ from llmfleet.data import MinDesiredMax
 from llmfleet.fleetplan import workload
 from llmfleet.fleetplan.fabric import Fabric
 from llmfleet.fleetplan.region import RegionPlan
-from llmfleet.outputs.karpenter import efa_user_data
+from llmfleet.outputs.karpenter_manifests import efa_user_data
 
 PoolKind = Literal["gpu", "system"]
 AMI_TYPE = "AL2023_x86_64_NVIDIA"
@@ -197,7 +197,7 @@ def efa_launch_template_args(
     """A launch template's arguments (`launch_template_args`) for nodes whose traffic crosses
     to others: with EFA (`fabric.network_interfaces`) the node's EFA interfaces (every one in
     the cluster security group, which admits all traffic among its members, as EFA requires)
-    and the NodeConfig lifting RLIMIT_MEMLOCK (`karpenter.efa_user_data`, base64); and the
+    and the NodeConfig lifting RLIMIT_MEMLOCK (`karpenter_manifests.efa_user_data`, base64); and the
     placement group of a replica across nodes."""
     out = dict(base)
     if fabric.network_interfaces:

@@ -24,7 +24,7 @@ Order, as the cluster needs it:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,44 +33,12 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.apiextensions import CustomResource
 
 from components.account import with_account
+from components.documents import CUSTOM, TYPED, resource_kwargs
+from components.prefix_router import PrefixRouter, PrefixRouterArgs
 from llmfleet.errors import ProgramError
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.outputs.render import region_manifests
-
-TYPED: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
-    ("v1", "Namespace"): k8s.core.v1.Namespace,
-    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
-    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
-    ("v1", "Service"): k8s.core.v1.Service,
-    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
-    ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
-    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
-    ("networking.k8s.io/v1", "Ingress"): k8s.networking.v1.Ingress,
-    ("batch/v1", "Job"): k8s.batch.v1.Job,
-    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
-}
-"""Core objects get their typed class; the CRDs below are `apiextensions.CustomResource`."""
-CUSTOM = {
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
-    ("keda.sh/v1alpha1", "ScaledObject"),
-    ("monitoring.coreos.com/v1", "ServiceMonitor"),
-    ("monitoring.coreos.com/v1", "PrometheusRule"),
-}
-TOP_LEVEL = {
-    "apiVersion": "api_version",
-    "kind": "kind",
-    "metadata": "metadata",
-    "automountServiceAccountToken": "automount_service_account_token",
-    "roleRef": "role_ref",
-}
-
-
-def resource_kwargs(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """A parsed document as resource keyword arguments: top-level keys become the SDK's
-    argument names (`apiVersion` -> `api_version`); everything below is passed verbatim."""
-    return {TOP_LEVEL.get(key, key): value for key, value in doc.items()}
 
 
 def resource_suffix(doc: Mapping[str, Any], workload_name: str = "", first: bool = True) -> str:
@@ -137,7 +105,13 @@ class VllmService(pulumi.ComponentResource):
         # The servers last: they wait for what their pods need (see the module docstring).
         servers = [k for k, d in keyed.items() if d["kind"] in SERVERS]
         order = [k for k in keyed if k not in servers] + servers
+        self.router: PrefixRouter | None = None
         for key in order:
+            if key == (servers[0] if servers else None) and args.region_plan.prefix_router:
+                # its pods, as the engines', after the Ingresses and the staged weights (no
+                # engine serves before them)
+                self.router = self._router(name, args, [self.resources[k] for k in
+                                                        (*ingresses, JOB) if k in self.resources])
             doc = keyed[key]
             after: list[pulumi.Resource] = [self.resources[k] for k in ("Namespace",)
                                             if k in self.resources]
@@ -156,9 +130,30 @@ class VllmService(pulumi.ComponentResource):
             if key in servers:
                 after += [self.resources[k] for k in (*SERVER_NEEDS, JOB, *ingresses)
                           if k in self.resources]
+                if self.router is not None:  # the API Ingress is the router's
+                    after.append(self.router.ingress)
             self.resources[key] = self._create(name, key, doc, args, after)
         workload = args.region_plan.workload
         self.register_outputs({"namespace": workload.namespace, "kinds": sorted(self.resources)})
+
+    def _router(
+        self, name: str, args: VllmServiceArgs, ingresses: Sequence[pulumi.Resource]
+    ) -> PrefixRouter:
+        """edge.balancing prefix_aware: the router and the API Ingress that targets it,
+        after this component's Namespace, Ingresses and staging Job, before the vLLM pods."""
+        return PrefixRouter(
+            f"{name}-router",
+            PrefixRouterArgs(
+                fleet_plan=args.fleet_plan,
+                region_plan=args.region_plan,
+                k8s_provider=args.k8s_provider,
+                namespace=self.resources["Namespace"],
+                depends_on=list(args.depends_on),
+                ingress_depends_on=list(args.ingress_depends_on),
+                after=list(ingresses),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def _create(
         self,

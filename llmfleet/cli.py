@@ -50,12 +50,13 @@ from llmfleet.fleetplan.replica_request import (
 )
 from llmfleet.fleetplan.risk import calibrated_slowdown, for_architecture
 from llmfleet.gc_pause import gc_paused
-from llmfleet.outputs import diff_charts, render, rendered_files
+from llmfleet.outputs import render, rendered_files
+from llmfleet.outputs.console import calibration_text, fleet_text, predict_text, validation_text
 from llmfleet.outputs.deploy_order import deploy_order, deploy_order_text
-from llmfleet.outputs.diff import diff_plans
-from llmfleet.outputs.diff_markdown import charts_section, markdown
+from llmfleet.outputs.diff import before_after_charts
+from llmfleet.outputs.diff.compare import diff_plans
+from llmfleet.outputs.diff.markdown import charts_section, markdown
 from llmfleet.outputs.render import VLLM_CONFIG
-from llmfleet.outputs.report import calibration_text, fleet_text, predict_text, validation_text
 from llmfleet.outputs.simulation import simulation_text
 from llmfleet.perf.architecture import check_config
 from llmfleet.perf.memory import MemoryBudget
@@ -584,10 +585,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
         text = markdown(d) + (change.markdown() if change is not None else "")
     if args.charts:
         folder = Path(args.charts)
-        files = diff_charts.chart_files(before, after, base.label, head.label)
+        files = before_after_charts.chart_files(before, after, base.label, head.label)
         _write_charts(files, folder)
         if not args.json:
-            links = [(t, (folder / name).as_posix()) for t, name in diff_charts.chart_titles(files)]
+            links = [(t, (folder / name).as_posix())
+                     for t, name in before_after_charts.chart_titles(files)]
             text += charts_section(links) + "\n"
     sys.stdout.write(text)
     return 1 if change is not None and change.findings else 0

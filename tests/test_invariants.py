@@ -13,7 +13,7 @@ from plans import make_plan
 
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
 from llmfleet.fleetplan.region import RegionPlan
-from llmfleet.outputs import dashboard, karpenter, render
+from llmfleet.outputs import dashboard, karpenter_manifests, render
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_zone_names_derive_from_the_pinned_zone_ids() -> None:
 
 def test_the_nodepool_limit_plus_the_floor_is_the_ceiling(stack_plans, slots_plan) -> None:
     for where, fp, rp in _regions(stack_plans, slots_plan):
-        pool = karpenter.nodepool(fp, rp)
+        pool = karpenter_manifests.nodepool(fp, rp)
         limit_nodes = int(pool["spec"]["limits"]["nvidia.com/gpu"]) // rp.gpus_per_node
         assert limit_nodes + rp.capacity.floor_nodes == rp.nodes.max, where
         assert rp.capacity.ceiling_nodes == rp.nodes.max, where

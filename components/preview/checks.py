@@ -20,6 +20,9 @@ mocks accept it, run over the resources the mocked program registered.
 - network-policy-admits: every endpoint a pod needs is admitted by its NetworkPolicies
   (`netpol`), and of the monitoring namespace only Prometheus's pods reach a serving port
   (it serves the API unauthenticated inside the cluster).
+- ingress-backends-exist, discovery-permitted, pdb-allows-a-drain: an Ingress's backend
+  Service exists before it, a pod that watches pods may, a PodDisruptionBudget lets a drain
+  evict one pod (`wiring`).
 - aws-api: the AWS resources replayed into moto fail where moto's API does (`emulated`).
 - alarms-reach-someone, rate-limits-cover-every-request, pull-through-credentials,
   least-privilege-policies, log-delivery-after-policy: rules of AWS services neither the mocks
@@ -34,7 +37,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from components.preview import aws_rules, netpol
+from components.preview import aws_rules, netpol, wiring
 from components.preview.graph import Finding, Graph, Resource
 from components.preview.limits import (
     AUTONAME_SUFFIX,
@@ -437,7 +440,7 @@ def only_prometheus_scrapes(g: Graph) -> list[Finding]:
 
 
 def aws_api(g: Graph, _: str | None) -> list[Finding]:
-    # moto and boto3 (about 0.5 s to import) load only when the checks run, not for
+    # moto and its EC2 models (about 0.5 s to import) load only when the checks run, not for
     # `preview --no-checks`, `diff --resources` or the program's own runs.
     from components.preview import emulated
 
@@ -458,6 +461,9 @@ CHECKS: dict[str, Check] = {
     "crds-upgraded": crds_upgraded,
     "webhooks-before-use": webhooks_before_use,
     "network-policy-admits": network_policy_admits,
+    "ingress-backends-exist": wiring.ingress_backends_exist,
+    "discovery-permitted": wiring.discovery_permitted,
+    "pdb-allows-a-drain": wiring.pdb_allows_a_drain,
     "aws-api": aws_api,
 }
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Literal
 
 from pydantic import Field
 
@@ -156,6 +157,12 @@ class EntryPoint(Data):
         description="The region leaves DNS below this many healthy targets (set by the "
         "FleetPlan's assembly, which knows the region's sizing).",
     )
+    capacity_target: Literal["api", "health"] = Field(
+        default="api",
+        description="Whose target group counts the Ready vLLM replicas for the capacity "
+        "alarm: the API Ingress's, or, behind a prefix-aware router (whose pods are the API's "
+        "targets), the health Ingress's.",
+    )
 
 
 HTTPS_PORT = 443
@@ -169,6 +176,9 @@ LB_NAME_MAX = 32
 """The controller refuses a load-balancer-name longer than 32 characters."""
 PATHS = ["/v1", "/health"]
 HEALTH_PATH = "/health"
+ROUTER_READINESS_PATH = "/readiness"
+"""vllm-router's readiness: 200 with one healthy engine (its /health is 503 while any one
+engine is unhealthy: fleetplan.prefix_router)."""
 ALB = "alb.ingress.kubernetes.io"
 RATE_LIMITED_STATUS = 429
 SERVES_TAG = "llmfleet.io/serves"
@@ -347,6 +357,8 @@ def build_entry_point(
         else None
     )
     group = f"{plan.name}"
+    routed = plan.edge.balancing == "prefix_aware"
+    split = plan.edge.auth is not None or routed  # /health on an Ingress of its own
     target = {
         f"{ALB}/target-type": "ip",
         f"{ALB}/backend-protocol": "HTTP",
@@ -367,10 +379,12 @@ def build_entry_point(
     tags = f"llmfleet.io/fleet={plan.name},llmfleet.io/region={region_name}"
     api = {**shared, **target, **auth_annotations(plan.edge), f"{ALB}/group.order": "10",
            f"{ALB}/tags": f"{tags},{SERVES_TAG}=api"}
+    if routed:  # the API's targets are the router's pods, ready with one healthy engine
+        api[f"{ALB}/healthcheck-path"] = ROUTER_READINESS_PATH
     health = (
         {**shared, **target, f"{ALB}/group.order": "1",
          f"{ALB}/tags": f"{tags},{SERVES_TAG}-health=true"}
-        if plan.edge.auth
+        if split
         else {}
     )
     reasons = [
@@ -383,7 +397,11 @@ def build_entry_point(
         f"idle timeout {idle} s: a non-streamed response is silent for up to TTFT "
         f"{plan.slo.ttft_ms:g} ms + {plan.max_model_len:,} tokens x {plan.slo.itl_ms:g} ms",
         "least outstanding requests: a new request goes to the replica with the fewest in "
-        "flight, not the next in turn (requests differ tenfold in length)",
+        "flight, not the next in turn (requests differ tenfold in length)"
+        if not routed
+        else "prefix-aware: /v1 goes to the cache-aware router's pods (least outstanding "
+        f"requests among them; healthy on {ROUTER_READINESS_PATH}), which pick the vLLM "
+        f"replica; {HEALTH_PATH} goes to the vLLM pods, so the capacity alarm counts them",
         f"deregistration delay {dereg} s = preStop {prestop_sleep_s} s + vLLM's shutdown "
         f"timeout {shutdown_timeout_s} s: streams in flight finish while the pod drains",
     ]
@@ -413,8 +431,8 @@ def build_entry_point(
         idle_timeout_s=idle,
         load_balancer_name=lb_name,
         group_name=group,
-        paths=["/v1"] if plan.edge.auth else list(PATHS),
-        health_paths=[HEALTH_PATH] if plan.edge.auth else [],
+        paths=["/v1"] if split else list(PATHS),
+        health_paths=[HEALTH_PATH] if split else [],
         auth=plan.edge.auth.kind if plan.edge.auth else None,
         rate_rule=rate_rule,
         deregistration_delay_s=dereg,
@@ -426,6 +444,7 @@ def build_entry_point(
         health_check=health_check(plan, dns, region_name, served),
         alarms=lb_alarms(plan),
         reasons=reasons,
+        capacity_target="health" if routed else "api",
     )
 
 

@@ -22,6 +22,7 @@ from llmfleet.fleetplan.capacity import check_region_size
 from llmfleet.fleetplan.entry_point import build_capacity_check, build_entry_point
 from llmfleet.fleetplan.levers import ChosenLevers, LeverReport, build_lever_report
 from llmfleet.fleetplan.pinned_levers import build_pinned_alternative, pinned_values, unpinned
+from llmfleet.fleetplan.prefix_router import RegionServing, build_prefix_router
 from llmfleet.fleetplan.region import RegionPlan, build_region_plan
 from llmfleet.fleetplan.resilience import Resilience, build_resilience
 from llmfleet.fleetplan.risk import calibrated_slowdown
@@ -323,7 +324,20 @@ def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: LossSizing) -> Regi
             rp.workload.pdb_max_unavailable // rp.nodes_per_replica,
         )
         entry = entry.model_copy(update={"capacity_check": check})
-    return rp.model_copy(update={"entry_point": entry, "reasons": reasons})
+    router = build_prefix_router(plan, RegionServing(
+        region=rp.region,
+        workload=rp.workload,
+        predicted=rp.predicted,
+        replicas_desired=rp.replicas.desired,
+        max_num_seqs=rp.serving.vllm.max_num_seqs,
+        serving_port=rp.serving.vllm.port,
+        leader_labels=rp.multi_node.leader_labels if rp.multi_node is not None else {},
+        disaggregated=rp.disaggregation is not None,
+    ), entry)
+    if router is not None:
+        reasons += router.reasons
+    return rp.model_copy(update={"entry_point": entry, "reasons": reasons,
+                                 "prefix_router": router})
 
 
 def _with_pins(rp: RegionPlan, choice: Choice, free: Choice | None) -> RegionPlan:

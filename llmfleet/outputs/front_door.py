@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from llmfleet.fleetplan.fleet import build_fleet_plan
-from llmfleet.outputs.report import fleet_text
+from llmfleet.outputs.console import fleet_text
 from llmfleet.plan.stacks import read_plan
 
 STACK = "dev"

@@ -33,7 +33,8 @@ from llmfleet.fleetplan.serving import image_notes
 from llmfleet.outputs import charts, economics
 from llmfleet.outputs.dashboard import dashboard
 from llmfleet.outputs.day_chart import simulation_chart
-from llmfleet.outputs.karpenter import KARPENTER_VERSION, karpenter_manifests
+from llmfleet.outputs.karpenter_manifests import KARPENTER_VERSION, karpenter_manifests
+from llmfleet.outputs.router_checks import router_flag_problems, router_metric_problems
 from llmfleet.outputs.simulation import report_context
 from llmfleet.outputs.vllm_checks import (
     config_key_problems,
@@ -109,6 +110,23 @@ DISAGGREGATED_MANIFESTS = {
 """Disaggregated: each rendered after the kind it follows (the prefill pool, the router)."""
 
 
+PREFIX_ROUTER_MANIFESTS = (
+    "prefix-router-serviceaccount",
+    "prefix-router-role",
+    "prefix-router-rolebinding",
+    "prefix-router-service",
+    "prefix-router-networkpolicy",
+    "prefix-router-poddisruptionbudget",
+    "ingress",
+    "prefix-router-deployment",
+    "prefix-router-servicemonitor",
+    "prefix-router-prometheusrule",
+)
+"""With edge.balancing prefix_aware (`region.prefix_router`), deployed by
+`components.prefix_router`: the router's objects and the API Ingress that targets it,
+in apply order (its Service before the Ingress, its pods after it)."""
+
+
 def manifest_kinds(region: RegionPlan) -> tuple[str, ...]:
     kinds: tuple[str, ...] = MANIFESTS
     if region.multi_node is not None:
@@ -120,6 +138,8 @@ def manifest_kinds(region: RegionPlan) -> tuple[str, ...]:
     entry = region.entry_point
     if entry is None:
         return kinds
+    if region.prefix_router is not None:  # the API Ingress is the router's
+        return kinds + (HEALTH_INGRESS,)
     return kinds + ENTRY_MANIFESTS + ((HEALTH_INGRESS,) if entry.health_paths else ())
 
 
@@ -245,9 +265,9 @@ def vllm_config(region: RegionPlan, prefill: bool = False) -> str:
     return dump_yaml(args)
 
 
-def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any]]:
-    """The region's Kubernetes objects, parsed, in apply order (MANIFESTS)."""
-    context = {
+def _context(fleet: FleetPlan, region: RegionPlan) -> dict[str, Any]:
+    """What every Kubernetes template of the region may read."""
+    return {
         "fleet": fleet,
         "region": region,
         "serving": region.serving,
@@ -260,6 +280,11 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
         "staging_scripts_path": SCRIPTS_PATH,
         "staging_env": staging_env(region),
     }
+
+
+def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any]]:
+    """The region's Kubernetes objects, parsed, in apply order (MANIFESTS)."""
+    context = _context(fleet, region)
     docs = [
         load_yaml(_template(f"kubernetes/{kind}.yaml.j2", **context))
         for kind in manifest_kinds(region)
@@ -270,6 +295,22 @@ def region_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any
     return docs
 
 
+def prefix_router_manifests(fleet: FleetPlan, region: RegionPlan) -> list[dict[str, Any]]:
+    """The cache-aware router's objects, parsed, in apply order (PREFIX_ROUTER_MANIFESTS);
+    none without `region.prefix_router`. Its alerts read the router's metrics, checked
+    against the pinned vllm-router's (`fleetplan.prefix_router.ROUTER_METRICS`)."""
+    if region.prefix_router is None:
+        return []
+    context = _context(fleet, region)
+    docs = [load_yaml(_template(f"kubernetes/{kind}.yaml.j2", **context))
+            for kind in PREFIX_ROUTER_MANIFESTS]
+    problems = router_flag_problems(region.prefix_router.args) + router_metric_problems(
+        prometheus_queries(docs))
+    if problems:
+        raise RenderError(f"{region.region} router:\n  " + "\n  ".join(problems))
+    return docs
+
+
 def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
     """`<region>/<file>` -> text for one region."""
     files = {f"{region.region}/{VLLM_CONFIG}": vllm_config(region)}
@@ -277,6 +318,10 @@ def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
         files[f"{region.region}/{VLLM_CONFIG_PREFILL}"] = vllm_config(region, prefill=True)
     for kind, doc in zip(manifest_kinds(region), region_manifests(fleet, region), strict=True):
         files[f"{region.region}/{kind}.yaml"] = dump_yaml(doc)
+    if region.prefix_router is not None:
+        routed = zip(PREFIX_ROUTER_MANIFESTS, prefix_router_manifests(fleet, region), strict=True)
+        for kind, doc in routed:
+            files[f"{region.region}/{kind}.yaml"] = dump_yaml(doc)
     for stem, doc in karpenter_manifests(fleet, region).items():
         files[f"{region.region}/{stem}.yaml"] = dump_yaml(doc)
     return files

@@ -128,6 +128,12 @@ def check_production(plan: CapacityPlan) -> None:
             "edge", "given", "edge guards the public entry point, which only dns creates: give "
             "dns or remove edge"
         )
+    if plan.edge.balancing == "prefix_aware" and plan.dns is None:
+        raise PlanError(
+            "edge.balancing", plan.edge.balancing, "the cache-aware router sits behind the "
+            "region's authenticated entry point, which only dns creates: give dns, or use "
+            "least_outstanding"
+        )
     if plan.environment != "production":
         return
     if plan.model.revision is None:

@@ -18,6 +18,10 @@ from pydantic import Field, model_validator
 
 from llmfleet.data import Data
 
+EdgeBalancing = Literal["least_outstanding", "prefix_aware"]
+"""least_outstanding: the ALB's least outstanding requests (today's behaviour);
+prefix_aware: a cache-aware router behind the ALB (fleetplan.prefix_router)."""
+
 HTTPS_URL = r"^https://[^\s/$.?#][^\s]*$"
 WAF_WINDOWS_S = (60, 120, 300, 600)
 """AWS WAF rate-based rules count over one of these windows (EvaluationWindowSec)."""
@@ -108,13 +112,24 @@ class RateLimit(Data):
 
 
 class Edge(Data):
-    """Who may call each region's public entry point, and how fast."""
+    """Who may call each region's public entry point, how fast, and how its requests
+    spread over the replicas."""
 
     auth: EdgeAuth | None = Field(
         default=None, description="Authentication at the ALB; required in production."
     )
     rate_limit: RateLimit | None = Field(
         default=None, description="Per-client limit (AWS WAF); required in production."
+    )
+    balancing: EdgeBalancing = Field(
+        default="least_outstanding",
+        description="How each region spreads requests over its replicas. least_outstanding: "
+        "the ALB sends each to the replica with the fewest in flight, blind to what each "
+        "replica caches. prefix_aware: the ALB sends them to a cache-aware router "
+        "(vllm-router, policy cache_aware) that sends a prompt to the replica holding its "
+        "longest prefix, so a conversation's turns find their cache (traffic.turns, "
+        "traffic.shared_prefix_tokens); needs dns (docs/prefix-caching.md).",
+        examples=["prefix_aware"],
     )
 
     @model_validator(mode="after")

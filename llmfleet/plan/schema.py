@@ -17,6 +17,7 @@ from llmfleet.catalog.kubernetes import SupportType, default_kubernetes_version
 from llmfleet.data import Data
 from llmfleet.errors import LlmfleetError
 from llmfleet.perf.architecture import KvCacheDtype, Precision
+from llmfleet.perf.prefix_cache import max_turns, mean_turn_index, new_tokens_per_turn
 from llmfleet.perf.queueing import length_at_percentile, length_sigma
 from llmfleet.plan.alerting import Alerting
 from llmfleet.plan.cluster import ClusterAccess, Startup
@@ -152,6 +153,35 @@ class Traffic(Data):
     output_tokens: TokenLength = Field(
         description="Output tokens per request, as input_tokens."
     )
+    shared_prefix_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="Leading tokens every request carries unchanged (a system prompt, tool "
+        "definitions), counted inside input_tokens: each replica's prefix cache holds them "
+        "once and no prefill computes them again (docs/prefix-caching.md).",
+        examples=[1200],
+    )
+    turns: float = Field(
+        default=1,
+        ge=1,
+        le=1000,
+        description="Requests arrive in conversations of this many turns on average, each "
+        "prompt resending the conversation so far (input_tokens stays the whole prompt): a "
+        "turn's earlier context is cached on the replica that served the turn before, as "
+        "far as the balancing sends it back there (edge.balancing) and the pool keeps it.",
+        examples=[4],
+    )
+    think_time_s: float = Field(
+        default=60,
+        gt=0,
+        le=86400,
+        description="Mean seconds from one turn's answer to the conversation's next prompt "
+        "(exponentially distributed): a conversation's cache survives only if the pool "
+        "turns over slower than this. The default, 60 s, is an assumption for people "
+        "reading an answer and typing (no published distribution was found); agents that "
+        "call tools between turns wait seconds: give yours. Applies with turns above 1.",
+        examples=[20],
+    )
 
     @model_validator(mode="after")
     def _trough_below_peak(self) -> Traffic:
@@ -159,6 +189,37 @@ class Traffic(Data):
             raise ValueError(
                 f"trough_requests_per_s ({self.trough_requests_per_s}) exceeds "
                 f"peak_requests_per_s ({self.peak_requests_per_s})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _conversations_fit_the_prompt(self) -> Traffic:
+        """The shared prefix and the resent turns are parts of the mean prompt, so they
+        must fit inside it with at least one new token per turn."""
+        mean, output = self.input_tokens.mean, self.output_tokens.mean
+        shared = self.shared_prefix_tokens
+        if shared >= mean:
+            raise ValueError(
+                f"traffic.shared_prefix_tokens ({shared}) is not below input_tokens.mean "
+                f"({mean}): the shared prefix is part of every prompt, which also carries "
+                f"the request's own tokens; give at most {mean - 1}, or the whole prompts' "
+                "mean in input_tokens"
+            )
+        if new_tokens_per_turn(mean, output, shared, self.turns) < 1:
+            most = max_turns(mean, output, shared)
+            raise ValueError(
+                f"traffic.turns ({self.turns:g}) does not fit input_tokens.mean ({mean}): "
+                f"each turn resends the answers before it (output_tokens.mean {output}) "
+                f"after the shared prefix ({shared}), so {self.turns:g} turns need a mean "
+                f"prompt of more than {shared + (mean_turn_index(self.turns) - 1) * output:,.0f}"
+                f" tokens; give turns of at most {most:g}, or the whole prompts' mean in "
+                "input_tokens"
+            )
+        if "think_time_s" in self.model_fields_set and self.turns == 1:
+            raise ValueError(
+                f"traffic.think_time_s ({self.think_time_s:g}) is the time between a "
+                "conversation's turns, and traffic.turns is 1: give turns above 1, or "
+                "remove think_time_s"
             )
         return self
 

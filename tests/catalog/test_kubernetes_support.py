@@ -13,7 +13,7 @@ from llmfleet import cli
 from llmfleet.catalog.kubernetes import ami_release, default_kubernetes_version, support_notice
 from llmfleet.errors import PlanError
 from llmfleet.fleetplan.fleet import build_fleet_plan
-from llmfleet.outputs import karpenter
+from llmfleet.outputs import karpenter_manifests
 
 
 def test_a_fleet_hears_90_days_before_standard_support_ends() -> None:
@@ -48,10 +48,10 @@ def test_the_karpenter_ami_alias_follows_the_kubernetes_version() -> None:
     """AMI release v20260714 has AL2023 NVIDIA images for 1.30-1.36, none for 1.37."""
     assert default_kubernetes_version() == "1.36"
     for version in ("1.34", "1.35", "1.36"):
-        assert karpenter.ami_alias(version) == "al2023@v20260714"
+        assert karpenter_manifests.ami_alias(version) == "al2023@v20260714"
     assert ami_release("1.37") is None
     fp = build_fleet_plan(make_plan(kubernetes_version="1.35"))
-    spec = karpenter.ec2nodeclass(fp, fp.regions[0])["spec"]
+    spec = karpenter_manifests.ec2nodeclass(fp, fp.regions[0])["spec"]
     assert spec["amiSelectorTerms"] == [{"alias": "al2023@v20260714"}]
 
 

@@ -23,8 +23,6 @@ from components.cluster import (
     kubeconfig_json,
     vpc_cni_addon_args,
 )
-from components.fleet import default_tags
-from components.network import INTERNAL_ELB_TAG, subnet_tags, subnets_in_zones, zone_names
 from components.node_pool import (
     AMI_TYPE,
     POOL_LABEL,
@@ -38,6 +36,8 @@ from components.node_pool import (
     pool_node_selector,
     system_pool,
 )
+from components.region import default_tags
+from components.vpc import INTERNAL_ELB_TAG, subnet_tags, subnets_in_zones, zone_names
 from llmfleet.catalog import hardware
 from llmfleet.errors import PlanError, ProgramError
 from llmfleet.fleetplan import workload

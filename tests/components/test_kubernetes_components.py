@@ -17,9 +17,9 @@ from components.cluster_addons import (
     prometheus_values,
     release_args,
 )
+from components.documents import CUSTOM, TYPED, resource_kwargs
 from components.load_balancer_controller import chart_values as lbc_values
 from components.node_pool import gpu_pool, node_taints, system_pool
-from components.vllm_service import CUSTOM, TYPED, resource_kwargs
 from llmfleet.fleetplan import workload
 from llmfleet.outputs import render
 from llmfleet.plan.alerting import Alerting

@@ -259,6 +259,84 @@ def test_moto_refuses_a_bucket_name_of_the_wrong_length(name: str) -> None:
     assert checks([*base(), bucket], "aws-api")[0].startswith("InvalidBucketName")
 
 
+EU_PROVIDER = "urn:p::aws::pulumi:providers:aws::fleet-eu-north-1-aws"
+
+
+def _vpc(name: str, cidr: str) -> dict[str, Any]:
+    return res("aws:ec2/vpc:Vpc", name, {"cidrBlock": cidr}, provider=AWS_PROVIDER,
+               resource_id=f"{name}-id")
+
+
+def _subnet(name: str, vpc: str, cidr: str, zone_id: str = "use1-az1") -> dict[str, Any]:
+    return res("aws:ec2/subnet:Subnet", name, {"vpcId": f"{vpc}-id", "cidrBlock": cidr,
+                                                "availabilityZoneId": zone_id},
+               provider=AWS_PROVIDER)
+
+
+def _refused(resources: list[dict[str, Any]]) -> list[str]:
+    """The error codes the replay into moto reports, one per refused resource."""
+    return [m.split(":")[0] for m in checks([*base(), *resources], "aws-api")]
+
+
+def test_ec2_refuses_overlapping_subnets_a_vpc_too_large_and_an_unknown_zone() -> None:
+    assert _refused([_vpc("vpc", "10.40.0.0/16"), _subnet("a", "vpc", "10.40.0.0/18"),
+                     _subnet("b", "vpc", "10.40.32.0/20", zone_id="use1-az2")]) == [
+        "InvalidSubnet.Conflict"]
+    assert _refused([_vpc("vpc", "10.0.0.0/8")]) == ["InvalidVpc.Range"]
+    assert _refused([_vpc("vpc", "10.40.0.0/16"),
+                     _subnet("a", "vpc", "10.40.0.0/18", zone_id="use1-az9")]) == [
+        "InvalidParameterValue"]
+    # subnets that fit their VPC side by side, in zones that exist
+    assert _refused([_vpc("vpc", "10.40.0.0/16"), _subnet("a", "vpc", "10.40.0.0/18"),
+                     _subnet("b", "vpc", "10.40.64.0/18", zone_id="use1-az2")]) == []
+
+
+def test_iam_refuses_a_role_name_twice() -> None:
+    roles = [res("aws:iam/role:Role", f"role-{k}", {"name": "r", "assumeRolePolicy": TRUST},
+                 provider=AWS_PROVIDER) for k in (1, 2)]
+    assert _refused(roles) == ["EntityAlreadyExists"]
+
+
+def test_s3_refuses_a_bucket_created_twice_except_in_us_east_1() -> None:
+    """CreateBucket for a bucket the account owns answers 200 in us-east-1 (the legacy
+    region) and BucketAlreadyOwnedByYou elsewhere."""
+    eu = {**res("pulumi:providers:aws", "fleet-eu-north-1-aws", {"region": "eu-north-1"}),
+          "urn": EU_PROVIDER}
+    name = f"t-weights-{ACCOUNT}"
+    twice_in_us = [res("aws:s3/bucket:Bucket", f"b{k}", {"bucket": name}, provider=AWS_PROVIDER)
+                   for k in (1, 2)]
+    twice_in_eu = [res("aws:s3/bucket:Bucket", f"b{k}", {"bucket": name}, provider=EU_PROVIDER)
+                   for k in (1, 2)]
+    assert _refused(twice_in_us) == []
+    assert _refused([eu, *twice_in_eu]) == ["BucketAlreadyOwnedByYou"]
+
+
+def test_sqs_and_sns_refuse_the_names_aws_refuses() -> None:
+    queue = res("aws:sqs/queue:Queue", "q", {"name": "fleet.interruptions"},
+                provider=AWS_PROVIDER)
+    topic = res("aws:sns/topic:Topic", "t", {"name": "fleet alerts"}, provider=AWS_PROVIDER)
+    assert _refused([queue, topic]) == ["InvalidParameterValue", "InvalidParameter"]
+    fine = [res("aws:sqs/queue:Queue", "q", {"name": "fleet-interruptions",
+                                             "messageRetentionSeconds": 300},
+                provider=AWS_PROVIDER),
+            res("aws:sns/topic:Topic", "t", {"name": "fleet-alerts"}, provider=AWS_PROVIDER)]
+    assert _refused(fine) == []
+
+
+def _record(name: str, record: str, value: str = "1.2.3.4") -> dict[str, Any]:
+    return res("aws:route53/record:Record", name, {"zoneId": "Z1", "name": record, "type": "A",
+                                                   "ttl": 60, "records": [value]},
+               provider=AWS_PROVIDER)
+
+
+def test_route53_refuses_a_record_outside_its_zone_and_one_created_twice() -> None:
+    assert _refused([_record("a", "llm.example.com"), _record("b", "llm.example.org")]) == [
+        "InvalidChangeBatch"]
+    assert _refused([_record("a", "llm.example.com"), _record("b", "llm.example.com")]) == [
+        "InvalidChangeBatch"]
+    assert _refused([_record("a", "llm.example.com"), _record("b", "api.example.com")]) == []
+
+
 # --- every stack -----------------------------------------------------------------------------
 
 
@@ -277,5 +355,7 @@ def test_every_check_has_an_old_shape_here_that_fails_it() -> None:
         # tests/components/test_aws_rules.py
         "alarms-reach-someone", "rate-limits-cover-every-request", "pull-through-credentials",
         "least-privilege-policies", "log-delivery-after-policy",
+        # tests/components/test_wiring_checks.py
+        "ingress-backends-exist", "discovery-permitted", "pdb-allows-a-drain",
     }
     assert set(CHECKS) == covered

@@ -10,7 +10,7 @@ from plans import make_plan, one_region
 from llmfleet import cli
 from llmfleet.errors import LlmfleetError, PlanError, UnknownNameError
 from llmfleet.fleetplan.fleet import build_fleet_plan
-from llmfleet.outputs import economics, karpenter
+from llmfleet.outputs import economics, karpenter_manifests
 
 P5 = {"allowed.instance_types": ["p5.48xlarge"]}
 CR = "cr-0123456789abcdef0"
@@ -163,9 +163,9 @@ def test_a_reservation_is_the_floor_and_karpenter_launches_into_it_first() -> No
     rp = fp.regions[0]
     assert rp.capacity.floor_nodes == 0 and rp.capacity.karpenter_gpu_limit == 8
     assert rp.capacity.karpenter_capacity_types == ["reserved", "on-demand"]
-    node_class = karpenter.ec2nodeclass(fp, rp)
+    node_class = karpenter_manifests.ec2nodeclass(fp, rp)
     assert node_class["spec"]["capacityReservationSelectorTerms"] == [{"id": CR}]
-    assert problems(node_class) == [] and problems(karpenter.nodepool(fp, rp)) == []
+    assert problems(node_class) == [] and problems(karpenter_manifests.nodepool(fp, rp)) == []
     # both reserved nodes are billed at the on-demand rate even when one runs: 2 x 55.04 x 730
     assert rp.costs.gpu_trough == pytest.approx(80_358.40)
 

@@ -24,7 +24,7 @@ from plans import (
 from components.weights import read_weights_policy, stage_weights_policy
 from llmfleet.errors import LlmfleetError, PlanError, StackError
 from llmfleet.fleetplan.fleet import build_fleet_plan
-from llmfleet.outputs import karpenter
+from llmfleet.outputs import karpenter_manifests
 from llmfleet.outputs.deploy_order import deploy_order, deploy_order_text
 from llmfleet.plan.stacks import read_plan, stack_file_text
 
@@ -75,7 +75,8 @@ def test_drain_idle_timeout_and_grace_are_sized_for_the_longest_request() -> Non
     assert rp.serving.termination_grace_s == 696
     assert rp.entry_point is not None and rp.entry_point.deregistration_delay_s == 691
     assert rp.entry_point.idle_timeout_s == 656
-    grace = karpenter.nodepool(fp, rp)["spec"]["template"]["spec"]["terminationGracePeriod"]
+    pool = karpenter_manifests.nodepool(fp, rp)
+    grace = pool["spec"]["template"]["spec"]["terminationGracePeriod"]
     assert grace == "16m"  # max(consolidateAfter 960 s, the pods' 696 s)
 
 
@@ -135,7 +136,7 @@ def test_reserved_nodes_join_the_placement_group_their_reservations_were_created
     multi = fp.regions[0].multi_node
     assert multi is not None
     assert (multi.placement_group, multi.placement_group_created) == (CPG, False)
-    node_class = karpenter.ec2nodeclass(fp, fp.regions[0])
+    node_class = karpenter_manifests.ec2nodeclass(fp, fp.regions[0])
     assert node_class["spec"]["placementGroupSelector"] == {"name": CPG}
     assert node_class["spec"]["capacityReservationSelectorTerms"] == [
         {"id": "cr-0123456789abcdef0"}]
@@ -154,7 +155,7 @@ def test_capacity_block_nodes_join_no_placement_group() -> None:
     multi = fp.regions[0].multi_node
     assert multi is not None
     assert (multi.placement_group, multi.placement_group_created) == (None, False)
-    node_class = karpenter.ec2nodeclass(fp, fp.regions[0])
+    node_class = karpenter_manifests.ec2nodeclass(fp, fp.regions[0])
     assert "placementGroupSelector" not in node_class["spec"]
 
 

@@ -13,7 +13,8 @@ from matplotlib.transforms import Bbox
 from plans import three_regions
 
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
-from llmfleet.outputs import charts, diff_charts
+from llmfleet.outputs import charts
+from llmfleet.outputs.diff import before_after_charts
 
 LONG_BASE = "origin/release/2026-q1-capacity-review:stacks/Pulumi.three-regions.yaml"
 LONG_HEAD = "../checkouts/a-very-long-folder-name/stacks/Pulumi.three-regions-doubled.yaml"
@@ -60,10 +61,11 @@ def doubled(own_plans: dict[str, FleetPlan]) -> tuple[FleetPlan, FleetPlan]:
 def test_the_diff_charts_legends_fit_with_long_revision_labels(doubled) -> None:
     before, after = doubled
     with matplotlib.rc_context(cast(Any, charts.STYLE)):
-        figures = {"fleet": diff_charts.figure(
-            (10.0, 3.2), lambda f: diff_charts._fleet(f, before, after, LONG_BASE, LONG_HEAD))}
+        drawn = before_after_charts
+        figures = {"fleet": drawn.figure(
+            (10.0, 3.2), lambda f: drawn._fleet(f, before, after, LONG_BASE, LONG_HEAD))}
         for old, new in zip(before.regions, after.regions, strict=True):
-            figures[new.region] = diff_charts.figure((10.0, 3.0), diff_charts._batch_drawer(
+            figures[new.region] = drawn.figure((10.0, 3.0), drawn._batch_drawer(
                 before, after, old, new, LONG_BASE, LONG_HEAD))
         misfits = {name: _misfits(fig) for name, fig in figures.items()}
     assert misfits == {name: [] for name in figures}

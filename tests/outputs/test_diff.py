@@ -10,8 +10,8 @@ from plans import plan_dict, three_regions, write_stacks
 from llmfleet.cli import main
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.outputs import economics, render
-from llmfleet.outputs.diff import diff_plans, margin
-from llmfleet.outputs.diff_markdown import markdown
+from llmfleet.outputs.diff.compare import diff_plans, margin
+from llmfleet.outputs.diff.markdown import markdown
 from llmfleet.plan import stacks
 from llmfleet.plan.stacks import parse_plan
 from llmfleet.units import HOURS_PER_MONTH

@@ -6,9 +6,9 @@ from plans import three_regions
 
 from llmfleet.cli import main
 from llmfleet.fleetplan.fleet import build_fleet_plan
-from llmfleet.outputs import diff_charts
-from llmfleet.outputs.diff import PlanDiff, diff_plans
-from llmfleet.outputs.diff_markdown import markdown
+from llmfleet.outputs.diff import before_after_charts
+from llmfleet.outputs.diff.compare import PlanDiff, diff_plans
+from llmfleet.outputs.diff.markdown import markdown
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +139,6 @@ def test_diff_charts_are_drawn_beside_the_markdown_and_byte_identical(
     for text in drawn.values():
         assert text.startswith("<?xml") and "<dc:date>" not in text and "<text" in text
     # drawn again from the same two plans: byte-identical
-    assert diff_charts.chart_files(before, after, "three-regions", str(head)) == drawn
+    assert before_after_charts.chart_files(before, after, "three-regions", str(head)) == drawn
     title = "us-east-1: ITL, TTFT and throughput against the batch"
     assert f"![{title}]({out_dir}/us-east-1-batch.svg)" in out

@@ -10,7 +10,7 @@ import pytest
 from crd_schema import problems
 
 from llmfleet.fleetplan.fleet import FleetPlan
-from llmfleet.outputs import karpenter
+from llmfleet.outputs import karpenter_manifests
 
 
 def _docs(plans: dict[str, FleetPlan]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -18,7 +18,7 @@ def _docs(plans: dict[str, FleetPlan]) -> list[tuple[str, str, dict[str, Any]]]:
         (env, rp.region, doc)
         for env, fp in plans.items()
         for rp in fp.regions
-        for doc in karpenter.karpenter_manifests(fp, rp).values()
+        for doc in karpenter_manifests.karpenter_manifests(fp, rp).values()
     ]
 
 
@@ -31,7 +31,7 @@ def test_every_nodepool_and_ec2nodeclass_validates_against_the_pinned_crds(stack
 
 def test_the_validator_rejects_a_misspelt_field_and_a_bad_enum(own_plans) -> None:
     fp = own_plans["three-regions"]
-    pool = karpenter.nodepool(fp, fp.regions[0])
+    pool = karpenter_manifests.nodepool(fp, fp.regions[0])
     typo = copy.deepcopy(pool)
     typo["spec"]["disruption"]["consolidateAfterr"] = "5m"
     assert problems(typo) == ["undeclared .spec.disruption.consolidateAfterr"]
@@ -46,7 +46,7 @@ def test_the_nodepool_ceiling_covers_the_peak_above_the_floor(own_plans) -> None
     # keeps its whole resilience floor warm: 0 above it.)
     rp = own_plans["three-regions"].region("eu-north-1")
     assert (rp.nodes.max, rp.capacity.floor_nodes, rp.gpus_per_node) == (5, 1, 8)
-    pool = karpenter.nodepool(own_plans["three-regions"], rp)
+    pool = karpenter_manifests.nodepool(own_plans["three-regions"], rp)
     assert pool["spec"]["limits"] == {"nvidia.com/gpu": "32"}
     assert "replicas" not in pool["spec"]  # static pools may not carry GPU limits (CEL rule)
 
@@ -54,7 +54,7 @@ def test_the_nodepool_ceiling_covers_the_peak_above_the_floor(own_plans) -> None
 def test_gpu_zones_are_zone_ids_and_two_or_more_where_offered(stack_plans, own_plans) -> None:
     for env, fp in stack_plans.items():
         for rp in fp.regions:
-            reqs = karpenter.nodepool(fp, rp)["spec"]["template"]["spec"]["requirements"]
+            reqs = karpenter_manifests.nodepool(fp, rp)["spec"]["template"]["spec"]["requirements"]
             zone = next(r for r in reqs if r["key"] == "topology.k8s.aws/zone-id")
             assert zone["values"] == rp.capacity.node_zone_ids
             assert len(zone["values"]) >= 2 or rp.capacity.single_zone, (env, rp.region)
@@ -71,7 +71,7 @@ def test_consolidation_waits_at_least_one_predicted_cold_start(own_plans) -> Non
     # 0.88 GiB/s, four TP 2 replicas sharing the node's stream) + 195 s engine = 957.5 s
     # -> 16m (two TP 4 replicas at 1.75 GiB/s, 918.9 s, before #28's SLO model)
     assert rp.cold_start.total_s == pytest.approx(957.5, abs=0.1)
-    disruption = karpenter.nodepool(own_plans["three-regions"], rp)["spec"]["disruption"]
+    disruption = karpenter_manifests.nodepool(own_plans["three-regions"], rp)["spec"]["disruption"]
     assert disruption == {
         "budgets": [{"nodes": "1"}],
         "consolidateAfter": "16m",
@@ -84,7 +84,7 @@ def test_ec2nodeclass_pins_the_ami_requires_imdsv2_and_encrypts_the_root_volume(
 ) -> None:
     fp = own_plans["three-regions"]
     rp = fp.region("eu-north-1")
-    spec = karpenter.ec2nodeclass(fp, rp)["spec"]
+    spec = karpenter_manifests.ec2nodeclass(fp, rp)["spec"]
     assert spec["amiSelectorTerms"] == [{"alias": "al2023@v20260714"}]
     assert spec["metadataOptions"]["httpTokens"] == "required"
     assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 1

@@ -16,7 +16,7 @@ from llmfleet.catalog import images as catalog_images
 from llmfleet.catalog.vllm_release import vllm_release
 from llmfleet.errors import PlanError
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
-from llmfleet.outputs import karpenter, render
+from llmfleet.outputs import karpenter_manifests, render
 
 LWS_SPEC_KEYS = {"leaderWorkerTemplate", "rolloutStrategy", "startupPolicy", "replicas"}
 LWS_TEMPLATE_KEYS = {"leaderTemplate", "workerTemplate", "size", "restartPolicy"}
@@ -103,7 +103,7 @@ def test_on_an_image_with_the_efa_plugin_the_pods_request_every_efa_interface(ef
         assert "hugepages-2Mi" not in c["resources"]["limits"]
         assert {"name": "FI_PROVIDER", "value": "efa"} in c["env"]
     # memory locking comes from the node's containerd spec, not from a capability
-    user_data = karpenter.ec2nodeclass(fp, fp.regions[0])["spec"]["userData"]
+    user_data = karpenter_manifests.ec2nodeclass(fp, fp.regions[0])["spec"]["userData"]
     assert "RLIMIT_MEMLOCK" in user_data and "18446744073709551615" in user_data
 
 
@@ -139,18 +139,17 @@ def test_the_nodes_join_the_placement_group_through_karpenter(frontier) -> None:
     region = frontier.regions[0]
     mn, fabric = region.multi_node, region.fabric
     assert mn is not None and fabric is not None
-    node_class = karpenter.ec2nodeclass(frontier, region)
+    node_class = karpenter_manifests.ec2nodeclass(frontier, region)
     assert problems(node_class) == []
     assert node_class["spec"]["placementGroupSelector"] == {"name": mn.placement_group}
     assert "networkInterfaces" not in node_class["spec"]  # TCP: the one ENA interface
-    assert karpenter.nodepool(frontier, region)["spec"]["template"]["spec"]["requirements"][2][
-        "values"
-    ] == [fabric.zone_id]
+    pool = karpenter_manifests.nodepool(frontier, region)
+    assert pool["spec"]["template"]["spec"]["requirements"][2]["values"] == [fabric.zone_id]
 
 
 def test_efa_nodes_get_an_efa_only_interface_per_network_card(efa_image) -> None:
     fp = build_fleet_plan(frontier_plan(**{"startup.image": efa_image}))
-    node_class = karpenter.ec2nodeclass(fp, fp.regions[0])
+    node_class = karpenter_manifests.ec2nodeclass(fp, fp.regions[0])
     assert problems(node_class) == []
     interfaces = node_class["spec"]["networkInterfaces"]
     assert interfaces[0] == {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}

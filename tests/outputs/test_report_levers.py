@@ -7,7 +7,7 @@ from plans import make_plan, one_region
 
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.outputs import render
-from llmfleet.outputs.report import fleet_text
+from llmfleet.outputs.console import fleet_text
 
 TWO = [{"name": "us-east-1", "traffic_share": 0.5}, {"name": "eu-west-1", "traffic_share": 0.5}]
 

@@ -7,7 +7,7 @@ from plans import frontier_plan, long_prompt_plan, make_plan, plan_dict
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.fleetplan.pinned_levers import pinned_values, unpinned
 from llmfleet.outputs import render
-from llmfleet.outputs.report import fleet_text
+from llmfleet.outputs.console import fleet_text
 from llmfleet.plan.stacks import parse_plan
 from llmfleet.search.levers import Levers, plainness
 

@@ -8,7 +8,7 @@ from plans import make_plan, plan_dict
 
 from llmfleet.errors import StackError
 from llmfleet.fleetplan.fleet import build_fleet_plan
-from llmfleet.outputs.report import fleet_text
+from llmfleet.outputs.console import fleet_text
 from llmfleet.plan.schema import TokenLength
 from llmfleet.plan.stacks import parse_plan
 

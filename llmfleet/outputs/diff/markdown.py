@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llmfleet.data import MinDesiredMax
-from llmfleet.outputs.diff import PlanDiff, RegionDiff, RegionSide
+from llmfleet.outputs.diff.compare import PlanDiff, RegionDiff, RegionSide
 
 ARROW = " → "
 NONE = "—"

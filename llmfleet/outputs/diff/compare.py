@@ -1,10 +1,10 @@
 """What a change to a capacity plan does: GPUs, cost, cost per token, SLO margins, flags,
-and why (one line per material change, diff_causes.py).
+and why (one line per material change, `causes`).
 
 `llmfleet diff BASE HEAD` sizes both plans and compares the FleetPlans region by region
 (regions only on one side are added or removed), then the files each would render. Pure:
-both plans are given; reading them (a stack, a file, a git revision) is revisions.py's.
-The markdown view is diff_markdown.py's."""
+both plans are given; reading them (a stack, a file, a git revision) is
+`llmfleet.plan.stacks`'. The markdown view is `markdown`'s."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from llmfleet.data import Data, MinDesiredMax
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.outputs import economics
-from llmfleet.outputs.diff_causes import region_causes
+from llmfleet.outputs.diff.causes import region_causes
 from llmfleet.outputs.render import REPORT, render_stack
 from llmfleet.units import round_or_none
 
@@ -89,7 +89,7 @@ class RegionDiff(Data):
     causes: list[str] = Field(
         default_factory=list,
         description="One line per material change (GPUs, cost, batch, TP, levers, the "
-        "floor) naming the constraint that binds (diff_causes.py).",
+        "floor) naming the constraint that binds (diff/causes.py).",
     )
 
 
