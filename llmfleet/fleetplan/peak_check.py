@@ -28,9 +28,10 @@ def outside_slo(fleet: FleetPlan) -> list[str]:
         )
         for name, value, target, unit in checks:
             if value > target * (1 + 1e-9):
+                u = f" {unit}" if unit else ""
                 out.append(
                     f"{rp.region}: at its peak ({pr.requests_per_s_at_peak:.2f} req/s on each of "
-                    f"{rp.replicas.desired} replicas) {name} is {value:g}{' ' + unit if unit else ''}"
-                    f", over the SLO's {target:g}{' ' + unit if unit else ''}"
+                    f"{rp.replicas.desired} replicas) {name} is {value:g}{u}, over the SLO's "
+                    f"{target:g}{u}"
                 )
     return out

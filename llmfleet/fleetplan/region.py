@@ -55,10 +55,10 @@ from llmfleet.fleetplan.risk import Risk, build_risk
 from llmfleet.fleetplan.serving import Serving, build_serving
 from llmfleet.fleetplan.weights import WeightStaging, account_of, build_weight_staging
 from llmfleet.fleetplan.workload import Workload, build_workload, pods_per_node
+from llmfleet.plan.schema import STALL_ITLS
 from llmfleet.search.choice import Choice
 from llmfleet.search.levers import served
 from llmfleet.search.optimizer import Alternative, allowed_instances
-from llmfleet.plan.schema import STALL_ITLS
 from llmfleet.search.replica_slo import ttft_prompt_tokens
 from llmfleet.search.replicas import LossSizing
 

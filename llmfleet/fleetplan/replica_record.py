@@ -29,12 +29,12 @@ from llmfleet.perf.disagg import Pair
 from llmfleet.perf.latency import Point, at_rate
 from llmfleet.perf.memory import MemoryBudget
 from llmfleet.perf.parallel import Link, Parallel
+from llmfleet.perf.periods import Engine, Table, table_for
 from llmfleet.perf.speculation import Speculation, resolve
 from llmfleet.perf.step import Correction, StepModel
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice, PrefillPool
-from llmfleet.perf.periods import Engine, Table, table_for
 from llmfleet.search.disagg import transfer_s
 from llmfleet.search.levers import Levers
 from llmfleet.search.operating_point import ReplicaSizing

@@ -2,9 +2,10 @@
 numbers at a rate and a running batch.
 
 A prompt's work on its lane is its share of full periods (`perf.periods`); each lane (a
-data-parallel rank's scheduler; one without data parallelism) is an M/G/1 queue of that work
-at its share of the rate, loaded by its share of *time*. A period that carries chunks takes longer; data-parallel ranks step together,
-so a period is as long as its slowest rank's and every rank's chunk passes the shared experts.
+data-parallel rank's scheduler; one without data parallelism) is an M/G/1 queue of that work at
+its share of the rate, loaded by its share of *time*. A period that carries chunks takes
+longer; data-parallel ranks step together, so a period is as long as its slowest rank's and
+every rank's chunk passes the shared experts.
 The running batch a rate settles at follows by Little's law over the mean period."""
 
 from __future__ import annotations

@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from llmfleet.catalog import model_facts
 from llmfleet.perf import overload

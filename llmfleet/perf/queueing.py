@@ -15,7 +15,6 @@ from statistics import NormalDist
 
 import numpy as np
 
-
 Z_95 = 1.6448536
 Z_99 = 2.3263479
 

@@ -11,8 +11,6 @@ chance stays within 1 - p (`slots_needed`), and TTFT counts the wait."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from llmfleet.perf.lanes import lane_periods

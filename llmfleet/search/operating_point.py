@@ -28,12 +28,12 @@ from llmfleet.catalog.hardware import Gpu, Instance
 from llmfleet.perf.architecture import Arch
 from llmfleet.perf.lanes import running_at
 from llmfleet.perf.latency import OVER_SLO, Point, at_rate, at_running
-from llmfleet.perf.periods import Engine, Table, table_for
-from llmfleet.perf.slots import slots_needed
-from llmfleet.perf.workload import Slo, Workload
 from llmfleet.perf.memory import MemoryBudget, budget
 from llmfleet.perf.parallel import SINGLE, Parallel
+from llmfleet.perf.periods import Engine, Table, table_for
+from llmfleet.perf.slots import slots_needed
 from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel, step_time, step_times
+from llmfleet.perf.workload import Slo, Workload
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, gpu_problem, pinned
 from llmfleet.search.replica_slo import slo_of, ttft_prompt_tokens, workload_of
@@ -659,7 +659,8 @@ def _lane_bound(step_model: StepModel, plan: CapacityPlan, prompt_mean: float, c
     of min(lane, Little) over D."""
     par = step_model.parallel
     per_batch = par.pp * par.dp
-    itl, stall, tail = plan.slo.itl_ms / 1000, plan.slo.stall_ms / 1000, 1 - plan.slo.percentile / 100
+    itl, stall = plan.slo.itl_ms / 1000, plan.slo.stall_ms / 1000
+    tail = 1 - plan.slo.percentile / 100
     batches = np.geomspace(1.0, max(most, 1.0), 12)
     decode = step_times(step_model, batches, ctx)
 

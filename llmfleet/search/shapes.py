@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmfleet.catalog import network
-from llmfleet.catalog.images import serving_image
 from llmfleet.catalog.hardware import Instance
+from llmfleet.catalog.images import serving_image
 from llmfleet.perf.architecture import Arch
 from llmfleet.perf.layout import layout_problem, parallel_for
 from llmfleet.perf.parallel import InterNode, Parallel

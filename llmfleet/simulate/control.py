@@ -1,23 +1,25 @@
 """The control loops a region deploys, with the FleetPlan's parameters: KEDA's triggers read
 by the HPA, Karpenter's GPU nodes above the managed floor, and a new replica's cold start.
 
-Autoscaler (KEDA 2.16 feeding the HPA, every `autoscaling.polling_interval_s`, which is also the
-ServiceMonitor's scrape interval): each trigger is AverageValue, so it proposes ceil(value /
-threshold) replicas, or keeps the current count when value / (threshold x current) is within the
-HPA's 10 % tolerance; the HPA takes the largest proposal within [replicas.min, replicas.max]. Scale-
-up is immediate but at most max(2 x current, current + 4) per period; scale-down takes the largest
-proposal of the last `scale_down_stabilization_s` (Kubernetes defaults besides the plan's window:
-kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale, "Default behavior"). The signals
-are what vLLM exports, summed over Ready replicas: requests completed a second over the window
-(the arrivals of the window: completions equal them at a steady load), waiting requests (`num_requests_waiting`: each
-replica's count drawn from a geometric law with the step's mean, a queue's length, so the sum is
-negative binomial), KV use (running sequences drawn as Poisson, the count of an infinite-server
-system, averaged over the window's scrapes as the query's avg_over_time does), and over the queries'
-2-minute window the mean queue time and the TTFT at the SLO percentile times the Ready count. The
-TTFT quantile is read as the arrival-weighted mean of each step's TTFT at the percentile (the plan's
-formula at that step), not from histogram buckets. KEDA's fallback (hold `replicas.desired` after
-`fallback_failure_threshold` failed polls) never fires: Prometheus does not fail here; its
-`cooldownPeriod` applies only to scaling to zero, which `replicas.min` >= 1 rules out.
+Autoscaler (KEDA 2.16 feeding the HPA, every `autoscaling.polling_interval_s`, which is also
+the ServiceMonitor's scrape interval): each trigger is AverageValue, so it proposes ceil(value
+/ threshold) replicas, or keeps the current count when value / (threshold x current) is within
+the HPA's 10 % tolerance; the HPA takes the largest proposal within [replicas.min,
+replicas.max]. Scale-up is immediate but at most max(2 x current, current + 4) per period;
+scale-down takes the largest proposal of the last `scale_down_stabilization_s` (Kubernetes
+defaults besides the plan's window:
+kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale, "Default behavior"). The
+signals are what vLLM exports, summed over Ready replicas: requests completed a second over the
+window (the arrivals of the window: completions equal them at a steady load), waiting requests
+(`num_requests_waiting`: each replica's count drawn from a geometric law with the step's mean,
+a queue's length, so the sum is negative binomial), KV use (running sequences drawn as Poisson,
+the count of an infinite-server system, averaged over the window's scrapes as the query's
+avg_over_time does), and over the queries' 2-minute window the mean queue time and the TTFT at
+the SLO percentile times the Ready count. The TTFT quantile is read as the arrival-weighted
+mean of each step's TTFT at the percentile (the plan's formula at that step), not from
+histogram buckets. KEDA's fallback (hold `replicas.desired` after `fallback_failure_threshold`
+failed polls) never fires: Prometheus does not fail here; its `cooldownPeriod` applies only to
+scaling to zero, which `replicas.min` >= 1 rules out.
 
 Nodes: the managed node group's floor (`capacity.floor_nodes`) is always there; a pod that
 finds no free slot makes Karpenter launch nodes up to `capacity.ceiling_nodes`. A pod on a

@@ -20,7 +20,6 @@ where it exceeds what the replicas keep up with."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any

@@ -165,7 +165,8 @@ def _batch(
     _legend(fig)
     for ax in fig.axes:
         ax.set_xlim(0, top)
-    fig.suptitle(f"{new.region}: {base} → {head} (dots: the SLO-limit rate; red: the SLOs)", fontsize=9)
+    fig.suptitle(f"{new.region}: {base} → {head} (dots: the SLO-limit rate; red: the SLOs)",
+                 fontsize=9)
 
 
 def _config(rp: RegionPlan) -> str:
