@@ -44,8 +44,6 @@ before it reacts); the relative threshold keeps the default 1.5."""
 
 from __future__ import annotations
 
-import math
-
 from pydantic import Field
 
 from llmfleet.data import Data
@@ -66,7 +64,11 @@ from llmfleet.fleetplan.predicted import Predicted
 from llmfleet.fleetplan.serving import docker_hub_ref
 from llmfleet.fleetplan.workload import NODE_LABEL_PREFIX, PORT, Workload, bounded_name
 from llmfleet.perf.prefix_cache import (
+    BALANCE_REL_THRESHOLD,
+    CACHE_THRESHOLD,
+    ROUTER_REPLICAS,
     Conversations,
+    balance_abs_threshold,
     imbalance_share,
     prefix_cache,
     running_kv_tokens,
@@ -74,13 +76,6 @@ from llmfleet.perf.prefix_cache import (
 from llmfleet.plan.schema import CapacityPlan
 
 POLICY = "cache_aware"
-CACHE_THRESHOLD = 0.3
-"""vllm-router's default `--cache-threshold`: the prefix must cover more than 30 % of the
-prompt for the router to follow it."""
-BALANCE_REL_THRESHOLD = 1.5
-"""vllm-router's default `--balance-rel-threshold`."""
-ROUTER_REPLICAS = 2
-"""One per zone of two: a drained or lost router leaves the other serving."""
 READINESS_PATH = ROUTER_READINESS_PATH
 """vllm-router's regular router: 200 with at least one healthy worker (routers/http/
 router.rs `readiness`); `/health` is 503 while any single worker is unhealthy."""
@@ -321,7 +316,7 @@ def build_prefix_router(
     engines.update(rp.leader_labels)  # across nodes only each group's leader serves the API
     engines = dict(sorted(engines.items()))
     replicas = ROUTER_REPLICAS
-    abs_threshold = max(1, math.floor(rp.max_num_seqs * plan.headroom / replicas))
+    abs_threshold = balance_abs_threshold(rp.max_num_seqs, plan.headroom, replicas)
     per_router = in_flight_per_replica(plan, rp) / replicas
     forced = imbalance_share(rp.replicas_desired, per_router, abs_threshold,
                              BALANCE_REL_THRESHOLD)

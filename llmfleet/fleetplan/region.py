@@ -287,6 +287,35 @@ def reasons(choice: Choice, stage4: LossSizing | None = None) -> list[str]:
         + f"{choice.nodes.desired} nodes at ${choice.price_usd_per_hour:.3f}/h "
         f"({choice.price_source})",
         *_shape_reasons(choice),
+        *_cache_reasons(choice),
+    ]
+
+
+def _cache_reasons(choice: Choice) -> list[str]:
+    """What the sizing expects the prefix cache to hold of each prompt, and why."""
+    hold = choice.sizing.hold
+    if hold is None or hold.cache is None:
+        return []
+    t, c = choice.plan.traffic, hold.cache
+    spread = ("keeps a conversation on the replica that holds it"
+              if hold.balancing == "prefix_aware" else "spreads a conversation's turns")
+    history = (
+        f"; a turn finds its conversation's earlier turns on its replica with chance "
+        f"{c.same_replica_probability:.0%} (edge.balancing {hold.balancing} {spread} over "
+        f"{hold.replicas} replica(s)) and still cached {c.survival_probability:.0%} of the "
+        f"time after a {t.think_time_s:g} s think (an untouched block stays "
+        f"{min(c.turnover_s, 1e9):.0f} s in the free pool): {c.history_hit_rate:.0%} of "
+        f"the history a prompt resends is cached"
+        if t.turns > 1 else ""
+    )
+    shared = (f"the {t.shared_prefix_tokens:,}-token shared prefix stays cached on every "
+              "replica" if hold.shared_tokens > 0 and t.shared_prefix_tokens > 0
+              else "the pool cannot keep the shared prefix" if t.shared_prefix_tokens > 0
+              else "no shared prefix")
+    return [
+        f"prefix cache: {c.cached_tokens_per_prompt:,.0f} of a mean prompt's "
+        f"{t.input_tokens.mean:,} tokens expected cached ({c.hit_rate:.0%}), so prefill "
+        f"computes {c.uncached_tokens_per_prompt:,.0f}: {shared}{history}"
     ]
 
 

@@ -38,6 +38,7 @@ from llmfleet.search.choice import Choice, PrefillPool
 from llmfleet.search.disagg import transfer_s
 from llmfleet.search.levers import Levers
 from llmfleet.search.operating_point import ReplicaSizing
+from llmfleet.search.prefix_hold import CacheHold
 from llmfleet.search.replica_slo import workload_of
 from llmfleet.search.shapes import Shape
 
@@ -148,6 +149,35 @@ class StepInputs(Data):
     correction: CorrectionRecord
 
 
+class PrefixCacheRecord(Data):
+    """What the search sized the replica's prefix cache to hold (`search.prefix_hold`)."""
+
+    balancing: str = Field(description="least_outstanding or prefix_aware (edge.balancing).")
+    replicas_assumed: int = Field(
+        description="Replicas sharing the traffic when the hit rate was computed: the most "
+        "the largest region deploys at the shared-prefix-only sizing (at least the final)."
+    )
+    shared_prefix_cached_tokens: float = Field(
+        description="traffic.shared_prefix_tokens, or 0 when the pool cannot hold it."
+    )
+    history_hit_rate: float = Field(
+        description="Chance a prompt finds the earlier turns it resends in the cache."
+    )
+    hit_rate: float = Field(
+        description="Cached share of the prompt tokens (vLLM's prefix cache hits / queries)."
+    )
+    cached_tokens_per_prompt: float
+    uncached_tokens_per_prompt: float = Field(
+        description="Tokens a prompt's prefill computes on average."
+    )
+    same_replica_probability: float = Field(
+        description="An earlier turn ran on the replica a turn lands on."
+    )
+    turnover_s: float = Field(
+        description="How long an untouched cached block stays in the pool (LRU)."
+    )
+
+
 class PoolRecord(Data):
     """One pool of replicas as the search sized it: layout, step inputs, engine, memory."""
 
@@ -180,6 +210,11 @@ class PoolRecord(Data):
     loss_requests_per_s: float = Field(
         description="Requests/s one replica carries in a region loss: its SLO-limit rate, at "
         "which an arrival finds the slots full at most 1 - p of the time."
+    )
+    prefix_cache: PrefixCacheRecord | None = Field(
+        default=None,
+        description="What its prefix cache holds of each prompt (None: the traffic shares no "
+        "prefix, or a disaggregated pool, sized without a cache).",
     )
 
 
@@ -286,7 +321,33 @@ def _pool(
         "memory": sizing.memory,
         "capacity_requests_per_s": sizing.capacity_requests_per_s,
         "loss_requests_per_s": sizing.loss_requests_per_s,
+        "prefix_cache": _prefix_cache(sizing.hold),
     }
+
+
+def _prefix_cache(hold: CacheHold | None) -> PrefixCacheRecord | None:
+    if hold is None or hold.cache is None:
+        return None
+    c = hold.cache
+    return PrefixCacheRecord(
+        balancing=hold.balancing,
+        replicas_assumed=hold.replicas,
+        shared_prefix_cached_tokens=hold.shared_tokens,
+        history_hit_rate=round(hold.history_hit_rate, 6),
+        hit_rate=round(c.hit_rate, 4),
+        cached_tokens_per_prompt=round(c.cached_tokens_per_prompt, 1),
+        uncached_tokens_per_prompt=round(c.uncached_tokens_per_prompt, 1),
+        same_replica_probability=round(c.same_replica_probability, 4),
+        turnover_s=round(min(c.turnover_s, 1e9), 1),
+    )
+
+
+def hold_of(pool: PoolRecord) -> CacheHold | None:
+    """The cache the search sized the pool with, from the record alone."""
+    r = pool.prefix_cache
+    if r is None:
+        return None
+    return CacheHold(r.shared_prefix_cached_tokens, r.history_hit_rate)
 
 
 def _prefill(choice: Choice, pool: PrefillPool) -> PrefillPoolRecord:
@@ -409,7 +470,7 @@ def engine_of(pool: PoolRecord, model: ResolvedModel) -> Engine:
 
 def table_of(pool: PoolRecord, plan: CapacityPlan, model: ResolvedModel) -> Table:
     """The engine's periods under the plan's traffic (`perf.periods`)."""
-    return table_for(engine_of(pool, model), workload_of(plan))
+    return table_for(engine_of(pool, model), workload_of(plan, hold_of(pool)))
 
 
 def slo_at(

@@ -106,7 +106,7 @@ class Point:
         (uniform over a chunk), and needs on average the fraction of a period its own last
         chunk fills (n mod chunk / chunk) more than it would alone."""
         per = max(self.lane.chunk * self.table.engine.pipeline, 1.0)
-        tokens = self.table.workload.prompts.tokens
+        tokens = self.table.workload.prompts.computed
         return self.lane.mixed_s * (tokens % per) / per
 
     @property
@@ -195,7 +195,7 @@ class Point:
                 over += share
                 continue
             slack = targets[:, None] - fixed - own[None, :]
-            shared = mixed * (p.tokens % (lane.chunk * per)) / (lane.chunk * per)
+            shared = mixed * (p.computed % (lane.chunk * per)) / (lane.chunk * per)
             tail = wait_tail(np.maximum(slack, 0.0), lane.wait_chance, lane.wait_s,
                              self.slot_full_chance, self.slot_wait_s, shift1=shared)
             over += share * (np.where(slack < 0, 1.0, tail) @ p.weights) / p.admitted
@@ -349,7 +349,7 @@ class Point:
         t, lane = self.table, self.lane
         w, e = t.workload, t.engine
         p = w.prompts
-        chunks = np.ceil(p.tokens / max(lane.chunk * e.pipeline, 1.0))  # a prompt's periods
+        chunks = np.ceil(p.computed / max(lane.chunk * e.pipeline, 1.0))  # a prompt's periods
         c1 = float(chunks @ p.weights) / p.admitted
         c2 = float((chunks * chunks) @ p.weights) / p.admitted
         outs, ow = output_bins(w.output_mean, w.output_sigma)

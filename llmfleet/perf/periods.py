@@ -172,20 +172,22 @@ class _Queries:
 def table_for(engine: Engine, workload: Workload, points: int | None = TABLE_POINTS) -> Table:
     """The engine's table (`points`: batches computed, the rest linear between; None: all)."""
     sm, ctx = engine.step_model, workload.context_tokens
-    cap = max(1, min(engine.slots, int(engine.kv_cache_tokens // ctx)))
+    cap = max(1, min(engine.slots, workload.sequences_in(engine.kv_cache_tokens)))
     every = np.arange(cap + 1, dtype=float)
     at = every if points is None or points > cap else np.unique(
         np.concatenate([[0.0, 1.0], np.linspace(0, cap, points).round()])
     )
-    start = workload.prompts.mean / 2
-    tokens, weights = workload.prompts.tokens, workload.prompts.weights
+    start = workload.prompts.mean_start
+    # A prompt's prefill computes what its cache lacks, its chunks after the cached prefix.
+    tokens, weights = workload.prompts.computed, workload.prompts.weights
+    offsets = workload.prompts.offsets
     pre_at = _prefill_batches(cap if engine.decodes else 0)
     q = _Queries()
     decode_at = q.add(np.maximum(at, 1.0), 0.0, 0.0)
     lanes = engine.lanes
     chunks = chunk_at(engine, at)
     ranks_at = [q.add(at, chunks, start, (k - 1) * chunks) for k in range(1, lanes + 1)]
-    prefill_at = _prefill_queries(q, engine, pre_at, tokens, start)
+    prefill_at = _prefill_queries(q, engine, pre_at, tokens, start, offsets)
     times = q.run(sm, ctx)
     decode = times[decode_at]
     ranks = np.array([times[r] for r in ranks_at])
@@ -257,18 +259,21 @@ def _split(engine: Engine, batches: np.ndarray, prompts: np.ndarray
 
 
 def _prefill_queries(q: _Queries, engine: Engine, batches: np.ndarray, prompts: np.ndarray,
-                     mean_start: float) -> tuple[slice, ...]:
-    """The steps of each prompt's prefill at each running batch (see `_prefill_parts`)."""
+                     mean_start: float, offsets: np.ndarray | float = 0.0) -> tuple[slice, ...]:
+    """The steps of each prompt's prefill at each running batch (see `_prefill_parts`):
+    `prompts` the tokens each computes, starting at `offsets` (its cached prefix)."""
     k, per, full, rest = _split(engine, batches, prompts)
     d = batches[:, None]
+    a = np.broadcast_to(np.asarray(offsets, dtype=float), prompts.shape)[None, :]
     j = (np.arange(CHUNK_POINTS) + 0.5) / CHUNK_POINTS
     return (
-        q.add(d, k, np.maximum(full * per - k, 0.0) / 2),  # a full period, mean start
-        q.add(d, np.minimum(rest, k), full * per),  # the partial last period
-        q.add(d, k, np.maximum(prompts[None, :] / 2 - k / 2, 0.0)),  # packed: its middle
+        q.add(d, k, a + np.maximum(full * per - k, 0.0) / 2),  # a full period, mean start
+        q.add(d, np.minimum(rest, k), a + full * per),  # the partial last period
+        q.add(d, k, a + np.maximum(prompts[None, :] / 2 - k / 2, 0.0)),  # packed: its middle
         q.add(d, k, mean_start),  # the table's mixed period
         q.add(d[:, :, None], k[:, :, None],  # spread over its full periods
-              np.maximum((full * per)[:, :, None] * j - k[:, :, None] / 2, 0.0)),
+              a[:, :, None]
+              + np.maximum((full * per)[:, :, None] * j - k[:, :, None] / 2, 0.0)),
     )
 
 

@@ -59,6 +59,13 @@ from typing import Literal
 
 Balancing = Literal["round_robin", "least_outstanding", "prefix_aware"]
 
+CACHE_THRESHOLD = 0.3
+"""vllm-router's default `--cache-threshold`: the prefix must cover more than 30 % of the
+prompt for the router to follow it."""
+BALANCE_REL_THRESHOLD = 1.5
+"""vllm-router's default `--balance-rel-threshold`."""
+ROUTER_REPLICAS = 2
+"""One per zone of two: a drained or lost router leaves the other serving."""
 BISECTION_STEPS = 200
 """Halvings of the turnover interval: far below a millisecond of turnover for any pool."""
 
@@ -362,3 +369,10 @@ def imbalance_share(
                  - (f(high - 1) - f(low - 1)) ** n + (f(high - 1) - f(low)) ** n)
             share += p
     return min(1.0, max(0.0, share))
+
+
+def balance_abs_threshold(max_num_seqs: int, headroom: float, router_replicas: int) -> int:
+    """The router's `--balance-abs-threshold`: a replica running max_num_seqs x headroom more
+    requests than its least loaded peer is at the slots the headroom keeps free; each of R
+    routers sees 1/R of the requests."""
+    return max(1, math.floor(max_num_seqs * headroom / router_replicas))

@@ -30,10 +30,35 @@ class Prompts:
     weights: np.ndarray  # chance of each bin among all requests (sums to 1 - refused)
     refused: float  # share of prompts longer than the limit
     mean: float  # mean admitted prompt
+    cached: np.ndarray | None = None  # tokens of a bin's prompt the replica's cache holds
 
     @property
     def admitted(self) -> float:
         return 1.0 - self.refused
+
+    @property
+    def computed(self) -> np.ndarray:
+        """Tokens a bin's prefill computes: those the prefix cache does not hold."""
+        return self.tokens if self.cached is None else self.tokens - self.cached
+
+    @property
+    def offsets(self) -> np.ndarray | float:
+        """Where a bin's computed tokens start in its context (after its cached prefix)."""
+        return 0.0 if self.cached is None else self.cached
+
+    @property
+    def computed_mean(self) -> float:
+        """Mean tokens an admitted prompt's prefill computes."""
+        if self.cached is None:
+            return self.mean
+        return float(self.computed @ self.weights) / max(self.admitted, 1e-12)
+
+    @property
+    def mean_start(self) -> float:
+        """Mean context position a prefill chunk starts at (half the prompt uncached)."""
+        if self.cached is None:
+            return self.mean / 2
+        return self.mean - self.computed_mean / 2
 
 
 def prompts_of(mean: float, sigma: float, limit: int) -> Prompts:
@@ -71,6 +96,27 @@ def output_bins(mean: float, sigma: float) -> tuple[np.ndarray, np.ndarray]:
     return lengths, np.diff(edges)
 
 
+def with_cache(prompts: Prompts, shared_tokens: float, history_tokens_of: np.ndarray,
+               history_hit_rate: float) -> Prompts:
+    """The bins with what the prefix cache holds of them: every prompt its first
+    `shared_tokens` (the shared prefix, when the pool holds it), and with chance
+    `history_hit_rate` the history it carries (`history_tokens_of`: a bin's earlier turns)
+    or none of it. Each bin splits in two (a hit and a miss of its history), so a
+    percentile of TTFT reads the misses' full prefills rather than a mean saving; vLLM
+    recomputes at least a prompt's last token."""
+    h = min(max(history_hit_rate, 0.0), 1.0)
+    shared = np.minimum(shared_tokens, prompts.tokens)
+    hit = np.minimum(shared + history_tokens_of, prompts.tokens - 1.0)
+    miss = np.minimum(shared, prompts.tokens - 1.0)
+    return Prompts(
+        tokens=np.concatenate([prompts.tokens, prompts.tokens]),
+        weights=np.concatenate([prompts.weights * h, prompts.weights * (1 - h)]),
+        refused=prompts.refused,
+        mean=prompts.mean,
+        cached=np.maximum(np.concatenate([hit, miss]), 0.0),
+    )
+
+
 @dataclass(frozen=True)
 class Workload:
     """What one replica serves, as plain numbers."""
@@ -78,12 +124,18 @@ class Workload:
     prompts: Prompts
     output_mean: float
     output_sigma: float  # of the output lengths' lognormal (0: fixed)
+    shared_kv_tokens: float = 0.0  # a prefix every running sequence shares: held once
 
     @property
     def context_tokens(self) -> float:
         """KV a running sequence holds on average, i + E[o^2] / (2 E[o]): a sequence holds
         its prompt plus half its output, weighted by how long it runs."""
         return self.prompts.mean + self.output_mean * math.exp(self.output_sigma**2) / 2
+
+    def sequences_in(self, kv_tokens: float) -> int:
+        """Running contexts a pool of `kv_tokens` holds, the shared prefix's blocks once."""
+        s = self.shared_kv_tokens
+        return int((kv_tokens - s) // max(self.context_tokens - s, 1.0))
 
     @property
     def output_cv2(self) -> float:

@@ -36,6 +36,7 @@ from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel, step_time, 
 from llmfleet.perf.workload import Slo, Workload
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, gpu_problem, pinned
+from llmfleet.search.prefix_hold import CacheHold, ideal, reuses
 from llmfleet.search.replica_slo import slo_of, ttft_prompt_tokens, workload_of
 from llmfleet.search.shapes import Shape, inter_node
 
@@ -70,6 +71,7 @@ class ReplicaSizing:
     point: Point  # the replica at its SLO-limit rate
     memory: MemoryBudget
     data_parallel_size: int = 1
+    hold: CacheHold | None = None  # what its prefix cache holds (None: nothing assumed)
 
     @property
     def capacity_requests_per_s(self) -> float:
@@ -175,6 +177,7 @@ def engine_slots(
     levers: Levers,
     parallel: Parallel,
     context_tokens: float,
+    shared_kv_tokens: float = 0.0,
 ) -> tuple[int, MemoryBudget]:
     """The most slots the KV pool holds at this budget (running sequences of `context_tokens`
     each), at most MAX_BATCH per engine and what the budget leaves a chunk beside them, and
@@ -189,7 +192,9 @@ def engine_slots(
 
     def fits(slots: int) -> tuple[bool, MemoryBudget]:
         mem = memory(slots)
-        return mem.kv_cache_tokens // context_tokens >= slots, mem
+        held = (mem.kv_cache_tokens - shared_kv_tokens) // max(
+            context_tokens - shared_kv_tokens, 1.0)
+        return held >= slots, mem
 
     ok, mem = fits(most)
     if ok:
@@ -305,7 +310,7 @@ class Candidate:
     def table(self, budget_tokens: int) -> tuple[Table, MemoryBudget] | None:
         slots, mem = engine_slots(
             self.arch, self.gpu, self.tp, self.plan, budget_tokens, self.consts, self.levers,
-            self.parallel, self.workload.context_tokens,
+            self.parallel, self.workload.context_tokens, self.workload.shared_kv_tokens,
         )
         if slots < 1:
             return None
@@ -322,10 +327,12 @@ def size_replica(
     consts: Constants,
     levers: Levers | None = None,
     correction: Correction = NO_CORRECTION,
+    hold: CacheHold | None = None,
 ) -> ReplicaSizing | Rejection:
     """The best operating point of one replica of this shape with these levers (default:
     the plan's own precision and KV dtype, no speculation), or why there is none;
-    `correction`: a calibrated server's own factors."""
+    `correction`: a calibrated server's own factors; `hold`: what its prefix cache holds
+    of each prompt (`search.prefix_hold`)."""
     lv = levers or pinned(plan)
     tp = shape.tp
     problem = _shape_problem(arch, instance, shape)
@@ -355,8 +362,8 @@ def size_replica(
             over=1 / max(mem.max_concurrency, 1e-9),
         )
     step_model = lv.step_model(arch, gpu, tp, consts, correction, par)
-    cand = Candidate(arch, gpu, tp, plan, consts, lv, par, step_model, workload_of(plan),
-                     slo_of(plan))
+    cand = Candidate(arch, gpu, tp, plan, consts, lv, par, step_model,
+                     workload_of(plan, hold), slo_of(plan))
     floor = float(step_time(step_model, 1.0, cand.workload.context_tokens).total_s) * 1000
     if plan.slo.itl == "tpot" and lv.spec:
         floor /= lv.spec.tokens_per_step
@@ -617,9 +624,9 @@ def capacity_upper_bound(
     if _shape_problem(arch, instance, shape) or gpu_problem(arch, gpu, levers):
         return 0.0
     tp, par = shape.tp, shape.parallel(instance, inter_node(plan.startup.image))
-    wl = workload_of(plan)
+    wl = workload_of(plan, ideal(plan) if reuses(plan) else None)  # the most a cache saves
     least = engine_memory(arch, gpu, tp, plan, 1, BUDGET_GRID[0], consts, levers, par)
-    most = min(MAX_BATCH * par.dp, int(least.kv_cache_tokens // wl.context_tokens))
+    most = min(MAX_BATCH * par.dp, wl.sequences_in(least.kv_cache_tokens))
     if most < 1:
         return 0.0
     step_model = levers.step_model(arch, gpu, tp, consts, correction, par)
@@ -641,7 +648,7 @@ def capacity_upper_bound(
     little = d * tps / (o * float(step_time(step_model, d, ctx).total_s))
     if not slo or not prefills:
         return little
-    return min(little, _lane_bound(step_model, plan, wl.prompts.mean, ctx, d, tps, o)
+    return min(little, _lane_bound(step_model, plan, wl.prompts.computed_mean, ctx, d, tps, o)
                / wl.prompts.admitted)
 
 
@@ -718,7 +725,7 @@ def batch_bound(plan: CapacityPlan, sizing: ReplicaSizing) -> BatchBound:
     if not nxt.stable:
         constraint = "prefill" if nxt.lane.utilisation >= 0.999 else "slots"
     elif nxt.slot_full_chance > slo.tail:
-        kv_held = int(table.engine.kv_cache_tokens // table.workload.context_tokens)
+        kv_held = table.workload.sequences_in(table.engine.kv_cache_tokens)
         constraint = "kv_cache" if sizing.slots >= kv_held else "slots"
     elif nxt.ttft_over(slo.ttft_s) > slo.tail:
         constraint = "ttft"
@@ -726,8 +733,8 @@ def batch_bound(plan: CapacityPlan, sizing: ReplicaSizing) -> BatchBound:
         constraint = "itl"
     idle = at_rate(table, 1e-6, p)
     prompt = ttft_prompt_tokens(plan)
-    bins = table.workload.prompts.tokens
-    k = int(min(range(len(bins)), key=lambda j: abs(bins[j] - prompt)))
+    bins = table.workload.prompts.tokens  # with a cache, each length's miss comes last
+    k = int(min(reversed(range(len(bins))), key=lambda j: abs(bins[j] - prompt)))
     lone = float(idle.own_prefill_s[k]) + table.engine.step_model.ttft_overhead_s
     return BatchBound(
         constraint=constraint,

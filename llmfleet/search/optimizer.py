@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from pydantic import Field
 
@@ -36,6 +37,7 @@ from llmfleet.search.operating_point import (
     capacity_upper_bound,
     size_replica,
 )
+from llmfleet.search.prefix_hold import CacheHold, hold_at, reuses, shared_only
 from llmfleet.search.region_losses import loss_demands
 from llmfleet.search.replicas import deployed_replicas, nodes_for
 from llmfleet.search.shapes import Shape, inter_node, shapes
@@ -223,11 +225,43 @@ class Sizer:
         key = (inst.instance_type, shape, levers)
         if key not in self._memo:
             gpu = hardware.gpu(inst.gpu)
-            self._memo[key] = size_replica(
-                self.model.arch, gpu, inst, shape, self.plan, self.consts, levers,
-                self.correction(inst.gpu, shape.tp, levers),
-            )
+            correction = self.correction(inst.gpu, shape.tp, levers)
+
+            def size(hold: CacheHold | None) -> ReplicaSizing | Rejection:
+                return size_replica(self.model.arch, gpu, inst, shape, self.plan, self.consts,
+                                    levers, correction, hold)
+
+            if not reuses(self.plan):
+                self._memo[key] = size(None)
+            else:  # two passes: the shared prefix alone, then the cache at that sizing
+                first = size(shared_only(self.plan))
+                if isinstance(first, ReplicaSizing):
+                    first = replace(first, hold=shared_only(self.plan))
+                    hold = self._hold_at(first)
+                    second = size(hold)
+                    if isinstance(second, ReplicaSizing):
+                        first = replace(second, hold=hold)
+                self._memo[key] = first
         return self._memo[key]
+
+    def _hold_at(self, sizing: ReplicaSizing) -> CacheHold:
+        """The cache of `sizing`'s replica at its SLO-limit rate, on the replicas the largest
+        region deploys at that rate (`search.prefix_hold`)."""
+        rate = sizing.capacity_requests_per_s
+        replicas = max(self.replicas(r, rate).desired for r in self.plan.regions)
+        pt = sizing.point
+        in_flight = rate * (pt.ttft_mean_s + self.plan.traffic.output_tokens.mean
+                            * pt.token_s)
+        return hold_at(
+            self.plan,
+            replicas=replicas,
+            requests_per_s_per_replica=rate,
+            running_sequences=sizing.running,
+            context_tokens=pt.table.workload.context_tokens,
+            kv_pool_tokens=sizing.memory.kv_cache_tokens,
+            max_num_seqs=sizing.max_num_seqs,
+            in_flight_per_replica=in_flight,
+        )
 
 
 def choose_region(

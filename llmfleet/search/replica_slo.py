@@ -14,8 +14,9 @@ from functools import lru_cache
 
 from llmfleet.perf.latency import Point, at_rate
 from llmfleet.perf.periods import Engine, table_for
-from llmfleet.perf.workload import Slo, Workload, prompts_of
+from llmfleet.perf.workload import Slo, Workload, prompts_of, with_cache
 from llmfleet.plan.schema import CapacityPlan, Traffic
+from llmfleet.search.prefix_hold import CacheHold, history_tokens
 
 
 def ttft_prompt_tokens(plan: CapacityPlan) -> int:
@@ -25,10 +26,17 @@ def ttft_prompt_tokens(plan: CapacityPlan) -> int:
     return max(1, min(prompt, plan.max_model_len - 1))
 
 
-def workload_of(plan: CapacityPlan) -> Workload:
+def workload_of(plan: CapacityPlan, hold: CacheHold | None = None) -> Workload:
     """The lengths one replica serves: prompts in quantile bins (those over max_model_len
-    refused), outputs as their lognormal."""
-    return _workload(plan.traffic, plan.max_model_len)
+    refused), outputs as their lognormal; with a `hold`, what its prefix cache holds of
+    each prompt (`search.prefix_hold`)."""
+    plain = _workload(plan.traffic, plan.max_model_len)
+    if hold is None or (hold.shared_tokens <= 0 and hold.history_hit_rate <= 0):
+        return plain
+    p = plain.prompts
+    prompts = with_cache(p, hold.shared_tokens, history_tokens(plan, p.tokens),
+                         hold.history_hit_rate)
+    return Workload(prompts, plain.output_mean, plain.output_sigma, hold.shared_tokens)
 
 
 @lru_cache(maxsize=64)
