@@ -234,6 +234,8 @@ PLAN_SETS = (
 )
 """Flags `predict --stack` takes from the plan's replica; the load flags may still be given."""
 LOAD_FLAGS = ("input_tokens", "output_tokens", "concurrency", "request_rate", "num_requests")
+FLEET_FLAGS = ("replicas", "turns", "shared_prefix_tokens", "think_time_s", "router_replicas")
+"""predict's fleet behind one entry point (with --balancing): perf.load.Fleet."""
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -327,6 +329,9 @@ def _request(args: argparse.Namespace, fields: dict[str, object]) -> PredictRequ
                 "enable_expert_parallel": args.enable_expert_parallel,
                 "instance_type": args.instance_type,
                 **({"inter_node": args.inter_node} if args.inter_node else {}),
+                **{k: getattr(args, k) for k in FLEET_FLAGS if getattr(args, k, None) is not None},
+                **({"balancing": args.balancing.replace("-", "_")}
+                   if getattr(args, "balancing", None) else {}),
                 **fields,
                 **{k: v for k, v in load.items() if v is not None or k not in fields},
                 "num_requests": args.num_requests,

@@ -131,6 +131,28 @@ def build_parser(
         help="how many requests the run sends: offline, the queue; with --request-rate, the "
         "run's length (an overloaded run's TTFT grows with it)",
     )
+    fleet = s.add_argument_group(
+        "a fleet behind one entry point (with --request-rate: the whole fleet's rate)")
+    fleet.add_argument("--replicas", type=int, help="replicas sharing the rate (default 1)")
+    fleet.add_argument(
+        "--balancing",
+        choices=("round-robin", "least-outstanding", "prefix-aware"),
+        help="how the entry point spreads requests: round-robin and least-outstanding spread "
+        "a conversation's turns over every replica, prefix-aware routes a prompt to the "
+        "replica caching its prefix (vllm-router's cache_aware policy; default "
+        "least-outstanding)",
+    )
+    fleet.add_argument("--turns", type=float,
+                       help="requests come in conversations of this many turns on average, "
+                       "each prompt resending the conversation so far (default 1)")
+    fleet.add_argument("--shared-prefix-tokens", type=int,
+                       help="leading tokens every prompt carries (a system prompt; default 0)")
+    fleet.add_argument("--think-time-s", type=float,
+                       help="mean time from an answer to the conversation's next prompt "
+                       "(default 60)")
+    fleet.add_argument("--router-replicas", type=int,
+                       help="prefix-aware routers, each learning only the prefixes it routed "
+                       "(default 1)")
     s.add_argument(
         "--output-lengths",
         choices=("fixed", "sharegpt"),

@@ -190,6 +190,17 @@ def predict_text(r: PredictResult) -> str:
             f"  {r.data_parallel_size} data-parallel ranks, each with its own pool of "
             f"{r.kv_cache_tokens_per_rank:,} tokens"
         )
+    if r.balancing is not None:
+        per = r.requests_per_s_per_replica or 0.0
+        lines.append(
+            f"  {r.replicas} replica(s) behind one entry point ({r.balancing.replace('_', '-')}"
+            f"), {per:.3f} req/s each; the throughput below is theirs together"
+        )
+    if r.prefix_cache_hit_rate is not None:
+        lines.append(
+            f"  prefix cache: {r.cached_tokens_per_prompt or 0:,.0f} of "
+            f"each prompt's tokens cached ({r.prefix_cache_hit_rate:.1%} hit rate)"
+        )
     if r.overloaded:
         lines.append(f"  OVERLOADED: {r.ttft_reason}")
     if r.fits and r.ttft_ms is None and r.itl_ms is not None:

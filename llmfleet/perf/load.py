@@ -10,6 +10,7 @@ on average. The token budget (max_num_batched_tokens), max_num_seqs and the KV p
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -21,9 +22,22 @@ from llmfleet.perf.chunked import MixedSteps, mixed_steps, prefill_s
 from llmfleet.perf.latency import at_rate, saturation_rate
 from llmfleet.perf.memory import MemoryBudget
 from llmfleet.perf.periods import Engine, table_for
+from llmfleet.perf.prefix_cache import (
+    BALANCE_REL_THRESHOLD,
+    CACHE_THRESHOLD,
+    HEADROOM_DEFAULT,
+    Balancing,
+    Conversations,
+    PrefixCache,
+    balance_abs_threshold,
+    imbalance_share,
+    new_tokens_per_turn,
+    prefix_cache,
+    running_kv_tokens,
+)
 from llmfleet.perf.queueing import running_batch
 from llmfleet.perf.step import StepModel, step_time
-from llmfleet.perf.workload import Prompts, Workload
+from llmfleet.perf.workload import Prompts, Workload, with_cache
 
 Mode = Literal["offline", "concurrency", "rate"]
 
@@ -31,6 +45,16 @@ Mode = Literal["offline", "concurrency", "rate"]
 # "fixed": every request generates its output length (random datasets with ignore_eos);
 # "sharegpt": lengths spread as ShareGPT's do around their mean (a dataset workload).
 OutputLengths = Literal["fixed", "sharegpt"]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Replicas behind one entry point sharing a rate, and what their prompts share."""
+
+    replicas: int
+    balancing: Balancing
+    conversations: Conversations
+    router_replicas: int = 1
 
 
 class Load(BaseModel):
@@ -42,6 +66,9 @@ class Load(BaseModel):
     request_rate: float | None = Field(default=None, gt=0)
     num_requests: int | None = Field(default=None, gt=0, description="Requests the run sends.")
     output_lengths: OutputLengths = "fixed"
+    fleet: Fleet | None = Field(
+        default=None, description="A replica among many, request_rate its share (steady)."
+    )
 
     @property
     def mode(self) -> Mode:
@@ -69,6 +96,8 @@ class Prediction(BaseModel):
     overloaded: bool = False  # above capacity (overload.py): TTFT for a run of N, or None
     capacity_requests_per_s: float | None = None
     ttft_reason: str | None = None
+    prefix_cache_hit_rate: float | None = None  # cached share of prompt tokens (a fleet's)
+    cached_tokens_per_prompt: float | None = None
 
 
 def _decode_cap(mem: MemoryBudget, load: Load, max_num_seqs: int, budget_tokens: int) -> float:
@@ -104,6 +133,8 @@ def predict(
         saturated = load.concurrency > cap
     else:
         assert load.request_rate is not None
+        if load.fleet is not None:  # the steady state of a replica among many
+            return _steady(step_model, mem, load, max_num_seqs, max_num_batched_tokens, None)
         rate_cap, over = overload.assess(
             step_model, i, o, load.request_rate, load.num_requests, cap, max_num_batched_tokens
         )
@@ -186,7 +217,16 @@ def _steady(
     prompts = Prompts(np.array([float(i)]), np.array([1.0]), 0.0, float(i))
     workload = Workload(prompts, float(o), sigma)
     slots = max_num_seqs * step_model.parallel.dp
-    table = table_for(Engine(step_model, slots, budget_tokens, mem.kv_cache_tokens), workload)
+    engine = Engine(step_model, slots, budget_tokens, mem.kv_cache_tokens)
+    cache = None
+    if load.fleet is not None:
+        workload, cache = _cached_workload(engine, workload, load.fleet, rate, max_num_seqs)
+        capacity = saturation_rate(table_for(engine, workload), 50.0)
+    cached = {} if cache is None else {
+        "prefix_cache_hit_rate": round(cache.hit_rate, 4),
+        "cached_tokens_per_prompt": round(cache.cached_tokens_per_prompt, 1),
+    }
+    table = table_for(engine, workload)
     point = at_rate(table, rate, 50.0)
     if not point.stable:
         top = saturation_rate(table, 50.0)
@@ -197,6 +237,7 @@ def _steady(
             requests_per_s=top, saturated=True, overloaded=True, capacity_requests_per_s=top,
             ttft_reason=f"arrival rate {rate:g} req/s exceeds the {top:.3g} req/s the prefill "
             "lane and the slots keep up with: the queue and TTFT grow without bound",
+            **cached,
         )
     token_s = point.token_s
     ttft = point.ttft_mean_s
@@ -215,7 +256,46 @@ def _steady(
         requests_per_s=rate,
         saturated=point.running >= table.cap - 0.5,
         capacity_requests_per_s=capacity,
+        **cached,
     )
+
+
+def _cached_workload(engine: Engine, plain: Workload, fleet: Fleet, rate: float,
+                     max_num_seqs: int) -> tuple[Workload, PrefixCache]:
+    """The prompt as a replica among `fleet.replicas` finds it in its prefix cache at `rate`
+    (`perf.prefix_cache`): its running batch and requests in flight from the replica with
+    the shared prefix alone cached, the router's forced share from those in flight."""
+    c = fleet.conversations
+    s = c.shared_prefix_tokens
+    u = new_tokens_per_turn(c.prompt_mean_tokens, c.output_mean_tokens, s, c.turns)
+    history = np.array([max(0.0, c.prompt_mean_tokens - u - s) if c.turns > 1 else 0.0])
+
+    def cached(shared: float, hit: float) -> Workload:
+        if shared <= 0 and hit <= 0:
+            return plain
+        return Workload(with_cache(plain.prompts, shared, history, hit), plain.output_mean,
+                        plain.output_sigma, shared)
+
+    first = at_rate(table_for(engine, cached(s, 0.0)), rate, 50.0)
+    if first.stable:
+        running = first.running
+        in_flight = rate * (first.ttft_mean_s + plain.output_mean * first.token_s)
+    else:
+        running = in_flight = float(first.table.cap)
+    forced = 0.0
+    if fleet.balancing == "prefix_aware":
+        threshold = balance_abs_threshold(max_num_seqs, HEADROOM_DEFAULT, fleet.router_replicas)
+        forced = imbalance_share(fleet.replicas, in_flight / fleet.router_replicas, threshold,
+                                 BALANCE_REL_THRESHOLD)
+    cache = prefix_cache(
+        c, balancing=fleet.balancing, replicas=fleet.replicas,
+        requests_per_s_per_replica=rate, kv_pool_tokens=engine.kv_cache_tokens,
+        running_kv_tokens=running_kv_tokens(running, plain.context_tokens, s),
+        router_replicas=fleet.router_replicas, forced_share=forced,
+        match_threshold=CACHE_THRESHOLD,
+    )
+    shared = s if cache.shared_prefix_cached else 0.0
+    return cached(shared, cache.history_hit_rate), cache
 
 
 def _sharegpt_sigma() -> float:

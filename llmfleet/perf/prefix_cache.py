@@ -66,6 +66,9 @@ BALANCE_REL_THRESHOLD = 1.5
 """vllm-router's default `--balance-rel-threshold`."""
 ROUTER_REPLICAS = 2
 """One per zone of two: a drained or lost router leaves the other serving."""
+HEADROOM_DEFAULT = 0.20
+"""The plan's default headroom (`CapacityPlan.headroom`), which the router's imbalance
+threshold reads (`balance_abs_threshold`): `predict`, without a plan, assumes it."""
 BISECTION_STEPS = 200
 """Halvings of the turnover interval: far below a millisecond of turnover for any pool."""
 

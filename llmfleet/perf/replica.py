@@ -14,8 +14,9 @@ from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.errors import PlanError
 from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, kv_dtype_bytes, with_defaults
 from llmfleet.perf.layout import layout_problem, parallel_for
-from llmfleet.perf.load import Load, OutputLengths, Prediction, predict
+from llmfleet.perf.load import Fleet, Load, OutputLengths, Prediction, predict
 from llmfleet.perf.memory import MemoryBudget, budget
+from llmfleet.perf.prefix_cache import Balancing, Conversations, max_turns, new_tokens_per_turn
 from llmfleet.perf.speculation import from_flags
 from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel
 from llmfleet.units import GIB
@@ -66,6 +67,22 @@ class PredictRequest(BaseModel):
         "replica spans nodes); default: the catalog instance with most of the GPU, preferring "
         "one a replica may span (catalog.network.node_for_gpu).",
     )
+    replicas: int = Field(
+        default=1, ge=1,
+        description="Replicas behind one entry point sharing request_rate (the fleet's).",
+    )
+    balancing: Balancing = Field(
+        default="least_outstanding",
+        description="round_robin and least_outstanding spread a conversation's turns over "
+        "every replica; prefix_aware routes a prompt to the replica caching its prefix.",
+    )
+    turns: float = Field(default=1.0, ge=1, description="Turns a conversation has on average.")
+    shared_prefix_tokens: int = Field(default=0, ge=0,
+                                      description="Leading tokens every prompt carries.")
+    think_time_s: float = Field(default=60.0, gt=0,
+                                description="Mean time from an answer to the next turn.")
+    router_replicas: int = Field(default=1, ge=1,
+                                 description="prefix_aware routers, each learning its own.")
     inter_node: Literal["efa", "tcp"] = Field(
         default="efa",
         description="What crosses between a replica's nodes: efa (an image with the EFA NCCL "
@@ -107,6 +124,9 @@ class PredictResult(Prediction):
     inter_node: str | None = None  # what crosses between them: efa or tcp (None: one node)
     gpus: int = 1  # GPUs of one replica: TP x PP x DP
     kv_cache_tokens_per_rank: int | None = None  # with DP: each rank's own pool
+    replicas: int = 1  # behind one entry point: the throughput is theirs together
+    balancing: str | None = None  # with replicas or reuse: how the entry point spreads them
+    requests_per_s_per_replica: float | None = None
     config_defaults: list[str] = []  # defaults a config.json model was sized with, named
 
 
@@ -292,13 +312,16 @@ def predict_replica(
     budget_tokens = req.max_num_batched_tokens or vllm_release.default_max_num_batched_tokens(
         step_model.gpu
     )
+    fleet = fleet_of(req)
     load_ = Load(
         input_tokens=req.input_tokens,
         output_tokens=req.output_tokens,
         concurrency=req.concurrency,
-        request_rate=req.request_rate,
+        request_rate=req.request_rate if fleet is None or req.request_rate is None
+        else req.request_rate / fleet.replicas,
         num_requests=req.num_requests,
         output_lengths=req.output_lengths,
+        fleet=fleet,
     )
     fits = mem.kv_cache_tokens >= req.input_tokens + req.output_tokens
     if fits:
@@ -319,8 +342,18 @@ def predict_replica(
             saturated=True,
         )
     spec = step_model.speculation
+    fleet_fields = {} if fleet is None else {
+        "replicas": fleet.replicas,
+        "balancing": fleet.balancing,
+        "requests_per_s_per_replica": p.requests_per_s,
+        "requests_per_s": p.requests_per_s * fleet.replicas,
+        "output_tokens_per_s": p.output_tokens_per_s * fleet.replicas,
+        "total_tokens_per_s": p.total_tokens_per_s * fleet.replicas,
+        "capacity_requests_per_s": None if p.capacity_requests_per_s is None
+        else p.capacity_requests_per_s * fleet.replicas,
+    }
     return PredictResult(
-        **p.model_dump(),
+        **{**p.model_dump(), **fleet_fields},
         model=name,
         engine=req.engine,
         gpu=step_model.gpu.gpu,
@@ -349,6 +382,34 @@ def predict_replica(
         gpus=par.ranks(tp),
         kv_cache_tokens_per_rank=mem.kv_cache_tokens // par.dp if par.dp > 1 else None,
     )
+
+
+def fleet_of(req: PredictRequest) -> Fleet | None:
+    """The fleet behind one entry point the request describes (None: one replica, no
+    prefix reuse): an open-loop steady rate only, the SLO model's."""
+    reuse = req.shared_prefix_tokens > 0 or req.turns > 1
+    if req.replicas == 1 and not reuse:
+        return None
+    flag = "replicas" if req.replicas > 1 else (
+        "shared_prefix_tokens" if req.shared_prefix_tokens > 0 else "turns")
+    if req.request_rate is None or req.num_requests is not None:
+        raise PlanError(flag, getattr(req, flag),
+                        "a fleet behind one entry point is predicted in steady state under an "
+                        "open-loop rate: give --request-rate (the fleet's) without "
+                        "--num-requests or --concurrency")
+    conv = Conversations(float(req.input_tokens), float(req.output_tokens),
+                         float(req.shared_prefix_tokens), req.turns, req.think_time_s)
+    if req.shared_prefix_tokens >= req.input_tokens:
+        raise PlanError("shared_prefix_tokens", req.shared_prefix_tokens,
+                        f"give fewer than --input-tokens ({req.input_tokens})")
+    if new_tokens_per_turn(conv.prompt_mean_tokens, conv.output_mean_tokens,
+                           conv.shared_prefix_tokens, conv.turns) < 1:
+        most = max_turns(conv.prompt_mean_tokens, conv.output_mean_tokens,
+                         conv.shared_prefix_tokens)
+        raise PlanError("turns", req.turns,
+                        f"a {req.input_tokens}-token prompt holds at most {most:g} turns of "
+                        f"{req.output_tokens} output tokens after the shared prefix")
+    return Fleet(req.replicas, req.balancing, conv, req.router_replicas)
 
 
 def _node(req: PredictRequest, gpu: str) -> hardware.Instance:

@@ -17,7 +17,12 @@ from llmfleet.catalog.kubernetes import SupportType, default_kubernetes_version
 from llmfleet.data import Data
 from llmfleet.errors import LlmfleetError
 from llmfleet.perf.architecture import KvCacheDtype, Precision
-from llmfleet.perf.prefix_cache import max_turns, mean_turn_index, new_tokens_per_turn
+from llmfleet.perf.prefix_cache import (
+    HEADROOM_DEFAULT,
+    max_turns,
+    mean_turn_index,
+    new_tokens_per_turn,
+)
 from llmfleet.perf.queueing import length_at_percentile, length_sigma
 from llmfleet.plan.alerting import Alerting
 from llmfleet.plan.cluster import ClusterAccess, Startup
@@ -384,7 +389,7 @@ class CapacityPlan(Data):
         "speculative methods, replicas across nodes, disaggregated pools.",
     )
     headroom: float = Field(
-        default=0.20,
+        default=HEADROOM_DEFAULT,
         ge=0,
         lt=0.9,
         description="Share of capacity kept free for spikes (seed: 20-25 %).",
