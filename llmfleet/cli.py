@@ -18,6 +18,7 @@ from llmfleet.calibration import fit
 from llmfleet.calibration.band import shipped_band as held_out_band
 from llmfleet.calibration.fit import fit_all, held_out_by_architecture, leave_one_source_out
 from llmfleet.calibration.measurements import load_measurements, regime_of
+from llmfleet.calibration.prefix_runs import prefix_caching_report, prefix_caching_text
 from llmfleet.calibration.report import summarize, validation_report
 from llmfleet.calibration.rows import predict_rows
 from llmfleet.calibration.server_calibration import (
@@ -488,7 +489,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     report = validation_report(loaded, fitted(), priors(), loso=not args.no_loso)
     if not args.no_loso:
         report["risk_at_p90"] = risk_at_p90()
-    sys.stdout.write(_dump(report) if args.json else validation_text(report))
+    report["prefix_caching"] = prefix_caching_report(paths.PREFIX_CACHING_CSV)
+    text = "" if args.json else validation_text(report) + "\n".join(
+        prefix_caching_text(report["prefix_caching"])) + "\n"
+    sys.stdout.write(_dump(report) if args.json else text)
     return 0
 
 
