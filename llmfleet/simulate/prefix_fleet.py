@@ -48,14 +48,14 @@ prefix is the shared prefix S (one entry, every request touches it) followed by 
 longest context of this conversation the replica still holds. A prompt finds
 floor(min(found, prompt - 1) / 16) x 16 tokens (vLLM recomputes at least the last prompt
 token). After the turn the replica holds the conversation's context through its answer
-(prompt + output), touched now. The pool the cache may use is the KV pool less what the
-running sequences hold (`running_kv_tokens`, a given mean, as `perf.prefix_cache` takes
-it: by default Little's running batch at the replica's rate). Eviction is least recently
-used, and inside a conversation's context tail first: vLLM frees a finished request's
-blocks in reverse order, so a context loses its last blocks before its first. A context
-enters the pool at its turn's arrival rather than at its answer's end (seconds against
-think times). A data-parallel replica's ranks each have their own cache: here one pool
-stands for the replica.
+(prompt + output), touched when the answer ends: while the turn runs its blocks are its
+sequence's, out of the free pool and safe from eviction. The pool the cache may use is
+the KV pool less what the running sequences hold (`running_kv_tokens`, a given mean, as
+`perf.prefix_cache` takes it: by default Little's running batch at the replica's rate).
+Eviction is least recently used, and inside a conversation's context tail first: vLLM
+frees a finished request's blocks in reverse order, so a context loses its last blocks
+before its first. A data-parallel replica's ranks each have their own cache: here one
+pool stands for the replica.
 
 The hit rate is vLLM's prefix-cache hit rate over the requests arriving after the warm-up:
 cached prompt tokens over prompt tokens."""
@@ -192,8 +192,16 @@ class _Cache:
         usable = min(found, prompt - 1)
         return max(0, usable // BLOCK_TOKENS * BLOCK_TOKENS)
 
+    def hold(self, conversation: int) -> None:
+        """A turn of the conversation runs: the blocks it found are its sequence's (out of
+        the free pool until it ends); the shared prefix is touched."""
+        self.total -= self.entries.pop(conversation, 0)
+        if SHARED in self.entries:
+            self.entries.move_to_end(SHARED)
+
     def keep(self, conversation: int, context: int) -> None:
-        """The request ran: its blocks are the most recently used; evict what overflows."""
+        """The turn ended: its blocks return to the free pool, the most recently used;
+        evict what overflows."""
         for key, tokens in ((SHARED, self.shared), (conversation, context - self.shared)):
             if tokens <= 0:
                 continue
@@ -275,11 +283,17 @@ def route(
     learned: list[dict[int, tuple[int, int]]] = [{} for _ in range(router.replicas)]
     sent_any = [np.zeros(replicas, dtype=bool) for _ in range(router.replicas)]
     s = shared_prefix_tokens
-    queue = [(float(t), int(i)) for t, i in zip(c.start_s, c.first, strict=True)]
+    arriving, ending = 1, 0  # at the same time an answer's end comes first
+    queue = [(float(t), arriving, int(i)) for t, i in zip(c.start_s, c.first, strict=True)]
     heapq.heapify(queue)
     turn = 0
     while queue:
-        t, i = heapq.heappop(queue)
+        t, kind, i = heapq.heappop(queue)
+        if kind == ending:
+            caches[replica[i]].keep(int(c.conversation[i]), int(c.prompt[i] + c.output[i]))
+            if not c.last[i]:
+                heapq.heappush(queue, (t + float(c.think_after_s[i]), arriving, i + 1))
+            continue
         if t > until_s:
             continue
         conv, prompt = int(c.conversation[i]), int(c.prompt[i])
@@ -313,9 +327,8 @@ def route(
         fleet.add(to, end)
         arrival[i], replica[i] = t, to
         cached[i] = caches[to].lookup(conv, prompt)
-        caches[to].keep(conv, prompt + int(c.output[i]))
-        if not c.last[i]:
-            heapq.heappush(queue, (end + float(c.think_after_s[i]), i + 1))
+        caches[to].hold(conv)
+        heapq.heappush(queue, (end, ending, i))
     return Routed(arrival, replica, by, cached, forced)
 
 
