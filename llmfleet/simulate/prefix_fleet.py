@@ -200,9 +200,10 @@ class _Cache:
             self.entries.move_to_end(SHARED)
 
     def keep(self, conversation: int, context: int) -> None:
-        """The turn ended: its blocks return to the free pool, the most recently used;
-        evict what overflows."""
-        for key, tokens in ((SHARED, self.shared), (conversation, context - self.shared)):
+        """The turn ended: its blocks return to the free pool, the most recently used, the
+        shared prefix last (vLLM frees a request's blocks last first, so its first blocks
+        are evicted last); evict what overflows."""
+        for key, tokens in ((conversation, context - self.shared), (SHARED, self.shared)):
             if tokens <= 0:
                 continue
             self.total += tokens - self.entries.pop(key, 0)
