@@ -39,8 +39,13 @@ Where a turn lands (`balancing`):
   as forced); otherwise to the replica holding the longest prefix of the prompt if that
   covers more than `cache_threshold` of it (ties: the least loaded), else to its least
   loaded replica (vllm-router picks the replica with the smallest tree there; the least
-  loaded stands for it). The router's tree keeps what it learned (vllm-router trims it only
-  past `--max-tree-size`), so it may send a turn to a replica that has since evicted it.
+  loaded stands for it). Where several replicas hold the longest prefix (the shared one)
+  the least loaded of them takes it (vllm-router takes one tenant of the matched node).
+  The routers start knowing nothing: a shared prefix over the threshold of every first
+  turn keeps new conversations on the replicas a router has sent anything to, and only the
+  load balance opens another (the hot spot a popular prefix makes). The router's tree
+  keeps what it learned (vllm-router trims it only past `--max-tree-size`), so it may send
+  a turn to a replica that has since evicted it.
 
 The replica's cache (`_Cache`), at a conversation's granularity: vLLM caches full blocks
 of 16 tokens (its default block size) by the hash of everything before them, so a cached
