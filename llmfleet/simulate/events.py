@@ -133,6 +133,7 @@ def serve(
     prompts: np.ndarray,
     outputs: np.ndarray,
     max_model_len: int | None = None,
+    cached: np.ndarray | None = None,
 ) -> ServedRequest:
     """One replica serving these requests (arrival times sorted), period by period as vLLM's
     V1 scheduler runs them. Each data-parallel rank (one without data parallelism) has its
@@ -143,7 +144,14 @@ def serve(
     the rank has a free slot and its KV pool holds the prompt. The ranks step together: a
     period takes the slowest rank's step, every rank's chunk passing the shared experts.
     When decodes outgrow a rank's KV pool, the request that started decoding last there is
-    preempted and recomputed later. A prompt at or over `max_model_len` is refused."""
+    preempted and recomputed later. A prompt at or over `max_model_len` is refused.
+
+    `cached`: per request, the prompt tokens this replica's prefix cache already holds
+    (vLLM's automatic prefix caching; `simulate.prefix_fleet` works them out). Prefill then
+    computes only the rest, its chunks starting at that offset of the context (so each step
+    attends to the cached prefix), and at least the prompt's last token (vLLM recomputes it
+    to sample the first output token). The request still holds its whole prompt in the KV
+    pool. A preempted request recomputes everything (its cached blocks counted as lost)."""
     timed = _timer(engine.step_model)
     budget = engine.budget_tokens
     lanes, pipeline = engine.lanes, engine.pipeline
@@ -161,7 +169,11 @@ def serve(
     longest = np.zeros(n)  # its longest gap before its latest start
     last_token = np.zeros(n)  # when its latest token before that start came
     made = np.zeros(n)  # output tokens before its latest start
-    todo = prompts.astype(np.int64).copy()  # tokens to prefill (more after a preemption)
+    offset = np.zeros(n, dtype=np.int64)  # prompt tokens already cached: prefill starts there
+    if cached is not None:
+        offset = np.clip(np.asarray(cached, dtype=np.int64), 0,
+                         np.maximum(prompts.astype(np.int64) - 1, 0))
+    todo = prompts.astype(np.int64) - offset  # tokens to prefill (more after a preemption)
     home = np.zeros(n, dtype=np.int64)  # its rank
     ends: list[tuple[int, int, int]] = []  # (period it ends in, request, version)
     version = np.zeros(n, dtype=np.int64)  # a preempted request's old end is stale
@@ -194,28 +206,28 @@ def serve(
                     break
                 take = min(int(todo[entry[0]]) - entry[1], left)
                 if left == room * pipeline:
-                    starts[b] = entry[1]
+                    starts[b] = int(offset[entry[0]]) + entry[1]
                 chunks.append((entry, take))
                 left -= take
             # vLLM admits a prompt while its blocks fit the KV pool (decodes grow into it).
             while (rank.waiting and left > 0
                    and rank.decodes + len(rank.prefilling) < rank.slots):
                 r = rank.waiting[0]
-                if rank.held + todo[r] > rank.kv:
+                if rank.held + todo[r] + offset[r] > rank.kv:
                     break
                 rank.waiting.popleft()
                 if math.isnan(first_chunk[r]):
                     first_chunk[r] = t
-                rank.held += todo[r]
+                rank.held += todo[r] + offset[r]
                 entry = [r, 0]
                 rank.prefilling.append(entry)
                 take = min(int(todo[r]), left)
                 if left == room * pipeline:
-                    starts[b] = 0
+                    starts[b] = int(offset[r])
                 chunks.append((entry, take))
                 left -= take
             used[b] = room * pipeline - left
-            filling = sum(todo[e[0]] for e in rank.prefilling)
+            filling = sum(todo[e[0]] + offset[e[0]] for e in rank.prefilling)
             context = (rank.held - filling) / rank.decodes if rank.decodes else 0.0
             contexts[b] = int(round(context / CONTEXT_ROUND)) * CONTEXT_ROUND
             used[b] = min(room, used[b]) if pipeline > 1 else used[b]
@@ -265,6 +277,7 @@ def serve(
                 rank.held -= prompts[r] + now  # its blocks are freed
                 made[r] = now
                 todo[r] = int(prompts[r] + now)
+                offset[r] = 0
                 rank.waiting.appendleft(r)
         for entry, take in chunks:
             entry[1] += take
