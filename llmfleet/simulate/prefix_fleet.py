@@ -74,9 +74,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmfleet.fleetplan.prefix_router import BALANCE_REL_THRESHOLD, CACHE_THRESHOLD
 from llmfleet.perf.periods import Engine
-from llmfleet.perf.prefix_cache import Balancing, new_tokens_per_turn, running_kv_tokens
+from llmfleet.perf.prefix_cache import (
+    BALANCE_REL_THRESHOLD,
+    CACHE_THRESHOLD,
+    Balancing,
+    new_tokens_per_turn,
+    running_kv_tokens,
+)
 from llmfleet.perf.step import step_time
 from llmfleet.simulate.events import serve
 

@@ -12,6 +12,7 @@ from llmfleet.search.region_losses import reroute
 from llmfleet.simulate.checks import checks, cost_check, events
 from llmfleet.simulate.day import run_day
 from llmfleet.simulate.engine import ReplicaModel, replica_models
+from llmfleet.simulate.prefix_check import prefix_checks
 from llmfleet.simulate.result import Simulation, summarise, violations_of
 from llmfleet.simulate.scenario import (
     DEFAULT_LOSS_AT,
@@ -39,7 +40,8 @@ def simulate(
     found = checks(plan, fleet, run, event_list, violations)
     result = summarise(plan, fleet, run, stack, found, event_list, violations)
     if scenario.spike is None and scenario.loss is None and scenario.day.profile == "plan":
-        found = [*found, cost_check(result.cost_usd, result.plan_cost_usd)]
+        found = [*found, cost_check(result.cost_usd, result.plan_cost_usd),
+                 *prefix_checks(plan, fleet)]
         result = result.model_copy(update={"checks": found})
     return result
 

@@ -11,7 +11,8 @@ import pytest
 from plans import LONG_PROMPT, ONE_REGION, plan_dict
 
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
-from llmfleet.fleetplan.prefix_router import BALANCE_REL_THRESHOLD, ROUTER_FLAGS
+from llmfleet.fleetplan.prefix_router import ROUTER_FLAGS
+from llmfleet.perf.prefix_cache import BALANCE_REL_THRESHOLD
 from llmfleet.outputs.render import region_files
 from llmfleet.plan.stacks import parse_plan
 
