@@ -17,6 +17,10 @@ from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.catalog.kubernetes import SupportType
 from llmfleet.data import Data, MinDesiredMax
 from llmfleet.errors import InfeasibleError
+from llmfleet.fleetplan.balancing_alternative import (
+    build_balancing_alternative,
+    searched_with_router,
+)
 from llmfleet.fleetplan.calibrations import CalibrationUse, build_calibrations
 from llmfleet.fleetplan.capacity import check_region_size
 from llmfleet.fleetplan.entry_point import build_capacity_check, build_entry_point
@@ -190,6 +194,23 @@ class Search:
             for region in plan.regions
         ]
 
+    def with_router(self, plan: CapacityPlan, choices: list[Choice]) -> list[Choice | None]:
+        """Each region's choice with prefix-aware balancing (`balancing_alternative`); None
+        for every region where it would change nothing, and where nothing is feasible. Its
+        own Sizer: a sizing's cache depends on the balancing."""
+        routed = searched_with_router(plan)
+        if routed is None:
+            return [None for _ in choices]
+        sizer = Sizer(routed, self.model, self.consts, self.coverage, self.sizer.slowdown)
+        out: list[Choice | None] = []
+        for choice in choices:
+            try:
+                out.append(choose_region(routed, self.model, choice.region, self.consts,
+                                         sizer)[0])
+            except InfeasibleError:
+                out.append(None)
+        return out
+
     def without_pins(self, plan: CapacityPlan, choices: list[Choice]) -> list[Choice | None]:
         """Each region's choice with the plan's lever pins lifted (`pinned_levers`); None for
         every region when the plan pins nothing, and where nothing is feasible without the
@@ -242,13 +263,14 @@ def fleet_plan_of(
     choices = [choice for choice, _ in searched]
     floors = loss_sizing(plan, choices)
     regions = [
-        _with_pins(
+        _with_router_alternative(_with_pins(
             _with_routing(plan, build_region_plan(choice, alts, consts, pessimistic, floor), floor),
             choice,
             free,
-        )
-        for choice, (_, alts), floor, free in zip(
-            choices, searched, floors, found.without_pins(plan, choices), strict=True
+        ), choice, routed)
+        for choice, (_, alts), floor, free, routed in zip(
+            choices, searched, floors, found.without_pins(plan, choices),
+            found.with_router(plan, choices), strict=True
         )
     ]
     for r in regions:
@@ -338,6 +360,16 @@ def _with_routing(plan: CapacityPlan, rp: RegionPlan, floor: LossSizing) -> Regi
         reasons += router.reasons
     return rp.model_copy(update={"entry_point": entry, "reasons": reasons,
                                  "prefix_router": router})
+
+
+def _with_router_alternative(rp: RegionPlan, choice: Choice, routed: Choice | None
+                             ) -> RegionPlan:
+    """The region with what prefix-aware balancing would save, said in its reasons."""
+    alt = build_balancing_alternative(choice, routed) if routed is not None else None
+    if alt is None:
+        return rp
+    return rp.model_copy(update={"balancing_alternative": alt,
+                                 "reasons": [*rp.reasons, alt.text]})
 
 
 def _with_pins(rp: RegionPlan, choice: Choice, free: Choice | None) -> RegionPlan:

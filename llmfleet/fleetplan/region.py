@@ -13,6 +13,7 @@ from llmfleet.data import Data, MinDesiredMax
 from llmfleet.errors import PlanError
 from llmfleet.fleetplan.alerts import Alerts, build_alerts
 from llmfleet.fleetplan.autoscaling import Autoscaling, build_autoscaling
+from llmfleet.fleetplan.balancing_alternative import BalancingAlternative
 from llmfleet.fleetplan.capacity import (
     NodeCapacity,
     SystemPool,
@@ -168,6 +169,11 @@ class RegionPlan(Data):
         description="The cheapest configuration with the plan's lever pins (model.precision, "
         "model.kv_cache_dtype) lifted, where it costs less than the pinned one; the reasons "
         "say it with its price.",
+    )
+    balancing_alternative: BalancingAlternative | None = Field(
+        default=None,
+        description="With traffic that shares prefixes balanced by least outstanding "
+        "requests: the region searched with edge.balancing prefix_aware, where it costs less.",
     )
     replica: ReplicaRecord = Field(
         description="The replica the search sized: layout, the step model's inputs after "
