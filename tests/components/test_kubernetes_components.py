@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pulumi_kubernetes as k8s
+from plans import gpu_pod_specs
 
 from components.cluster_addons import (
     ALERTMANAGER_SERVICE_ACCOUNT,
@@ -141,27 +142,12 @@ def node_labels_of_any_pool() -> dict[str, str]:
     return workload.node_labels("f", "L4", "g6.xlarge", 1)
 
 
-def _gpu_pod_specs(doc: dict) -> list[dict]:
-    """The pod specs of a Deployment, or a LeaderWorkerSet's leader and workers (a replica
-    across nodes), that request GPUs."""
-    if doc["kind"] == "Deployment":
-        specs = [doc["spec"]["template"]["spec"]]
-    elif doc["kind"] == "LeaderWorkerSet":
-        t = doc["spec"]["leaderWorkerTemplate"]
-        specs = [t[k]["spec"] for k in ("leaderTemplate", "workerTemplate") if k in t]
-    else:
-        return []
-    return [s for s in specs
-            if any("nvidia.com/gpu" in c.get("resources", {}).get("limits", {})
-                   for c in s["containers"])]
-
-
 def test_gpu_node_labels_are_the_pods_node_selector(stack_plans) -> None:
     """Every pod that asks for GPUs (one node a replica: a Deployment; across nodes: a
     LeaderWorkerSet's leader and workers) selects its region's GPU pool."""
     for fp in stack_plans.values():
         for rp in fp.regions:
-            specs = [s for d in render.region_manifests(fp, rp) for s in _gpu_pod_specs(d)]
+            specs = [s for d in render.region_manifests(fp, rp) for s in gpu_pod_specs(d)]
             assert specs, rp.region
             for spec in specs:
                 assert spec["nodeSelector"].items() <= gpu_pool(rp).labels.items()
