@@ -204,6 +204,21 @@ def production_plan(**changes: Any) -> CapacityPlan:
     return make_plan(**{**PRODUCTION, **changes})
 
 
+def gpu_pod_specs(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod specs of a rendered Deployment, or of a LeaderWorkerSet's leader and workers
+    (a replica across nodes), that request GPUs: the vLLM pods, however a region serves."""
+    if doc["kind"] == "Deployment":
+        specs = [doc["spec"]["template"]["spec"]]
+    elif doc["kind"] == "LeaderWorkerSet":
+        t = doc["spec"]["leaderWorkerTemplate"]
+        specs = [t[k]["spec"] for k in ("leaderTemplate", "workerTemplate") if k in t]
+    else:
+        return []
+    return [s for s in specs
+            if any("nvidia.com/gpu" in c.get("resources", {}).get("limits", {})
+                   for c in s["containers"])]
+
+
 def by_kind(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Rendered objects by kind, the first of each (the server's: the staging Job's
     ServiceAccount, ConfigMap and NetworkPolicy, the dashboard and the health Ingress come

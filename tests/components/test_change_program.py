@@ -329,12 +329,14 @@ def test_after_its_retirement_a_region_goes_with_only_its_controllers_objects_in
     assert not [s for s in preview.steps if "aws s3 rm" in s or "deletion protection" in s]
 
 
-def test_a_survivor_moving_to_one_gpu_zone_has_its_node_groups_replaced_and_said() -> None:
-    """Disaggregation allowed, us-west-2 at 45 % prices a prefill and a decode pool cheaper;
-    their KV transfer keeps every GPU node in one zone (fleetplan.fabric), so the cluster's
-    zones drop from 3 to 2 (usw2-az4's subnets go) and both node groups' subnetIds change:
-    replacements the preview names beside the removal the change allows."""
-    after = _changed(THREE_REGIONS, {"regions": SURVIVOR_SHARES})
+def test_a_survivor_whose_gpu_zones_narrow_has_its_node_groups_replaced_and_said() -> None:
+    """us-west-2, a survivor at 45 %, keeps its GPU nodes in usw2-az1 and usw2-az2 (its
+    node_zone_ids; fleetplan.fabric narrows them the same way to one zone for replicas
+    across nodes or pools that trade KV), so the cluster's zones drop from 3 to 2
+    (usw2-az4's subnets go) and both node groups' subnetIds change: replacements the
+    preview names beside the removal the change allows."""
+    west = {**SURVIVOR_SHARES[1], "node_zone_ids": ["usw2-az1", "usw2-az2"]}
+    after = _changed(THREE_REGIONS, {"regions": [SURVIVOR_SHARES[0], west]})
     preview = change(THREE_REGIONS, after, allow=["*eu-north-1*"])
     replaced = {f.resource for f in preview.findings if f.check == "stateful-replaced"}
     assert replaced == {"chat-three-us-west-2-gpu", "chat-three-us-west-2-system"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pulumi_kubernetes as k8s
+from plans import gpu_pod_specs
 
 from components.cluster_addons import (
     ALERTMANAGER_SERVICE_ACCOUNT,
@@ -142,13 +143,14 @@ def node_labels_of_any_pool() -> dict[str, str]:
 
 
 def test_gpu_node_labels_are_the_pods_node_selector(stack_plans) -> None:
+    """Every pod that asks for GPUs (one node a replica: a Deployment; across nodes: a
+    LeaderWorkerSet's leader and workers) selects its region's GPU pool."""
     for fp in stack_plans.values():
         for rp in fp.regions:
-            [deployment] = [
-                d for d in render.region_manifests(fp, rp) if d["kind"] == "Deployment"
-            ]
-            selector = deployment["spec"]["template"]["spec"]["nodeSelector"]
-            assert selector.items() <= gpu_pool(rp).labels.items()
+            specs = [s for d in render.region_manifests(fp, rp) for s in gpu_pod_specs(d)]
+            assert specs, rp.region
+            for spec in specs:
+                assert spec["nodeSelector"].items() <= gpu_pool(rp).labels.items()
 
 
 def test_every_rendered_kind_has_a_resource_class(own_plans) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from plans import make_plan
+from plans import gpu_pod_specs, make_plan
 
 from llmfleet.fleetplan.alerts import good_share
 from llmfleet.fleetplan.fleet import build_fleet_plan
@@ -95,10 +95,12 @@ def test_the_dashboard_shows_the_slo_and_gpu_telemetry(own_plans) -> None:
 def test_vllm_usage_reporting_is_off(stack_plans) -> None:
     for fp in stack_plans.values():
         for r in fp.regions:
-            docs = {d["kind"]: d for d in render.region_manifests(fp, r)}
-            [c] = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
-            env = {e["name"]: e.get("value") for e in c["env"]}
-            assert env["VLLM_NO_USAGE_STATS"] == "1" and env["DO_NOT_TRACK"] == "1"
+            specs = [s for d in render.region_manifests(fp, r) for s in gpu_pod_specs(d)]
+            assert specs, r.region
+            for spec in specs:
+                [c] = spec["containers"]
+                env = {e["name"]: e.get("value") for e in c["env"]}
+                assert env["VLLM_NO_USAGE_STATS"] == "1" and env["DO_NOT_TRACK"] == "1"
 
 
 def test_egress_is_dns_to_coredns_and_https_to_public_addresses(stack_plans) -> None:

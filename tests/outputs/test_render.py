@@ -71,6 +71,16 @@ def regions(
     return _regions({**stack_plans, **{f"own:{k}": v for k, v in own_plans.items()}})
 
 
+@pytest.fixture(scope="module")
+def deployed(regions: list[tuple[FleetPlan, RegionPlan, Docs]]
+             ) -> list[tuple[FleetPlan, RegionPlan, Docs]]:
+    """The regions whose replicas are a Deployment (one node a replica; a replica across
+    nodes is a LeaderWorkerSet: tests/outputs/test_multi_node_render.py), never none."""
+    found = [r for r in regions if "Deployment" in r[2]]
+    assert found
+    return found
+
+
 def _container(docs: Docs) -> dict[str, Any]:
     [container] = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
     return dict(container)
@@ -153,8 +163,8 @@ def test_stale_or_unknown_metric_names_are_caught(stale) -> None:
 # --- Deployment ---------------------------------------------------------------------------------
 
 
-def test_pods_get_the_plans_gpus_cpu_and_memory(regions) -> None:
-    for _, rp, docs in regions:
+def test_pods_get_the_plans_gpus_cpu_and_memory(deployed) -> None:
+    for _, rp, docs in deployed:
         s, res = rp.serving, _container(docs)["resources"]
         assert res["limits"]["nvidia.com/gpu"] == str(rp.tensor_parallel_size)
         assert res["requests"]["nvidia.com/gpu"] == res["limits"]["nvidia.com/gpu"]
@@ -162,8 +172,8 @@ def test_pods_get_the_plans_gpus_cpu_and_memory(regions) -> None:
         assert res["requests"]["memory"] == f"{s.memory_gib_per_pod}Gi"
 
 
-def test_pods_land_only_on_the_node_pools_gpu_nodes(regions) -> None:
-    for _, rp, docs in regions:
+def test_pods_land_only_on_the_node_pools_gpu_nodes(deployed) -> None:
+    for _, rp, docs in deployed:
         spec = docs["Deployment"]["spec"]["template"]["spec"]
         assert spec["nodeSelector"].items() <= gpu_pool(rp).labels.items()
         [taint] = node_taints(rp)
@@ -177,8 +187,8 @@ def test_pods_land_only_on_the_node_pools_gpu_nodes(regions) -> None:
         ]
 
 
-def test_the_image_is_the_pinned_vllm_release(regions) -> None:
-    for _, rp, docs in regions:
+def test_the_image_is_the_pinned_vllm_release(deployed) -> None:
+    for _, rp, docs in deployed:
         image = _container(docs)["image"]
         assert image == rp.serving.image
         assert image.endswith("/" + str(vllm_release()["image"])) or image == vllm_release()[
@@ -187,8 +197,8 @@ def test_the_image_is_the_pinned_vllm_release(regions) -> None:
         assert image.endswith(":v" + VLLM_VERSION)
 
 
-def test_vllm_serves_the_config_from_the_configmap(regions) -> None:
-    for _, rp, docs in regions:
+def test_vllm_serves_the_config_from_the_configmap(deployed) -> None:
+    for _, rp, docs in deployed:
         c, spec = _container(docs), docs["Deployment"]["spec"]["template"]["spec"]
         w = rp.workload
         assert c["command"] == ["vllm", "serve", "--config", w.config_path]
@@ -199,8 +209,8 @@ def test_vllm_serves_the_config_from_the_configmap(regions) -> None:
         assert path == w.config_path and mount["readOnly"] is True
 
 
-def test_shm_and_the_model_cache_are_sized_by_the_plan(regions) -> None:
-    for _, rp, docs in regions:
+def test_shm_and_the_model_cache_are_sized_by_the_plan(deployed) -> None:
+    for _, rp, docs in deployed:
         s, c = rp.serving, _container(docs)
         vols = {v["name"]: v for v in docs["Deployment"]["spec"]["template"]["spec"]["volumes"]}
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
@@ -211,8 +221,8 @@ def test_shm_and_the_model_cache_are_sized_by_the_plan(regions) -> None:
         assert env["HF_HOME"]["value"].startswith(mounts["model-cache"] + "/")
 
 
-def test_probes_give_startup_the_plans_budget_and_watch_health(regions) -> None:
-    for _, rp, docs in regions:
+def test_probes_give_startup_the_plans_budget_and_watch_health(deployed) -> None:
+    for _, rp, docs in deployed:
         s, c = rp.serving, _container(docs)
         start = c["startupProbe"]
         assert start["httpGet"] == {"path": "/health", "port": "http"}
@@ -224,8 +234,8 @@ def test_probes_give_startup_the_plans_budget_and_watch_health(regions) -> None:
         assert c["livenessProbe"]["failureThreshold"] > c["readinessProbe"]["failureThreshold"]
 
 
-def test_drain_prestop_then_shutdown_timeout_inside_the_grace_period(regions) -> None:
-    for _, rp, docs in regions:
+def test_drain_prestop_then_shutdown_timeout_inside_the_grace_period(deployed) -> None:
+    for _, rp, docs in deployed:
         s, c = rp.serving, _container(docs)
         spec = docs["Deployment"]["spec"]["template"]["spec"]
         assert c["lifecycle"]["preStop"] == {"sleep": {"seconds": s.prestop_sleep_s}}
@@ -233,8 +243,8 @@ def test_drain_prestop_then_shutdown_timeout_inside_the_grace_period(regions) ->
         assert s.prestop_sleep_s + s.vllm.shutdown_timeout < s.termination_grace_s
 
 
-def test_replicas_spread_across_zones_and_nodes(regions) -> None:
-    for _, rp, docs in regions:
+def test_replicas_spread_across_zones_and_nodes(deployed) -> None:
+    for _, rp, docs in deployed:
         spread = docs["Deployment"]["spec"]["template"]["spec"]["topologySpreadConstraints"]
         assert {t["topologyKey"] for t in spread} == {
             "topology.kubernetes.io/zone",
@@ -245,9 +255,9 @@ def test_replicas_spread_across_zones_and_nodes(regions) -> None:
 
 
 def test_pods_stream_weights_from_s3_with_their_service_account_not_a_hugging_face_token(
-    regions,
+    deployed,
 ) -> None:
-    for _, rp, docs in regions:
+    for _, rp, docs in deployed:
         pod = docs["Deployment"]["spec"]["template"]["spec"]
         env = {e["name"]: e for e in _container(docs)["env"]}
         assert "HF_TOKEN" not in env and "HF_TOKEN_PATH" not in env and "Secret" not in docs
@@ -262,8 +272,8 @@ def test_pods_stream_weights_from_s3_with_their_service_account_not_a_hugging_fa
         assert config["load-format"] == "runai_streamer"
 
 
-def test_vllm_runs_as_the_images_non_root_user_without_privileges(regions) -> None:
-    for _, rp, docs in regions:
+def test_vllm_runs_as_the_images_non_root_user_without_privileges(deployed) -> None:
+    for _, rp, docs in deployed:
         pod = docs["Deployment"]["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] == rp.workload.run_as_user != 0
@@ -274,16 +284,16 @@ def test_vllm_runs_as_the_images_non_root_user_without_privileges(regions) -> No
         assert sc == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def test_the_hpa_owns_the_replica_count(regions) -> None:
-    for _, _, docs in regions:
+def test_the_hpa_owns_the_replica_count(deployed) -> None:
+    for _, _, docs in deployed:
         assert "replicas" not in docs["Deployment"]["spec"]
 
 
 # --- Service, PDB, monitoring, network policy -------------------------------------------------
 
 
-def test_every_selector_matches_the_pods(regions) -> None:
-    for _, rp, docs in regions:
+def test_every_selector_matches_the_pods(deployed) -> None:
+    for _, rp, docs in deployed:
         labels = rp.workload.labels
         assert docs["Deployment"]["spec"]["template"]["metadata"]["labels"] == labels
         assert docs["Deployment"]["spec"]["selector"]["matchLabels"] == labels
@@ -323,8 +333,8 @@ def test_prometheus_scrapes_metrics_as_often_as_keda_polls(regions) -> None:
         }
 
 
-def test_a_disruption_takes_at_most_the_plans_share(regions) -> None:
-    for _, rp, docs in regions:
+def test_a_disruption_takes_at_most_the_plans_share(deployed) -> None:
+    for _, rp, docs in deployed:
         share = rp.workload.pdb_max_unavailable
         assert docs["PodDisruptionBudget"]["spec"]["maxUnavailable"] == share
         strategy = docs["Deployment"]["spec"]["strategy"]["rollingUpdate"]
@@ -376,8 +386,8 @@ def test_without_dns_only_the_gateway_and_prometheus_reach_the_model_port() -> N
 # --- KEDA ---------------------------------------------------------------------------------------
 
 
-def test_the_scaled_object_carries_the_plans_autoscaling(regions) -> None:
-    for _, rp, docs in regions:
+def test_the_scaled_object_carries_the_plans_autoscaling(deployed) -> None:
+    for _, rp, docs in deployed:
         a, so = rp.autoscaling, docs["ScaledObject"]["spec"]
         assert so["scaleTargetRef"] == {
             "apiVersion": "apps/v1",
