@@ -21,11 +21,12 @@ from llmfleet.perf.step import step_time
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
+from llmfleet.search.cost import on_demand_monthly_usd
 from llmfleet.search.levers import Levers, native_precision, resolve_spec, served
 from llmfleet.search.operating_point import Rejection
 from llmfleet.search.optimizer import Sizer
 from llmfleet.search.replicas import nodes_for
-from llmfleet.units import GIB, HOURS_PER_MONTH
+from llmfleet.units import GIB
 
 
 class ChosenLevers(Data):
@@ -215,7 +216,7 @@ def _cost(choice: Choice, sizer: Sizer, levers: Levers) -> float | None:
         return None
     replicas = sizer.replicas(choice.region, sized.capacity_requests_per_s)
     nodes = nodes_for(replicas, choice.replicas_per_node, choice.nodes_per_replica)
-    return nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH
+    return on_demand_monthly_usd(nodes.desired, choice.price_usd_per_hour)
 
 
 def build_lever_report(
