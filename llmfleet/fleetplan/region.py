@@ -447,7 +447,7 @@ def build_region_plan(
         )
         if disagg
         else build_autoscaling(
-            choice, work.namespace, serve.vllm.served_model_name, cold.container_s
+            choice, replicas, work.namespace, serve.vllm.served_model_name, cold.container_s
         ),
         workload=work,
         system_pool=build_system_pool(),
