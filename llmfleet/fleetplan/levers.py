@@ -57,7 +57,7 @@ class ChosenLevers(Data):
 
 
 def build_chosen_levers(choice: Choice) -> ChosenLevers:
-    lv = choice.lever
+    lv = choice.served_levers
     ckpt = served(choice.plan, choice.model, lv)
     spec = lv.spec
     return ChosenLevers(
@@ -77,7 +77,7 @@ def build_chosen_levers(choice: Choice) -> ChosenLevers:
 
 def download_gib(choice: Choice) -> float:
     """Weights a replica downloads and caches: the checkpoint served plus any drafter."""
-    return served(choice.plan, choice.model, choice.lever).download_bytes / GIB
+    return served(choice.plan, choice.model, choice.served_levers).download_bytes / GIB
 
 
 class PrecisionMemory(Data):
@@ -157,7 +157,7 @@ def speedup_rows(choice: Choice, spec: Speculation, consts: Constants) -> list[S
     """Decode-only steps at the plan's mean context, with and without speculation."""
     t = choice.plan.traffic
     ctx = t.input_tokens.mean + t.output_tokens.mean / 2
-    gpu, tp, lv = hardware.gpu(choice.instance.gpu), choice.tp, choice.lever
+    gpu, tp, lv = hardware.gpu(choice.instance.gpu), choice.tp, choice.served_levers
     plain = replace(lv, spec=None).step_model(choice.model.arch, gpu, tp, consts)
     spec_lv = replace(lv, spec=spec)
     specd = spec_lv.step_model(choice.model.arch, gpu, tp, consts)
@@ -181,7 +181,7 @@ def speedup_rows(choice: Choice, spec: Speculation, consts: Constants) -> list[S
 def cost_rows(choice: Choice, sizer: Sizer) -> list[LeverCost]:
     """The chosen instance and TP with the plain levers, each lever alone, and the choice."""
     plain = sizer.levers[0]
-    lv = choice.lever
+    lv = choice.served_levers
     variants = [("none", plain)]
     if lv.precision != plain.precision:
         variants.append(("precision", replace(plain, precision=lv.precision)))
@@ -227,7 +227,7 @@ def build_lever_report(
     consts: Constants,
 ) -> LeverReport:
     first = choices[0]
-    spec = _spec_for_table(plan, model, first.lever.precision)
+    spec = _spec_for_table(plan, model, first.served_levers.precision)
     notes = [
         "memory: weights only; FP8 and INT4 keep embeddings, norms and routers in 16-bit, so "
         "the saving is below the 50 % / 75 % of the bits alone",
@@ -245,7 +245,7 @@ def build_lever_report(
             f"no speculative default for {model.id}: add allowed.speculative to see "
             "the speed-up table"
         )
-    hardware = f"{first.instance.instance_type} TP {first.tp} ({first.lever.label})"
+    hardware = f"{first.instance.instance_type} TP {first.tp} ({first.served_levers.label})"
     return LeverReport(
         seed_claim=SEED_CLAIM,
         memory=memory_rows(model),

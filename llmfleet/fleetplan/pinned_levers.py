@@ -77,7 +77,7 @@ def build_pinned_alternative(choice: Choice, free: Choice) -> PinnedAlternative 
     pinned_usd, free_usd = choice.on_demand_monthly_cost_usd, free.on_demand_monthly_cost_usd
     if not pins or free_usd >= pinned_usd * (1 - 1e-9):
         return None
-    lv = free.lever
+    lv = free.served_levers
     return PinnedAlternative(
         pins=pins,
         precision=lv.precision,

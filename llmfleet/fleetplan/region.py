@@ -474,8 +474,8 @@ def build_region_plan(
         capacity=capacity,
         cold_start=cold,
         staging=build_weight_staging(
-            plan, region.name, served(plan, choice.model, choice.lever).hf_repo, weights_gib,
-            work, serve.scanner_skips,
+            plan, region.name, served(plan, choice.model, choice.served_levers).hf_repo,
+            weights_gib, work, serve.scanner_skips,
         ),
         logs_bucket=logs_bucket(plan.name, region.name, account),
         costs=cost,

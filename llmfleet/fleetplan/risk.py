@@ -91,7 +91,7 @@ def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> R
         choice.layout,
         plan,
         pessimistic,
-        choice.lever,
+        choice.served_levers,
         correction or NO_CORRECTION,
     )
     if isinstance(sized, Rejection):

@@ -70,7 +70,7 @@ class Choice:
     price_source: str
     replicas: MinDesiredMax
     nodes: MinDesiredMax
-    levers: Levers | None = None  # None: the plan's pinned precision and KV dtype
+    searched_levers: Levers | None = None  # None: the plan's pinned precision and KV dtype
     calibration: Covered | None = None  # the plan's calibration file covering this server
     shape: Shape | None = None  # None: one TP group of step_model.tp GPUs
     prefill: PrefillPool | None = None  # disaggregated: this Choice is the decode pool
@@ -91,9 +91,10 @@ class Choice:
         return self.shape or Shape(self.step_model.tp)
 
     @property
-    def lever(self) -> Levers:
-        """Precision, KV dtype and speculation this candidate serves with."""
-        return self.levers or pinned(self.plan)
+    def served_levers(self) -> Levers:
+        """Precision, KV dtype and speculation this candidate serves with: the searched
+        setting, or the plan's pins where none was searched."""
+        return self.searched_levers or pinned(self.plan)
 
     @property
     def on_demand_gpu_at_peak_usd_per_million_output_tokens(self) -> float | None:
@@ -153,7 +154,7 @@ class Choice:
         spare = slots * self.sizing.capacity_requests_per_s
         return (
             round(self.on_demand_monthly_cost_usd, 6),
-            plainness(self.lever, native_precision(self.model)),
+            plainness(self.served_levers, native_precision(self.model)),
             gpus,
             self.nodes_per_replica,
             not self.layout.plain,

@@ -284,7 +284,7 @@ def price_pair(
         price_source=p.price_source,
         replicas=d_rep,
         nodes=total,
-        levers=levers,
+        searched_levers=levers,
         shape=None if decode.shape.plain else decode.shape,
         prefill=replace(prefill, replicas=p_rep, nodes=p_nodes),
     )
@@ -422,7 +422,7 @@ def resize_pair(choice: Choice, consts: Constants) -> Choice | Rejection:
     section's pessimistic ones) and re-priced, or why they no longer meet the SLOs."""
     pre = choice.prefill
     assert pre is not None
-    lv, inst, plan = choice.lever, choice.instance, choice.plan
+    lv, inst, plan = choice.served_levers, choice.instance, choice.plan
     decode = size_decode(choice.model, inst, choice.layout, plan, consts, lv)
     if isinstance(decode, Rejection):
         return decode

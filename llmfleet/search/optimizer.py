@@ -302,7 +302,7 @@ def choose_region(
                 price_source=price[1],
                 replicas=replicas,
                 nodes=nodes,
-                levers=levers,
+                searched_levers=levers,
                 shape=None if shape.plain else shape,
             )
         )
@@ -315,7 +315,7 @@ def choose_region(
         by_tp = [((i, shape.tp, lv), r) for (i, shape, lv), r in rejected]
         closest = closest_per_candidate(by_tp, order)
         raise infeasible(plan, model, region, offered, closest, size.levers)
-    options.sort(key=lambda o: (o.rank, order[o.lever]))
+    options.sort(key=lambda o: (o.rank, order[o.served_levers]))
     return options[0], _alternatives(options, rejected, pruned)
 
 
@@ -385,7 +385,7 @@ def differs(chosen: Candidate, other: Candidate) -> str:
 
 
 def _candidate(o: Choice) -> Candidate:
-    return (o.instance, o.layout, o.lever)
+    return (o.instance, o.layout, o.served_levers)
 
 
 def _choice_fields(o: Choice) -> dict[str, object]:
@@ -432,9 +432,9 @@ def _alternatives(
                 if k == 0
                 else f"{o.on_demand_monthly_cost_usd / best:.2f}x the cost "
                 f"({o.nodes.desired} x {o.instance.instance_type})",
-                precision=o.lever.precision,
-                kv_cache_dtype=o.lever.kv_cache_dtype,
-                speculative=o.lever.speculative,
+                precision=o.served_levers.precision,
+                kv_cache_dtype=o.served_levers.kv_cache_dtype,
+                speculative=o.served_levers.speculative,
                 on_demand_gpu_at_peak_usd_per_million_output_tokens=round_or_none(
                     o.on_demand_gpu_at_peak_usd_per_million_output_tokens, 4
                 ),

@@ -131,9 +131,10 @@ def test_cost_per_million_output_tokens_is_the_billed_gpu_hours_over_tokens(own_
         }
     )
     # peak: $300/h over 100 req/s x 300 output tokens x 3600 s = 108 M tokens/h
-    assert economics.gpu_usd_per_million_output_tokens(fp, rp, "peak") == pytest.approx(300 / 108)
+    per_mtok = economics.gpu_usd_per_million_output_tokens
+    assert per_mtok(fp, rp, "peak") == pytest.approx(300 / 108)
     # trough: $100/h over 20 x 300 x 3600 = 21.6 M tokens/h
-    assert economics.gpu_usd_per_million_output_tokens(fp, rp, "trough") == pytest.approx(100 / 21.6)
+    assert per_mtok(fp, rp, "trough") == pytest.approx(100 / 21.6)
 
 
 def test_a_plan_price_override_is_named_with_the_list_price_beside_it(own_plans) -> None:
