@@ -329,8 +329,8 @@ def batch_point(table: Table, kind: str, percentile: float, rate: float,
     tokens = rate * table.workload.prompts.admitted * table.workload.output_mean
     if not pt.stable:
         return BatchPoint(requests_per_s=round(rate, 4), running=round(pt.running, 2),
-                          itl_at_percentile_ms=None, ttft_ms=None, output_tokens_per_s=round(tokens, 1),
-                          operating=operating)
+                          itl_at_percentile_ms=None, ttft_ms=None,
+                          output_tokens_per_s=round(tokens, 1), operating=operating)
     ttft = pt.ttft_at()
     return BatchPoint(
         requests_per_s=round(rate, 4),
