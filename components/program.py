@@ -117,7 +117,7 @@ def _refuse_whole_up(target: StackTarget) -> None:
 def _export_regions(fleet_plan: FleetPlan, fleet: Fleet, regions: list[str]) -> None:
     pulumi.export(
         "monthly_cost_usd",
-        round(sum(fleet_plan.region(r).monthly_cost_usd for r in regions), 2),
+        round(sum(fleet_plan.region(r).billed_monthly_cost_usd for r in regions), 2),
     )
     pulumi.export(
         "regions",

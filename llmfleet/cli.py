@@ -505,11 +505,12 @@ def risk_at_p90() -> dict[str, dict[str, dict[str, float | None]]]:
         out[env] = {}
         for r in fp.regions:
             at = r.risk.pessimistic_monthly_cost_usd
+            plan_usd = r.on_demand_monthly_cost_usd  # like for like: risk sizes on demand
             out[env][r.region] = {
-                "monthly_cost_usd": r.monthly_cost_usd,
+                "monthly_cost_usd": r.billed_monthly_cost_usd,
+                "on_demand_monthly_cost_usd": plan_usd,
                 "at_p90_monthly_cost_usd": at,
-                "at_p90_over_plan": round(at / r.monthly_cost_usd, 3)
-                if at is not None and r.monthly_cost_usd
+                "at_p90_over_plan": round(at / plan_usd, 3) if at is not None and plan_usd
                 else None,
             }
     return out

@@ -59,6 +59,36 @@ def test_the_ceiling_alert_keda_and_the_dashboard_show_one_max(stack_plans, slot
             assert re.search(r">= (\d+)$", rule["expr"]).group(1) == str(keda_max), where  # type: ignore[union-attr]
 
 
+def test_the_autoscaling_reason_states_the_scaledobjects_bounds(stack_plans, slots_plan) -> None:
+    # prod us-east-1: "min 19 replicas carry the trough, 19 the peak, max 20 fill the
+    # ceiling's nodes ...; KEDA holds 19" beside minReplicaCount 19, maxReplicaCount 20 and
+    # fallback.replicas 19 (the reason said "max 19" from the search's count before #31)
+    for where, fp, rp in _regions(stack_plans, slots_plan):
+        spec = _doc(fp, rp, "ScaledObject")["spec"]
+        [said] = [r for r in rp.autoscaling.reasons if "carry the trough" in r]
+        found = re.search(
+            r"min (\d+) replicas carry the trough, (\d+) the peak, max (\d+) .* KEDA holds (\d+)",
+            said,
+        )
+        assert found, where
+        low, peak, high, held = (int(g) for g in found.groups())
+        assert (low, high, held) == (
+            spec["minReplicaCount"], spec["maxReplicaCount"], spec["fallback"]["replicas"]
+        ), where
+        assert peak == rp.replicas.desired, where
+
+
+def test_the_ceiling_alerts_reason_states_kedas_max(stack_plans, slots_plan) -> None:
+    for where, fp, rp in _regions(stack_plans, slots_plan):
+        keda_max = _doc(fp, rp, "ScaledObject")["spec"]["maxReplicaCount"]
+        rules = [r for g in _doc(fp, rp, "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+        for rule in rules:
+            if rule.get("alert") == "ReplicasAtCeiling":
+                said = re.search(r"max replicas \((\d+), KEDA's maxReplicaCount\)",
+                                 rule["annotations"]["description"])
+                assert said and int(said.group(1)) == keda_max, where
+
+
 def test_the_gpu_zones_lead_the_cluster_zones(stack_plans, slots_plan) -> None:
     for where, _, rp in _regions(stack_plans, slots_plan):
         assert rp.cluster_zone_ids[: len(rp.node_zone_ids)] == rp.node_zone_ids, where

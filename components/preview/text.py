@@ -71,8 +71,8 @@ def fleet_summary(fleet_plan: FleetPlan) -> list[str]:
     lines = [
         f"fleet {fleet_plan.name}: {fleet_plan.model.id} ({fleet_plan.model.precision}), "
         f"{len(fleet_plan.regions)} region(s), Kubernetes {fleet_plan.kubernetes_version}, "
-        f"${fleet_plan.monthly_cost_usd:,.2f}/month at desired nodes "
-        f"(${fleet_plan.monthly_cost_usd_at_trough:,.2f} at the trough)"
+        f"${fleet_plan.billed_monthly_cost_usd:,.2f}/month at desired nodes "
+        f"(${fleet_plan.billed_monthly_cost_usd_at_trough:,.2f} at the trough)"
     ]
     for r in fleet_plan.regions:
         lines.append(
@@ -80,7 +80,7 @@ def fleet_summary(fleet_plan: FleetPlan) -> list[str]:
             f"TP {r.tensor_parallel_size}, "
             f"nodes {r.nodes.min}/{r.nodes.desired}/{r.nodes.max}, "
             f"replicas {r.replicas.min}/{r.replicas.desired}/{r.replicas.max} (min/desired/max), "
-            f"${r.monthly_cost_usd:,.2f}/month"
+            f"${r.billed_monthly_cost_usd:,.2f}/month"
         )
         sp, cap = r.system_pool, r.capacity
         lines.append(

@@ -15,7 +15,7 @@ import math
 from pydantic import Field
 
 from llmfleet.catalog.vllm_release import bucket_family, default_buckets, quantile_problem
-from llmfleet.data import Data
+from llmfleet.data import Data, MinDesiredMax
 from llmfleet.perf.latency import at_rate
 from llmfleet.search.choice import Choice
 
@@ -101,11 +101,15 @@ def custom_buckets(choice: Choice) -> dict[str, list[float]] | None:
 
 
 def build_autoscaling(
-    choice: Choice, namespace: str, served_model_name: str, container_s: float
+    choice: Choice,
+    replicas: MinDesiredMax,
+    namespace: str,
+    served_model_name: str,
+    container_s: float,
 ) -> Autoscaling:
-    """Triggers whose thresholds are the signals at the load a replica was sized for."""
+    """Triggers whose thresholds are the signals at the load a replica was sized for;
+    `replicas` are the ScaledObject's bounds (RegionPlan.replicas), which the reasons say."""
     plan, sizing = choice.plan, choice.sizing
-    replicas = choice.replicas
     rate = sizing.capacity_requests_per_s * (1 - plan.headroom)
     at = at_rate(sizing.point.table, rate, plan.slo.percentile)
     ttft_s = at.ttft_at()
@@ -196,7 +200,8 @@ def build_autoscaling(
             f"{ttft_s * 1000:.0f} ms there; at capacity {limit_ttft * 1000:.0f} ms)",
             "each trigger fires at its value at that load, so scale-out starts when a replica "
             "leaves the load it was sized for, before the headroom is consumed",
-            f"min {replicas.min} replicas carry the trough, max {replicas.max} the peak; if "
+            f"min {replicas.min} replicas carry the trough, {replicas.desired} the peak, max "
+            f"{replicas.max} fill the ceiling's nodes (minReplicaCount, maxReplicaCount); if "
             f"Prometheus is unreachable KEDA holds {replicas.desired} (the peak size)",
         ],
     )

@@ -84,7 +84,7 @@ def weights_uri(choice: Choice) -> str:
     revision's prefix in the region's bucket (`fleetplan.weights`)."""
     plan = choice.plan
     bucket = weights_bucket(plan.name, choice.region.name, account_of(plan))
-    repo = served(plan, choice.model, choice.lever).hf_repo
+    repo = served(plan, choice.model, choice.served_levers).hf_repo
     return f"s3://{bucket}/{weights_prefix(repo, plan.model.revision)}"
 
 

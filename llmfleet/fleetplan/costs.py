@@ -11,6 +11,8 @@ GB-month (aws.amazon.com/ebs/pricing)."""
 
 from __future__ import annotations
 
+from pydantic import Field, computed_field
+
 from llmfleet.catalog.kubernetes import eks_support
 from llmfleet.data import Data
 from llmfleet.fleetplan.capacity import AlwaysOn, NodeCapacity, SystemPool
@@ -18,7 +20,12 @@ from llmfleet.fleetplan.cold_start import IMAGE_GB
 from llmfleet.fleetplan.serving import image_through_nat
 from llmfleet.plan.checks import control_plane_support
 from llmfleet.search.choice import Choice
-from llmfleet.units import GIB, HOURS_PER_MONTH
+from llmfleet.search.cost import (
+    billed_usd_per_hour,
+    day_profile_usd_per_million_output_tokens,
+    monthly_usd,
+)
+from llmfleet.units import GIB, HOURS_PER_MONTH, round_or_none
 
 
 class Costs(Data):
@@ -34,8 +41,18 @@ class Costs(Data):
     nat_data: float
     total_day_profile: float
     output_tokens_per_month: float
-    usd_per_million_output_tokens: float | None  # None: a standby without traffic
+    day_profile_usd_per_million_output_tokens: float | None = Field(
+        description="total_day_profile over output_tokens_per_month, per million (None: a "
+        "standby without traffic)."
+    )
     assumptions: list[str]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        """Alias of day_profile_usd_per_million_output_tokens (the key before #31;
+        docs/cli.md#aliases)."""
+        return self.day_profile_usd_per_million_output_tokens
 
 
 NAT_USD_PER_HOUR = 0.045
@@ -45,19 +62,12 @@ DAYS_PER_MONTH = HOURS_PER_MONTH / 24
 
 
 def gpu_usd_per_hour(choice: Choice, capacity: NodeCapacity, nodes: float) -> float:
-    """GPU nodes running `nodes` at once, billed as the purchase bills them."""
-    cap, od = choice.region.capacity, choice.price_usd_per_hour
-    if cap.type == "reservation":  # the reservation is billed used or not
-        return max(nodes, cap.reserved_nodes) * od
-    if cap.type == "capacity_block":  # the block is paid whole; above it on-demand
-        return (
-            cap.reserved_nodes * capacity.price_usd_per_hour
-            + max(0.0, nodes - cap.reserved_nodes) * od
-        )
-    if cap.type == "spot":  # the floor stays on-demand
-        floor = capacity.floor_nodes
-        return min(nodes, floor) * od + max(0.0, nodes - floor) * capacity.price_usd_per_hour
-    return nodes * od
+    """GPU nodes running `nodes` at once, billed as the purchase bills them
+    (`search.cost.billed_usd_per_hour`)."""
+    return billed_usd_per_hour(
+        choice.region.capacity, nodes, choice.price_usd_per_hour, capacity.price_usd_per_hour,
+        capacity.floor_nodes,
+    )
 
 
 def nat_gateways(choice: Choice, zones: int) -> int:
@@ -99,20 +109,22 @@ def build_costs(
     support = control_plane_support(choice.plan)
     eks_usd_per_hour = eks_support().control_plane_usd_per_hour[support]
     parts = {
-        "gpu_day_profile": day_avg * HOURS_PER_MONTH,
+        "gpu_day_profile": monthly_usd(day_avg),
         "ebs_day_profile": ebs,
-        "eks_control_plane": eks_usd_per_hour * HOURS_PER_MONTH,
-        "nat_gateways": nat_count * NAT_USD_PER_HOUR * HOURS_PER_MONTH,
+        "eks_control_plane": monthly_usd(eks_usd_per_hour),
+        "nat_gateways": monthly_usd(nat_count * NAT_USD_PER_HOUR),
         "nat_data": nat_data,
     }
     total = sum(parts.values())
     return Costs(
-        gpu_peak=round(per_hour["peak"] * HOURS_PER_MONTH, 2),
-        gpu_trough=round(per_hour["trough"] * HOURS_PER_MONTH, 2),
+        gpu_peak=round(monthly_usd(per_hour["peak"]), 2),
+        gpu_trough=round(monthly_usd(per_hour["trough"]), 2),
         **{k: round(v, 2) for k, v in parts.items()},
         total_day_profile=round(total, 2),
         output_tokens_per_month=round(tokens),
-        usd_per_million_output_tokens=round(total / (tokens / 1e6), 4) if tokens > 0 else None,
+        day_profile_usd_per_million_output_tokens=round_or_none(
+            day_profile_usd_per_million_output_tokens(total, tokens), 4
+        ),
         assumptions=[
             f"day: {profile.peak_hours:g} h at the peak, {profile.trough_hours:g} h at the "
             f"trough, {profile.ramp_hours:g} h halfway (plan.day_profile)",

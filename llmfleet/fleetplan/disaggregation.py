@@ -129,7 +129,7 @@ def prefill_choice(choice: Choice, pool: PrefillPool) -> Choice:
         price_source=choice.price_source,
         replicas=pool.replicas,
         nodes=pool.nodes,
-        levers=choice.levers,
+        searched_levers=choice.searched_levers,
         shape=None if pool.shape.plain else pool.shape,
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from llmfleet import __version__
 from llmfleet.calibration.server_calibration import Coverage
@@ -85,8 +85,14 @@ class FleetPlan(Data):
     account_id: str | None = Field(description="The AWS account the fleet deploys into.")
     cluster: ClusterAccess
     regions: list[RegionPlan]
-    monthly_cost_usd: float
-    monthly_cost_usd_at_trough: float
+    billed_monthly_cost_usd: float = Field(
+        description="Every region's billed_monthly_cost_usd (GPU nodes at desired as their "
+        "purchase bills them)."
+    )
+    billed_monthly_cost_usd_at_trough: float
+    on_demand_monthly_cost_usd: float = Field(
+        description="Every region's on_demand_monthly_cost_usd (at price_usd_per_hour)."
+    )
     gpus: MinDesiredMax
     rules_of_thumb: list[RuleOfThumb]
     levers_report: LeverReport | None = Field(
@@ -100,7 +106,7 @@ class FleetPlan(Data):
     edge: Edge = Field(description="plan.edge: authentication and the WAF rate limit.")
     alerting: Alerting = Field(description="plan.alerts: receivers and the runbook's address.")
     resilience: Resilience = Field(
-        description="Loss scenarios, warm floors, recovery time; monthly_cost_usd includes "
+        description="Loss scenarios, warm floors, recovery time; billed_monthly_cost_usd includes "
         "the floors, resilience.monthly_cost_usd_without_resilience does not."
     )
     startup: Startup = Field(
@@ -124,6 +130,19 @@ class FleetPlan(Data):
     rollout: RolloutPlan = Field(
         description="The order regions deploy in, the canary and its gate (`llmfleet rollout`)."
     )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def monthly_cost_usd(self) -> float:
+        """Alias of billed_monthly_cost_usd (the key before #31; docs/cli.md#aliases)."""
+        return self.billed_monthly_cost_usd
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def monthly_cost_usd_at_trough(self) -> float:
+        """Alias of billed_monthly_cost_usd_at_trough (the key before #31;
+        docs/cli.md#aliases)."""
+        return self.billed_monthly_cost_usd_at_trough
 
     def region(self, name: str) -> RegionPlan:
         return next(r for r in self.regions if r.region == name)
@@ -296,8 +315,11 @@ def fleet_plan_of(
         control_plane_support=control_plane_support(plan),
         account_id=plan.account_id,
         regions=regions,
-        monthly_cost_usd=round(sum(r.monthly_cost_usd for r in regions), 2),
-        monthly_cost_usd_at_trough=round(sum(r.monthly_cost_usd_at_trough for r in regions), 2),
+        billed_monthly_cost_usd=round(sum(r.billed_monthly_cost_usd for r in regions), 2),
+        billed_monthly_cost_usd_at_trough=round(
+            sum(r.billed_monthly_cost_usd_at_trough for r in regions), 2
+        ),
+        on_demand_monthly_cost_usd=round(sum(r.on_demand_monthly_cost_usd for r in regions), 2),
         gpus=gpus,
         rules_of_thumb=build_rules_of_thumb(model, plan),
         levers_report=build_lever_report(plan, model, [c for c, _ in searched], sizer, consts),

@@ -21,11 +21,12 @@ from llmfleet.perf.step import step_time
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
+from llmfleet.search.cost import on_demand_monthly_usd
 from llmfleet.search.levers import Levers, native_precision, resolve_spec, served
 from llmfleet.search.operating_point import Rejection
 from llmfleet.search.optimizer import Sizer
 from llmfleet.search.replicas import nodes_for
-from llmfleet.units import GIB, HOURS_PER_MONTH
+from llmfleet.units import GIB
 
 
 class ChosenLevers(Data):
@@ -56,7 +57,7 @@ class ChosenLevers(Data):
 
 
 def build_chosen_levers(choice: Choice) -> ChosenLevers:
-    lv = choice.lever
+    lv = choice.served_levers
     ckpt = served(choice.plan, choice.model, lv)
     spec = lv.spec
     return ChosenLevers(
@@ -76,7 +77,7 @@ def build_chosen_levers(choice: Choice) -> ChosenLevers:
 
 def download_gib(choice: Choice) -> float:
     """Weights a replica downloads and caches: the checkpoint served plus any drafter."""
-    return served(choice.plan, choice.model, choice.lever).download_bytes / GIB
+    return served(choice.plan, choice.model, choice.served_levers).download_bytes / GIB
 
 
 class PrecisionMemory(Data):
@@ -156,7 +157,7 @@ def speedup_rows(choice: Choice, spec: Speculation, consts: Constants) -> list[S
     """Decode-only steps at the plan's mean context, with and without speculation."""
     t = choice.plan.traffic
     ctx = t.input_tokens.mean + t.output_tokens.mean / 2
-    gpu, tp, lv = hardware.gpu(choice.instance.gpu), choice.tp, choice.lever
+    gpu, tp, lv = hardware.gpu(choice.instance.gpu), choice.tp, choice.served_levers
     plain = replace(lv, spec=None).step_model(choice.model.arch, gpu, tp, consts)
     spec_lv = replace(lv, spec=spec)
     specd = spec_lv.step_model(choice.model.arch, gpu, tp, consts)
@@ -180,7 +181,7 @@ def speedup_rows(choice: Choice, spec: Speculation, consts: Constants) -> list[S
 def cost_rows(choice: Choice, sizer: Sizer) -> list[LeverCost]:
     """The chosen instance and TP with the plain levers, each lever alone, and the choice."""
     plain = sizer.levers[0]
-    lv = choice.lever
+    lv = choice.served_levers
     variants = [("none", plain)]
     if lv.precision != plain.precision:
         variants.append(("precision", replace(plain, precision=lv.precision)))
@@ -215,7 +216,7 @@ def _cost(choice: Choice, sizer: Sizer, levers: Levers) -> float | None:
         return None
     replicas = sizer.replicas(choice.region, sized.capacity_requests_per_s)
     nodes = nodes_for(replicas, choice.replicas_per_node, choice.nodes_per_replica)
-    return nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH
+    return on_demand_monthly_usd(nodes.desired, choice.price_usd_per_hour)
 
 
 def build_lever_report(
@@ -226,7 +227,7 @@ def build_lever_report(
     consts: Constants,
 ) -> LeverReport:
     first = choices[0]
-    spec = _spec_for_table(plan, model, first.lever.precision)
+    spec = _spec_for_table(plan, model, first.served_levers.precision)
     notes = [
         "memory: weights only; FP8 and INT4 keep embeddings, norms and routers in 16-bit, so "
         "the saving is below the 50 % / 75 % of the bits alone",
@@ -244,7 +245,7 @@ def build_lever_report(
             f"no speculative default for {model.id}: add allowed.speculative to see "
             "the speed-up table"
         )
-    hardware = f"{first.instance.instance_type} TP {first.tp} ({first.lever.label})"
+    hardware = f"{first.instance.instance_type} TP {first.tp} ({first.served_levers.label})"
     return LeverReport(
         seed_claim=SEED_CLAIM,
         memory=memory_rows(model),

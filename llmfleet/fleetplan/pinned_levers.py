@@ -74,10 +74,10 @@ def build_pinned_alternative(choice: Choice, free: Choice) -> PinnedAlternative 
     """`free` (the region's choice without the pins) as the pins' price, or None where the
     pins cost nothing."""
     pins = pinned_values(choice.plan)
-    pinned_usd, free_usd = choice.monthly_cost_usd, free.monthly_cost_usd
+    pinned_usd, free_usd = choice.on_demand_monthly_cost_usd, free.on_demand_monthly_cost_usd
     if not pins or free_usd >= pinned_usd * (1 - 1e-9):
         return None
-    lv = free.lever
+    lv = free.served_levers
     return PinnedAlternative(
         pins=pins,
         precision=lv.precision,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import Constants
@@ -36,9 +36,10 @@ class Predicted(Data):
         description="The prompt at the SLO percentile of the input lengths (what a reviewer "
         "compares TTFT with; TTFT at the percentile is over every prompt length)."
     )
-    itl_ms: float = Field(
-        description="ITL as the SLO defines it (slo.itl): the token gap at the percentile of "
-        "every gap (token_gap_at_percentile_ms), or a request's TPOT at it (tpot_ms)."
+    itl_at_percentile_ms: float = Field(
+        description="ITL at the SLO percentile as slo.itl defines it: the token gap at the "
+        "percentile of every gap (token_gap_at_percentile_ms), or a request's TPOT at it "
+        "(tpot_ms); `predict`'s mean_itl_ms is a mean instead."
     )
     token_gap_at_percentile_ms: float = Field(
         description="The gap between two tokens of a stream at the SLO percentile of every "
@@ -96,6 +97,12 @@ class Predicted(Data):
         "region's server (None: the shipped constants and their held-out band).",
     )
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def itl_ms(self) -> float:
+        """Alias of itl_at_percentile_ms (the key before #31; docs/cli.md#aliases)."""
+        return self.itl_at_percentile_ms
+
 
 class Memory(Data):
     gpu_total_gib: float
@@ -110,14 +117,26 @@ class BatchPoint(Data):
     """One replica at a load: what the SLO model predicts (the report's chart)."""
 
     requests_per_s: float = Field(description="Requests/s the replica serves.")
-    batch: float = Field(description="Mean sequences decoding at that load.")
-    itl_ms: float | None = Field(
-        description="ITL as slo.itl reads it at the percentile; None: the replica cannot "
-        "keep up."
+    running: float = Field(description="Mean sequences decoding at that load.")
+    itl_at_percentile_ms: float | None = Field(
+        description="ITL at the SLO percentile as slo.itl defines it; None: the replica "
+        "cannot keep up."
     )
     ttft_ms: float | None = Field(description="TTFT at the percentile; None: it cannot keep up.")
     output_tokens_per_s: float = Field(description="Output tokens/s at that load.")
     operating: bool = Field(default=False, description="The SLO-limit rate the search sized.")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def batch(self) -> float:
+        """Alias of running (the key before #31, which read like max_num_seqs)."""
+        return self.running
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def itl_ms(self) -> float | None:
+        """Alias of itl_at_percentile_ms (the key before #31; docs/cli.md#aliases)."""
+        return self.itl_at_percentile_ms
 
 
 def _round(x: float, nd: int = 2) -> float:
@@ -262,7 +281,7 @@ def build_predicted(choice: Choice, consts: Constants) -> Predicted:
     return Predicted(
         ttft_ms=_round(ttft_s * 1000, 1),
         ttft_prompt_tokens=ttft_prompt_tokens(plan),
-        itl_ms=_round(itl_ms, 2),
+        itl_at_percentile_ms=_round(itl_ms, 2),
         token_gap_at_percentile_ms=_round(point.gap_s * 1000, 2),
         longest_stall_ms=_round(point.stall_s * 1000, 2),
         token_gap_ms=_round(point.stall_s * 1000, 2),
@@ -309,14 +328,14 @@ def batch_point(table: Table, kind: str, percentile: float, rate: float,
     pt = at_rate(table, rate, percentile)
     tokens = rate * table.workload.prompts.admitted * table.workload.output_mean
     if not pt.stable:
-        return BatchPoint(requests_per_s=round(rate, 4), batch=round(pt.running, 2),
-                          itl_ms=None, ttft_ms=None, output_tokens_per_s=round(tokens, 1),
-                          operating=operating)
+        return BatchPoint(requests_per_s=round(rate, 4), running=round(pt.running, 2),
+                          itl_at_percentile_ms=None, ttft_ms=None,
+                          output_tokens_per_s=round(tokens, 1), operating=operating)
     ttft = pt.ttft_at()
     return BatchPoint(
         requests_per_s=round(rate, 4),
-        batch=round(pt.running, 2),
-        itl_ms=round(pt.itl_s(kind) * 1000, 2),
+        running=round(pt.running, 2),
+        itl_at_percentile_ms=round(pt.itl_s(kind) * 1000, 2),
         ttft_ms=round(ttft * 1000, 1) if math.isfinite(ttft) else None,
         output_tokens_per_s=round(tokens, 1),
         operating=operating,

@@ -79,8 +79,19 @@ class RegionPlan(Data):
     nodes: MinDesiredMax
     price_usd_per_hour: float
     price_source: str
-    monthly_cost_usd: float = Field(description="At desired nodes (provisioned for the peak).")
-    monthly_cost_usd_at_trough: float
+    billed_monthly_cost_usd: float = Field(
+        description="GPU nodes at desired (provisioned for the peak) for a month as the "
+        "purchase bills them (regions[].capacity: spot above the floor, a reservation paid "
+        "used or not, a Capacity Block whole; costs.gpu_peak)."
+    )
+    billed_monthly_cost_usd_at_trough: float = Field(
+        description="The floor's GPU nodes for a month as the purchase bills them "
+        "(costs.gpu_trough)."
+    )
+    on_demand_monthly_cost_usd: float = Field(
+        description="GPU nodes at desired for a month at price_usd_per_hour: what the search "
+        "compared candidates by (alternatives[].on_demand_monthly_cost_usd)."
+    )
     predicted: Predicted
     binding: Binding = Field(
         description="What stops the batch at max_num_seqs: the constraint one more sequence "
@@ -181,6 +192,19 @@ class RegionPlan(Data):
         "region's decode pool, with its prefill pool); what predict --stack, simulate and "
         "drill read."
     )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def monthly_cost_usd(self) -> float:
+        """Alias of billed_monthly_cost_usd (the key before #31; docs/cli.md#aliases)."""
+        return self.billed_monthly_cost_usd
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def monthly_cost_usd_at_trough(self) -> float:
+        """Alias of billed_monthly_cost_usd_at_trough (the key before #31;
+        docs/cli.md#aliases)."""
+        return self.billed_monthly_cost_usd_at_trough
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -444,8 +468,9 @@ def build_region_plan(
         nodes=MinDesiredMax(min=floor.nodes, desired=choice.nodes.desired, max=choice.nodes.max),
         price_usd_per_hour=choice.price_usd_per_hour,
         price_source=choice.price_source,
-        monthly_cost_usd=cost.gpu_peak,
-        monthly_cost_usd_at_trough=cost.gpu_trough,
+        billed_monthly_cost_usd=cost.gpu_peak,
+        billed_monthly_cost_usd_at_trough=cost.gpu_trough,
+        on_demand_monthly_cost_usd=round(choice.on_demand_monthly_cost_usd, 2),
         predicted=expected,
         binding=bound,
         risk=build_risk(choice, expected, pessimistic),
@@ -457,7 +482,7 @@ def build_region_plan(
         )
         if disagg
         else build_autoscaling(
-            choice, work.namespace, serve.vllm.served_model_name, cold.container_s
+            choice, replicas, work.namespace, serve.vllm.served_model_name, cold.container_s
         ),
         workload=work,
         system_pool=build_system_pool(),
@@ -484,8 +509,8 @@ def build_region_plan(
         capacity=capacity,
         cold_start=cold,
         staging=build_weight_staging(
-            plan, region.name, served(plan, choice.model, choice.lever).hf_repo, weights_gib,
-            work, serve.scanner_skips,
+            plan, region.name, served(plan, choice.model, choice.served_levers).hf_repo,
+            weights_gib, work, serve.scanner_skips,
         ),
         logs_bucket=logs_bucket(plan.name, region.name, account),
         costs=cost,

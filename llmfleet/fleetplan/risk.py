@@ -15,10 +15,10 @@ from llmfleet.data import Data
 from llmfleet.fleetplan.predicted import Predicted
 from llmfleet.perf.step import NO_CORRECTION
 from llmfleet.search.choice import Choice
+from llmfleet.search.cost import on_demand_monthly_usd
 from llmfleet.search.disagg import resize_pair
 from llmfleet.search.operating_point import Rejection, size_replica
 from llmfleet.search.replicas import deployed_replicas, nodes_for
-from llmfleet.units import HOURS_PER_MONTH
 
 
 class Risk(Data):
@@ -91,7 +91,7 @@ def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> R
         choice.layout,
         plan,
         pessimistic,
-        choice.lever,
+        choice.served_levers,
         correction or NO_CORRECTION,
     )
     if isinstance(sized, Rejection):
@@ -105,10 +105,10 @@ def build_risk(choice: Choice, expected: Predicted, pessimistic: Constants) -> R
         )
         nodes = nodes_for(rep, choice.replicas_per_node, choice.nodes_per_replica)
         replicas = rep.desired
-        cost = round(nodes.desired * choice.price_usd_per_hour * HOURS_PER_MONTH, 2)
+        cost = round(on_demand_monthly_usd(nodes.desired, choice.price_usd_per_hour), 2)
         outcome = (
             f"sized at the p90 step time it needs {rep.desired} replicas on {nodes.desired} "
-            f"nodes (${cost:,.0f}/month against ${choice.monthly_cost_usd:,.0f})"
+            f"nodes (${cost:,.0f}/month against ${choice.on_demand_monthly_cost_usd:,.0f})"
         )
     verdict = "holds" if holds else "does NOT hold"
     band = f"of {covered.path}'s band" if covered else "of the calibration ranges"
@@ -134,13 +134,13 @@ def _disaggregated(
         outcome = f"at the p90 step time these pools cannot hold the SLO ({resized.reason})"
     else:
         replicas = resized.replicas.desired
-        cost = round(resized.monthly_cost_usd, 2)
+        cost = round(resized.on_demand_monthly_cost_usd, 2)
         pre = resized.prefill
         assert pre is not None
         outcome = (
             f"sized at the p90 step time it needs {pre.replicas.desired} prefill and "
             f"{resized.replicas.desired} decode replicas on {resized.nodes.desired} nodes "
-            f"(${cost:,.0f}/month against ${choice.monthly_cost_usd:,.0f})"
+            f"(${cost:,.0f}/month against ${choice.on_demand_monthly_cost_usd:,.0f})"
         )
     verdict = "holds" if holds else "does NOT hold"
     return Risk(

@@ -271,7 +271,7 @@ def build_vllm_args(choice: Choice, cold: ColdStart) -> VllmArgs:
     """The `vllm serve --config` keys: every key a flag of the pinned release. The served
     checkpoint's weights stream from the region's S3 copy (`cold.weights_uri`); with TP > 1
     the streamer's `distributed` mode lets each rank read a share and exchange the rest."""
-    plan, s, lv = choice.plan, choice.sizing, choice.lever
+    plan, s, lv = choice.plan, choice.sizing, choice.served_levers
     checkpoint = served(plan, choice.model, lv)
     shape, nodes = choice.layout, choice.nodes_per_replica
     dp_local = data_parallel_ranks_per_node(choice)

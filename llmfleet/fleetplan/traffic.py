@@ -24,9 +24,9 @@ from llmfleet.catalog import geo
 from llmfleet.data import Data
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.cost import on_demand_monthly_usd
 from llmfleet.search.region_losses import loss_demands
 from llmfleet.search.replicas import deployed_replicas, nodes_for
-from llmfleet.units import HOURS_PER_MONTH
 
 MIN_SAVING_SHARE = 0.05
 """A shift is reported when it saves at least this share of the fleet's monthly GPU cost."""
@@ -75,21 +75,23 @@ def marginal_usd(rp: RegionPlan, headroom: float) -> float:
     `nodes_per_replica` nodes, that share of one) with the headroom."""
     replicas = rp.replicas_per_node / rp.nodes_per_replica
     carried = replicas * rp.predicted.requests_per_s * (1 - headroom)
-    return rp.price_usd_per_hour * HOURS_PER_MONTH / carried
+    return on_demand_monthly_usd(1, rp.price_usd_per_hour) / carried
 
 
 def build_traffic_advice(plan: CapacityPlan, regions: list[RegionPlan]) -> TrafficAdvice | None:
     """None for a single region or failover routing (one region serves everyone)."""
     if len(regions) < 2 or plan.routing.policy != "latency":
         return None
-    fleet_usd = sum(r.monthly_cost_usd for r in regions)
+    fleet_usd = sum(r.billed_monthly_cost_usd for r in regions)
     economy = [
         RegionEconomy(
             region=r.region,
             traffic_share=r.traffic_share,
             peak_requests_per_s=r.peak_requests_per_s,
-            monthly_cost_usd=r.monthly_cost_usd,
-            usd_per_month_per_request_per_s=round(r.monthly_cost_usd / r.peak_requests_per_s, 2)
+            monthly_cost_usd=r.billed_monthly_cost_usd,
+            usd_per_month_per_request_per_s=round(
+                r.billed_monthly_cost_usd / r.peak_requests_per_s, 2
+            )
             if r.peak_requests_per_s > 0
             else None,
             marginal_usd_per_month_per_request_per_s=round(marginal_usd(r, plan.headroom), 2),
@@ -151,7 +153,7 @@ def fleet_usd_at_shares(
             moved, region, rp.predicted.requests_per_s, loads, rp.predicted.requests_per_s_in_loss
         )
         nodes = nodes_for(replicas, rp.replicas_per_node, rp.nodes_per_replica)
-        total += nodes.desired * rp.price_usd_per_hour * HOURS_PER_MONTH
+        total += on_demand_monthly_usd(nodes.desired, rp.price_usd_per_hour)
     return total
 
 

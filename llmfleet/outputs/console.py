@@ -74,18 +74,18 @@ def fleet_text(fp: FleetPlan) -> str:
             f"{p.itl_ms:.1f} / {fp.slo.itl_ms:g}",
             f"{p.output_tokens_per_s:,.0f}",
             f"{p.kv_cache_tokens:,}",
-            f"{r.monthly_cost_usd:,.0f}",
+            f"{r.billed_monthly_cost_usd:,.0f}",
         )
     con.print(t)
     con.print(
         f"Total: {fp.gpus.desired} GPUs at peak ({fp.gpus.min} at trough), "
-        f"${fp.monthly_cost_usd:,.0f}/month provisioned for the peak "
-        f"(${fp.monthly_cost_usd_at_trough:,.0f} at trough)"
+        f"${fp.billed_monthly_cost_usd:,.0f}/month provisioned for the peak "
+        f"(${fp.billed_monthly_cost_usd_at_trough:,.0f} at trough)"
     )
     res = fp.resilience
     con.print(
         f"Routing {res.policy}, survives {res.survive_region_losses} region loss(es): "
-        f"${fp.monthly_cost_usd:,.0f}/month with resilience, "
+        f"${fp.billed_monthly_cost_usd:,.0f}/month with resilience, "
         f"${res.monthly_cost_usd_without_resilience:,.0f} without"
         + (f"; recovery {res.recovery.worst_s} s at worst" if res.recovery else "")
     )

@@ -13,6 +13,7 @@ from typing import Literal
 from llmfleet.catalog import hardware
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
+from llmfleet.search import cost
 from llmfleet.units import HOURS_PER_MONTH
 
 TrafficLevel = Literal["peak", "trough"]
@@ -22,27 +23,31 @@ OVERRIDE_PREFIX = "plan.prices"
 
 def region_usd_per_hour(rp: RegionPlan, load: TrafficLevel) -> float:
     """The region's GPU nodes at that load (desired at the peak, min at the trough) as their
-    purchase bills them: the RegionPlan's monthly figure (costs.gpu_usd_per_hour: spot above
-    the floor, a reservation paid used or not, ...) per hour."""
-    monthly = rp.monthly_cost_usd if load == "peak" else rp.monthly_cost_usd_at_trough
+    purchase bills them: the RegionPlan's billed monthly figure
+    (`search.cost.billed_usd_per_hour`: spot above the floor, a reservation paid used or not,
+    ...) per hour."""
+    monthly = (
+        rp.billed_monthly_cost_usd if load == "peak" else rp.billed_monthly_cost_usd_at_trough
+    )
     return monthly / HOURS_PER_MONTH
 
 
 def output_tokens_per_hour(fp: FleetPlan, rp: RegionPlan, load: TrafficLevel) -> float:
     rate = rp.peak_requests_per_s if load == "peak" else rp.trough_requests_per_s
-    return rate * fp.traffic.output_tokens.mean * 3600
+    return cost.output_tokens_per_hour(rate, fp.traffic.output_tokens.mean)
 
 
-def usd_per_million_output_tokens(
+def gpu_usd_per_million_output_tokens(
     fp: FleetPlan, rp: RegionPlan | None, load: TrafficLevel
 ) -> float | None:
-    """The fleet's (rp None) or one region's hourly GPU cost over the output tokens it serves
-    in that hour at that load, per million tokens; None for a region that serves no traffic
-    (a failover standby)."""
+    """The fleet's (rp None) or one region's GPU nodes billed for an hour at that load over the
+    output tokens it serves in that hour, per million tokens (`search.cost`'s GPU nodes at a
+    load); None for a region that serves no traffic (a failover standby)."""
     regions = fp.regions if rp is None else [rp]
-    usd = sum(region_usd_per_hour(r, load) for r in regions)
-    tokens = sum(output_tokens_per_hour(fp, r, load) for r in regions)
-    return usd / tokens * 1e6 if tokens > 0 else None
+    return cost.gpu_usd_per_million_output_tokens(
+        sum(region_usd_per_hour(r, load) for r in regions),
+        sum(output_tokens_per_hour(fp, r, load) for r in regions),
+    )
 
 
 @dataclass(frozen=True)

@@ -373,7 +373,7 @@ def drawn_charts(root: Path) -> dict[str, str]:
 
 def review_context(fp: FleetPlan) -> dict[str, Any]:
     """The report's charts, cost per token and price provenance (its review block)."""
-    per_mtok = economics.usd_per_million_output_tokens
+    per_mtok = economics.gpu_usd_per_million_output_tokens
     return {
         "charts": charts.chart_index(fp),
         "prices": economics.price_notes(fp),

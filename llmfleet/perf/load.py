@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from llmfleet.catalog import model_facts
 from llmfleet.perf import overload
@@ -87,7 +87,10 @@ class Prediction(BaseModel):
     prefill_tokens_per_step: float
     step_bound: str
     ttft_ms: float | None  # None: the KV pool cannot hold one request
-    itl_ms: float | None
+    itl_ms: float | None = Field(
+        description="A request's mean gap between tokens (its TPOT): a mean, not the SLO's "
+        "token gap at a percentile; mean_itl_ms says so in its key."
+    )
     e2e_latency_ms: float | None  # a request's mean latency: TTFT + (output - 1) * ITL
     output_tokens_per_s: float
     total_tokens_per_s: float
@@ -98,6 +101,14 @@ class Prediction(BaseModel):
     ttft_reason: str | None = None
     prefix_cache_hit_rate: float | None = None  # cached share of prompt tokens (a fleet's)
     cached_tokens_per_prompt: float | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mean_itl_ms(self) -> float | None:
+        """A request's mean gap between tokens (itl_ms, the key before #31, is its alias;
+        docs/cli.md#aliases): a mean, where plan --json's itl_at_percentile_ms is the SLO's
+        figure at its percentile."""
+        return self.itl_ms
 
 
 def _decode_cap(mem: MemoryBudget, load: Load, max_num_seqs: int, budget_tokens: int) -> float:

@@ -16,10 +16,10 @@ from llmfleet.perf.step import StepModel
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search import cost
 from llmfleet.search.levers import Levers, native_precision, pinned, plainness
 from llmfleet.search.operating_point import ReplicaSizing
 from llmfleet.search.shapes import Shape
-from llmfleet.units import HOURS_PER_MONTH
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Choice:
     price_source: str
     replicas: MinDesiredMax
     nodes: MinDesiredMax
-    levers: Levers | None = None  # None: the plan's pinned precision and KV dtype
+    searched_levers: Levers | None = None  # None: the plan's pinned precision and KV dtype
     calibration: Covered | None = None  # the plan's calibration file covering this server
     shape: Shape | None = None  # None: one TP group of step_model.tp GPUs
     prefill: PrefillPool | None = None  # disaggregated: this Choice is the decode pool
@@ -91,18 +91,21 @@ class Choice:
         return self.shape or Shape(self.step_model.tp)
 
     @property
-    def lever(self) -> Levers:
-        """Precision, KV dtype and speculation this candidate serves with."""
-        return self.levers or pinned(self.plan)
+    def served_levers(self) -> Levers:
+        """Precision, KV dtype and speculation this candidate serves with: the searched
+        setting, or the plan's pins where none was searched."""
+        return self.searched_levers or pinned(self.plan)
 
     @property
-    def usd_per_million_output_tokens(self) -> float | None:
-        """Monthly cost over the output tokens of the region's peak rate held all month (a
-        floor: traffic averages lower than its peak); None without traffic (a standby)."""
-        tokens = self.peak_requests_per_s * self.plan.traffic.output_tokens.mean
-        if tokens <= 0:
-            return None
-        return self.monthly_cost_usd / (tokens * 3600 * HOURS_PER_MONTH) * 1e6
+    def on_demand_gpu_at_peak_usd_per_million_output_tokens(self) -> float | None:
+        """The desired nodes at the on-demand price over the output tokens of the region's
+        peak (a floor: traffic averages lower than its peak); None without traffic."""
+        return cost.gpu_usd_per_million_output_tokens(
+            self.nodes.desired * self.price_usd_per_hour,
+            cost.output_tokens_per_hour(
+                self.peak_requests_per_s, self.plan.traffic.output_tokens.mean
+            ),
+        )
 
     @property
     def tp(self) -> int:
@@ -131,12 +134,10 @@ class Choice:
         return self.peak_requests_per_s / self.replicas.desired
 
     @property
-    def monthly_cost_usd(self) -> float:
-        return self.nodes.desired * self.price_usd_per_hour * HOURS_PER_MONTH
-
-    @property
-    def monthly_cost_usd_at_trough(self) -> float:
-        return self.nodes.min * self.price_usd_per_hour * HOURS_PER_MONTH
+    def on_demand_monthly_cost_usd(self) -> float:
+        """The desired nodes at the node's price for a month: what the search compares (the
+        FleetPlan's billed cost applies the purchase's rules, `cost.billed_usd_per_hour`)."""
+        return cost.on_demand_monthly_usd(self.nodes.desired, self.price_usd_per_hour)
 
     @property
     def rank(
@@ -152,8 +153,8 @@ class Choice:
         slots = self.nodes.desired * self.replicas_per_node // self.nodes_per_replica
         spare = slots * self.sizing.capacity_requests_per_s
         return (
-            round(self.monthly_cost_usd, 6),
-            plainness(self.lever, native_precision(self.model)),
+            round(self.on_demand_monthly_cost_usd, 6),
+            plainness(self.served_levers, native_precision(self.model)),
             gpus,
             self.nodes_per_replica,
             not self.layout.plain,

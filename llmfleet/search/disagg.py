@@ -43,6 +43,7 @@ from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice, PrefillPool
+from llmfleet.search.cost import nodes_for_monthly_usd
 from llmfleet.search.levers import Levers, gpu_problem
 from llmfleet.search.operating_point import (
     MAX_BATCH,
@@ -58,7 +59,6 @@ from llmfleet.search.operating_point import (
 from llmfleet.search.replica_slo import slo_of, workload_of
 from llmfleet.search.replicas import deployed_replicas, nodes_for
 from llmfleet.search.shapes import Shape, inter_node, shapes
-from llmfleet.units import HOURS_PER_MONTH
 
 PREFILL_BUDGET = 8192
 """Prompt tokens a prefill step carries: nothing decodes beside it (vLLM's default budget on
@@ -87,8 +87,8 @@ class Disaggregated:
     prefill_tp: int
 
     @property
-    def monthly_cost_usd(self) -> float:
-        return self.choice.monthly_cost_usd
+    def on_demand_monthly_cost_usd(self) -> float:
+        return self.choice.on_demand_monthly_cost_usd
 
 
 def kv_link(instance: Instance, transport: InterNode) -> Link | None:
@@ -284,7 +284,7 @@ def price_pair(
         price_source=p.price_source,
         replicas=d_rep,
         nodes=total,
-        levers=levers,
+        searched_levers=levers,
         shape=None if decode.shape.plain else decode.shape,
         prefill=replace(prefill, replicas=p_rep, nodes=p_nodes),
     )
@@ -399,7 +399,7 @@ def cheapest_pair(p: Pricing, sizer: PairSizer, best_usd: float) -> Disaggregate
         return nodes(d.sizing.capacity_requests_per_s, d.sizing.loss_requests_per_s, d.shape) \
             + nodes(cap, cap, pre.shape)
 
-    most = best_usd / (p.price_usd_per_hour * HOURS_PER_MONTH) + 1e-9
+    most = nodes_for_monthly_usd(best_usd, p.price_usd_per_hour) + 1e-9
     pairs = sizer.pairs(nodes, most)
     if not pairs:
         return None
@@ -422,7 +422,7 @@ def resize_pair(choice: Choice, consts: Constants) -> Choice | Rejection:
     section's pessimistic ones) and re-priced, or why they no longer meet the SLOs."""
     pre = choice.prefill
     assert pre is not None
-    lv, inst, plan = choice.lever, choice.instance, choice.plan
+    lv, inst, plan = choice.served_levers, choice.instance, choice.plan
     decode = size_decode(choice.model, inst, choice.layout, plan, consts, lv)
     if isinstance(decode, Rejection):
         return decode

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from llmfleet.calibration.server_calibration import Coverage, Covered
 from llmfleet.catalog import hardware, network
@@ -27,6 +27,7 @@ from llmfleet.perf.step import NO_CORRECTION, Correction
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search import cost
 from llmfleet.search.choice import Choice
 from llmfleet.search.disagg import PairSizer, Pricing, cheapest_pair
 from llmfleet.search.infeasible import closest_per_candidate, infeasible
@@ -41,24 +42,27 @@ from llmfleet.search.prefix_hold import CacheHold, hold_at, reuses, shared_only
 from llmfleet.search.region_losses import loss_demands
 from llmfleet.search.replicas import deployed_replicas, nodes_for
 from llmfleet.search.shapes import Shape, inter_node, shapes
-from llmfleet.units import HOURS_PER_MONTH, round_or_none
+from llmfleet.units import round_or_none
 
 
 class Alternative(Data):
     instance_type: str
     tensor_parallel_size: int
     feasible: bool
-    monthly_cost_usd: float | None
+    on_demand_monthly_cost_usd: float | None = Field(
+        description="Its nodes at the node's price (on-demand or plan.prices) for a month: "
+        "what the search compares; None: not sized."
+    )
     reason: str
     precision: str | None = Field(default=None, description="Weight precision tried.")
     kv_cache_dtype: str | None = Field(default=None, description="KV cache dtype tried.")
     speculative: str | None = Field(
         default=None, description="Speculative method tried (None: no speculation)."
     )
-    usd_per_million_output_tokens: float | None = Field(
+    on_demand_gpu_at_peak_usd_per_million_output_tokens: float | None = Field(
         default=None,
-        description="monthly_cost_usd over the output tokens of the region's peak held all "
-        "month (a floor on the cost per token).",
+        description="Its nodes at the peak at the node's price for an hour over the output "
+        "tokens the region's peak serves in it (a floor on the cost per token).",
     )
     pruned: bool = Field(
         default=False,
@@ -92,6 +96,19 @@ class Alternative(Data):
     prefill_tensor_parallel_size: int | None = Field(
         default=None, description="The prefill pool's TP (disaggregated only)."
     )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def monthly_cost_usd(self) -> float | None:
+        """Alias of on_demand_monthly_cost_usd (the key before #31; docs/cli.md#aliases)."""
+        return self.on_demand_monthly_cost_usd
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        """Alias of on_demand_gpu_at_peak_usd_per_million_output_tokens (the key before
+        #31; docs/cli.md#aliases)."""
+        return self.on_demand_gpu_at_peak_usd_per_million_output_tokens
 
 
 Candidate = tuple[Instance, Shape, Levers]
@@ -200,7 +217,7 @@ class Sizer:
         if cap <= 0:
             return 0.0
         nodes = self.nodes(inst, shape, self.replicas(region, cap))
-        return nodes.desired * price * HOURS_PER_MONTH
+        return cost.on_demand_monthly_usd(nodes.desired, price)
 
     @staticmethod
     def nodes(inst: Instance, shape: Shape, replicas: MinDesiredMax) -> MinDesiredMax:
@@ -300,8 +317,7 @@ def choose_region(
             region, result.capacity_requests_per_s, result.loss_requests_per_s
         )
         nodes = size.nodes(inst, shape, replicas)
-        cost = nodes.desired * price[0] * HOURS_PER_MONTH
-        cheapest = min(cheapest, cost)
+        cheapest = min(cheapest, cost.on_demand_monthly_usd(nodes.desired, price[0]))
         gpu = hardware.gpu(inst.gpu)
         options.append(
             Choice(
@@ -320,12 +336,12 @@ def choose_region(
                 price_source=price[1],
                 replicas=replicas,
                 nodes=nodes,
-                levers=levers,
+                searched_levers=levers,
                 shape=None if shape.plain else shape,
             )
         )
     if plan.allowed.disaggregated:
-        best = min((o.monthly_cost_usd for o in options), default=math.inf)
+        best = min((o.on_demand_monthly_cost_usd for o in options), default=math.inf)
         options += _disaggregated(plan, model, region, size, offered, best)
     order = {lv: k for k, lv in enumerate(size.levers)}
     if not options:
@@ -333,7 +349,7 @@ def choose_region(
         by_tp = [((i, shape.tp, lv), r) for (i, shape, lv), r in rejected]
         closest = closest_per_candidate(by_tp, order)
         raise infeasible(plan, model, region, offered, closest, size.levers)
-    options.sort(key=lambda o: (o.rank, order[o.lever]))
+    options.sort(key=lambda o: (o.rank, order[o.served_levers]))
     return options[0], _alternatives(options, rejected, pruned)
 
 
@@ -403,7 +419,7 @@ def differs(chosen: Candidate, other: Candidate) -> str:
 
 
 def _candidate(o: Choice) -> Candidate:
-    return (o.instance, o.layout, o.lever)
+    return (o.instance, o.layout, o.served_levers)
 
 
 def _choice_fields(o: Choice) -> dict[str, object]:
@@ -437,7 +453,7 @@ def _alternatives(
     rejected: list[tuple[Candidate, Rejection]],
     pruned: list[tuple[Candidate, float]],
 ) -> list[Alternative]:
-    best = options[0].monthly_cost_usd
+    best = options[0].on_demand_monthly_cost_usd
     chosen = _candidate(options[0])
     return (
         [
@@ -445,15 +461,17 @@ def _alternatives(
                 instance_type=o.instance.instance_type,
                 tensor_parallel_size=o.tp,
                 feasible=True,
-                monthly_cost_usd=round(o.monthly_cost_usd, 2),
+                on_demand_monthly_cost_usd=round(o.on_demand_monthly_cost_usd, 2),
                 reason="chosen: cheapest feasible"
                 if k == 0
-                else f"{o.monthly_cost_usd / best:.2f}x the cost "
+                else f"{o.on_demand_monthly_cost_usd / best:.2f}x the cost "
                 f"({o.nodes.desired} x {o.instance.instance_type})",
-                precision=o.lever.precision,
-                kv_cache_dtype=o.lever.kv_cache_dtype,
-                speculative=o.lever.speculative,
-                usd_per_million_output_tokens=round_or_none(o.usd_per_million_output_tokens, 4),
+                precision=o.served_levers.precision,
+                kv_cache_dtype=o.served_levers.kv_cache_dtype,
+                speculative=o.served_levers.speculative,
+                on_demand_gpu_at_peak_usd_per_million_output_tokens=round_or_none(
+                    o.on_demand_gpu_at_peak_usd_per_million_output_tokens, 4
+                ),
                 chosen=k == 0,
                 differs="; ".join(
                     part for part in ("disaggregated pools" if o.prefill is not None else "",
@@ -468,7 +486,7 @@ def _alternatives(
                 instance_type=i.instance_type,
                 tensor_parallel_size=shape.tp,
                 feasible=False,
-                monthly_cost_usd=None,
+                on_demand_monthly_cost_usd=None,
                 reason=r.reason,
                 no_price=r.kind == "price",
                 precision=lv.precision,
@@ -484,7 +502,7 @@ def _alternatives(
                 instance_type=i.instance_type,
                 tensor_parallel_size=shape.tp,
                 feasible=False,
-                monthly_cost_usd=None,
+                on_demand_monthly_cost_usd=None,
                 reason=f"not sized: at its capacity upper bound it costs at least "
                 f"${floor:,.0f}/month, more than the chosen ${best:,.0f}",
                 precision=lv.precision,

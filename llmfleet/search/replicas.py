@@ -13,13 +13,13 @@ from llmfleet.data import Data, MinDesiredMax
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.choice import Choice
+from llmfleet.search.cost import on_demand_monthly_usd
 from llmfleet.search.region_losses import (
     LossDemand,
     loss_demands,
     raise_replicas,
     replicas_at_limit,
 )
-from llmfleet.units import HOURS_PER_MONTH
 
 
 def replicas_for(
@@ -113,7 +113,7 @@ def loss_sizing(plan: CapacityPlan, choices: Sequence[Choice]) -> list[LossSizin
                 replicas_without_resilience=own.model_dump(),
                 nodes_without_resilience=own_nodes.model_dump(),
                 monthly_cost_usd_without_resilience=round(
-                    own_nodes.desired * c.price_usd_per_hour * HOURS_PER_MONTH, 2
+                    on_demand_monthly_usd(own_nodes.desired, c.price_usd_per_hour), 2
                 ),
             )
         )

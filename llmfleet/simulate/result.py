@@ -31,12 +31,13 @@ import numpy as np
 from pydantic import Field
 
 from llmfleet.data import Data
+from llmfleet.fleetplan.costs import DAYS_PER_MONTH
 from llmfleet.fleetplan.fleet import FleetPlan
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.cost import billed_usd_per_hour
 from llmfleet.simulate.day import DayRun, RegionDay
 from llmfleet.simulate.scenario import DAY_S, clock
-from llmfleet.units import HOURS_PER_MONTH
 
 MERGE_GAP_S = 60.0
 HOLD_S = 300.0
@@ -164,19 +165,13 @@ METHOD = (
 
 
 def usd_per_hour(plan: CapacityPlan, rp: RegionPlan, nodes: float) -> float:
-    """GPU nodes running `nodes` at once, billed as the plan bills them (the rules of
-    `fleetplan.costs.gpu_usd_per_hour`; a test holds the two equal at the plan's counts)."""
+    """GPU nodes running `nodes` at once, billed as the plan bills them
+    (`search.cost.billed_usd_per_hour`, the rules the plan's costs apply)."""
     cap = next(r for r in plan.regions if r.name == rp.region).capacity
-    od = rp.price_usd_per_hour
-    if cap.type == "reservation":
-        return max(nodes, cap.reserved_nodes) * od
-    if cap.type == "capacity_block":
-        return (cap.reserved_nodes * rp.capacity.price_usd_per_hour
-                + max(0.0, nodes - cap.reserved_nodes) * od)
-    if cap.type == "spot":
-        floor = rp.capacity.floor_nodes
-        return min(nodes, floor) * od + max(0.0, nodes - floor) * rp.capacity.price_usd_per_hour
-    return nodes * od
+    return billed_usd_per_hour(
+        cap, nodes, rp.price_usd_per_hour, rp.capacity.price_usd_per_hour,
+        rp.capacity.floor_nodes,
+    )
 
 
 def _requests(day: RegionDay) -> np.ndarray:
@@ -290,7 +285,6 @@ def summarise(
     slo = plan.slo
     target = slo.percentile / 100
     per = int(round(MINUTE_S / run.step_s))
-    days_per_month = HOURS_PER_MONTH / 24
     regions = []
     total_req = total_in = 0.0
     fleet_req = np.zeros(len(run.t_s) // per)
@@ -319,7 +313,7 @@ def summarise(
                 node_launches=day.launches,
                 node_hours=round(float(day.nodes.sum()) * run.step_s / 3600, 2),
                 cost_usd=round(float(cost_steps.sum()) * run.step_s / 3600, 2),
-                plan_cost_usd=round(rp.costs.gpu_day_profile / days_per_month, 2),
+                plan_cost_usd=round(rp.costs.gpu_day_profile / DAYS_PER_MONTH, 2),
                 minutes=RegionMinutes(
                     requests=[int(round(v)) for v in minute_req],
                     attainment=_share(minute_in, minute_req),

@@ -185,7 +185,7 @@ def test_spot_burst_is_costed_at_the_plans_spot_price_above_an_on_demand_floor()
     assert rp.costs.gpu_peak == pytest.approx((55.04 + (peak - 1) * 20.0) * 730)
     # the report's and the diff's cost per token bill the spot nodes at the spot price too
     tokens_per_h = rp.peak_requests_per_s * fp.traffic.output_tokens.mean * 3600
-    assert economics.usd_per_million_output_tokens(fp, rp, "peak") == pytest.approx(
+    assert economics.gpu_usd_per_million_output_tokens(fp, rp, "peak") == pytest.approx(
         (55.04 + (peak - 1) * 20.0) / tokens_per_h * 1e6
     )
     assert {q.quota_code for q in rp.capacity.quotas} == {"L-417A185B", "L-7212CCBC"}
@@ -220,7 +220,7 @@ def test_eu_north_1_costs_over_the_day_profile(own_plans) -> None:
     assert costs.total_day_profile > costs.gpu_day_profile
     # 60 req/s peak, 12 trough, 36 between: mean 36 req/s x 300 tokens x 730 h x 3600 s
     assert costs.output_tokens_per_month == pytest.approx(36 * 300 * 730 * 3600)
-    assert costs.usd_per_million_output_tokens == pytest.approx(
+    assert costs.day_profile_usd_per_million_output_tokens == pytest.approx(
         costs.total_day_profile / (36 * 300 * 730 * 3600 / 1e6), rel=1e-4
     )
 
@@ -230,7 +230,7 @@ def test_the_trough_cost_is_the_floor_the_fleet_keeps(stack_plans) -> None:
         for rp in fp.regions:
             if rp.capacity.purchase not in ("on_demand", "spot"):
                 continue  # a reservation or a block is billed whole (tests above)
-            assert rp.monthly_cost_usd_at_trough == pytest.approx(
+            assert rp.billed_monthly_cost_usd_at_trough == pytest.approx(
                 rp.capacity.floor_nodes * rp.price_usd_per_hour * 730, abs=0.01
             )
             assert rp.nodes.min == rp.capacity.floor_nodes
@@ -253,3 +253,39 @@ def test_the_pdb_fits_a_node_replacement_where_the_other_replicas_carry_the_peak
     small = build_fleet_plan(one_region(**{"traffic.peak_requests_per_s": 8}))
     [dev] = [n for n in small.regions[0].capacity.notes if "Budget" in n]
     assert "does NOT fit at the peak" in dev and "1 replica(s) carry 72%" in dev
+
+
+def test_a_regions_cost_keys_say_billed_or_on_demand_and_the_old_keys_alias_them(
+    own_plans,
+) -> None:
+    # eu-north-1 buys on demand: 5 x p5.48xlarge at $58.8928/h x 730 h = $214,958.72 both ways
+    fp = own_plans["three-regions"]
+    data = fp.region("eu-north-1").model_dump(mode="json")
+    assert data["billed_monthly_cost_usd"] == data["on_demand_monthly_cost_usd"] == 214_958.72
+    assert data["monthly_cost_usd"] == data["billed_monthly_cost_usd"]
+    assert data["monthly_cost_usd_at_trough"] == data["billed_monthly_cost_usd_at_trough"]
+    costs = data["costs"]
+    assert costs["usd_per_million_output_tokens"] == costs[
+        "day_profile_usd_per_million_output_tokens"
+    ]
+    alt = data["alternatives"][0]
+    assert alt["monthly_cost_usd"] == alt["on_demand_monthly_cost_usd"]
+    assert alt["usd_per_million_output_tokens"] == alt[
+        "on_demand_gpu_at_peak_usd_per_million_output_tokens"
+    ]
+    whole = fp.model_dump(mode="json")
+    assert whole["monthly_cost_usd"] == whole["billed_monthly_cost_usd"]
+
+
+def test_spot_bills_less_than_the_on_demand_cost_the_search_compared() -> None:
+    fp = build_fleet_plan(
+        make_plan(
+            **P5,
+            **{"traffic.peak_requests_per_s": 200, "traffic.trough_requests_per_s": 2},
+            regions=_region(type="spot", usd_per_hour=20.0),
+        )
+    )
+    rp = fp.regions[0]
+    peak = rp.nodes.desired
+    assert rp.on_demand_monthly_cost_usd == pytest.approx(peak * 55.04 * 730)
+    assert rp.billed_monthly_cost_usd == pytest.approx((55.04 + (peak - 1) * 20.0) * 730)

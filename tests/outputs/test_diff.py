@@ -82,7 +82,8 @@ def test_doubling_the_peak_adds_the_cost_of_the_added_nodes(peak_doubled) -> Non
     fb, fa = d.fleet["before"], d.fleet["after"]
     assert f"**Monthly cost at the peak: ${fb.monthly_cost_usd:,.0f} → " in markdown(d)
     # Twice the tokens on at most twice the nodes: the peak's cost per token never rises.
-    assert fa.usd_per_million_output_tokens <= fb.usd_per_million_output_tokens
+    per_mtok = "gpu_at_peak_usd_per_million_output_tokens"
+    assert getattr(fa, per_mtok) <= getattr(fb, per_mtok)
 
 
 def test_the_margins_are_the_share_of_each_slo_left_unused(peak_doubled) -> None:
@@ -123,16 +124,17 @@ def test_cost_per_million_output_tokens_is_the_billed_gpu_hours_over_tokens(own_
     fp = own_plans["three-regions"]
     rp = fp.regions[0].model_copy(
         update={
-            "monthly_cost_usd": 3 * 100.0 * 730,  # 3 nodes billed $100/h at the peak
-            "monthly_cost_usd_at_trough": 1 * 100.0 * 730,
+            "billed_monthly_cost_usd": 3 * 100.0 * 730,  # 3 nodes billed $100/h at the peak
+            "billed_monthly_cost_usd_at_trough": 1 * 100.0 * 730,
             "peak_requests_per_s": 100.0,
             "trough_requests_per_s": 20.0,
         }
     )
     # peak: $300/h over 100 req/s x 300 output tokens x 3600 s = 108 M tokens/h
-    assert economics.usd_per_million_output_tokens(fp, rp, "peak") == pytest.approx(300 / 108)
+    per_mtok = economics.gpu_usd_per_million_output_tokens
+    assert per_mtok(fp, rp, "peak") == pytest.approx(300 / 108)
     # trough: $100/h over 20 x 300 x 3600 = 21.6 M tokens/h
-    assert economics.usd_per_million_output_tokens(fp, rp, "trough") == pytest.approx(100 / 21.6)
+    assert per_mtok(fp, rp, "trough") == pytest.approx(100 / 21.6)
 
 
 def test_a_plan_price_override_is_named_with_the_list_price_beside_it(own_plans) -> None:
@@ -196,7 +198,9 @@ def test_diff_against_the_committed_stack_reads_it_with_git(capsys, own_repo) ->
     assert set(d["regions"][0]["after"]) >= {
         "gpus",
         "nodes",
-        "monthly_cost_usd",
+        "billed_monthly_cost_usd",
+        "gpu_at_peak_usd_per_million_output_tokens",
+        "monthly_cost_usd",  # the aliases (docs/cli.md#aliases)
         "usd_per_million_output_tokens",
         "ttft_margin",
         "itl_margin",

@@ -6,8 +6,8 @@ import pytest
 from llmfleet.outputs import render
 from llmfleet.outputs.day_chart import DAY_CHART
 from llmfleet.plan.stacks import list_stacks, read_plan
+from llmfleet.search.cost import monthly_usd
 from llmfleet.simulate.result import usd_per_hour
-from llmfleet.units import HOURS_PER_MONTH
 
 
 @pytest.mark.parametrize("env", list_stacks())
@@ -29,7 +29,7 @@ def test_without_the_plan_the_report_has_no_simulated_days(stack_plans) -> None:
 def test_a_simulated_node_costs_what_the_plan_charges_for_it(env, stack_plans) -> None:
     plan = read_plan(env)
     for rp in stack_plans[env].regions:
-        at_peak = usd_per_hour(plan, rp, rp.nodes.desired) * HOURS_PER_MONTH
+        at_peak = monthly_usd(usd_per_hour(plan, rp, rp.nodes.desired))
         assert at_peak == pytest.approx(rp.costs.gpu_peak, abs=0.01)
-        at_trough = usd_per_hour(plan, rp, rp.nodes.min) * HOURS_PER_MONTH
+        at_trough = monthly_usd(usd_per_hour(plan, rp, rp.nodes.min))
         assert at_trough == pytest.approx(rp.costs.gpu_trough, abs=0.01)

@@ -104,8 +104,12 @@ def _fleet(fig: Any, before: FleetPlan, after: FleetPlan, base: str, head: str) 
 
     panels = (
         ("GPUs at the peak", values(lambda r: r.nodes.desired * r.gpus_per_node), "{:,.0f}"),
-        ("$ per month at the peak", values(lambda r: r.monthly_cost_usd), "${:,.0f}"),
-        ("$ per month at the trough", values(lambda r: r.monthly_cost_usd_at_trough), "${:,.0f}"),
+        ("$ per month at the peak", values(lambda r: r.billed_monthly_cost_usd), "${:,.0f}"),
+        (
+            "$ per month at the trough",
+            values(lambda r: r.billed_monthly_cost_usd_at_trough),
+            "${:,.0f}",
+        ),
     )
     xs = list(range(len(names)))
     width = 0.38

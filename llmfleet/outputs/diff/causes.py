@@ -50,13 +50,14 @@ def _fate(rp: RegionPlan, of: RegionPlan) -> str:
     if alt.chosen:
         return "is chosen"
     chosen = next((c for c in rp.alternatives if c.chosen), None)
-    if alt.feasible and chosen is not None and alt.monthly_cost_usd == chosen.monthly_cost_usd:
+    usd = alt.on_demand_monthly_cost_usd
+    if alt.feasible and chosen is not None and usd == chosen.on_demand_monthly_cost_usd:
         return (
-            f"costs the same (${alt.monthly_cost_usd or 0:,.0f}/month) and loses the tie-break "
+            f"costs the same (${usd or 0:,.0f}/month) and loses the tie-break "
             "(the plainer levers, then fewer GPUs, then more spare capacity)"
         )
     if alt.feasible:
-        return f"costs ${alt.monthly_cost_usd or 0:,.0f}/month, {alt.reason}"
+        return f"costs ${usd or 0:,.0f}/month, {alt.reason}"
     return alt.reason
 
 
@@ -129,10 +130,11 @@ def region_causes(
         out.append(f"batch {vb}{ARROW}{va}: {a.binding.text}")
     if b.nodes.desired * b.gpus_per_node != a.nodes.desired * a.gpus_per_node:
         out.append(_gpus(b, a, before, after, batch))
-    if b.monthly_cost_usd != a.monthly_cost_usd:
+    usd_b, usd_a = b.billed_monthly_cost_usd, a.billed_monthly_cost_usd
+    if usd_b != usd_a:
         same = (b.instance_type, b.price_usd_per_hour) == (a.instance_type, a.price_usd_per_hour)
         out.append(
-            f"cost at the peak ${b.monthly_cost_usd:,.0f}{ARROW}${a.monthly_cost_usd:,.0f}/month: "
+            f"cost at the peak ${usd_b:,.0f}{ARROW}${usd_a:,.0f}/month: "
             + (
                 f"{b.nodes.desired}{ARROW}{a.nodes.desired} x {a.instance_type} at "
                 f"${a.price_usd_per_hour:,.2f}/h"
@@ -141,10 +143,11 @@ def region_causes(
                 f"{ARROW}{a.nodes.desired} x {a.instance_type} at ${a.price_usd_per_hour:,.2f}/h"
             )
         )
-    if (b.nodes.min, b.monthly_cost_usd_at_trough) != (a.nodes.min, a.monthly_cost_usd_at_trough):
+    trough_b, trough_a = b.billed_monthly_cost_usd_at_trough, a.billed_monthly_cost_usd_at_trough
+    if (b.nodes.min, trough_b) != (a.nodes.min, trough_a):
         out.append(
             f"trough floor {b.nodes.min}{ARROW}{a.nodes.min} node(s), "
-            f"${b.monthly_cost_usd_at_trough:,.0f}{ARROW}${a.monthly_cost_usd_at_trough:,.0f}"
+            f"${trough_b:,.0f}{ARROW}${trough_a:,.0f}"
             f"/month: {_floor(a)}"
         )
     return out

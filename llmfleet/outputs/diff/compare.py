@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from llmfleet.data import Data, MinDesiredMax
 from llmfleet.fleetplan.fleet import FleetPlan
@@ -34,7 +34,46 @@ AUTOSCALING_FIELDS = (
 `trigger.<name>` and the replica bounds come from `RegionPlan.replicas`."""
 
 
-class RegionSide(Data):
+class SideCosts(Data):
+    """A side's GPU cost (search.cost): billed at the peak and the trough, and per million
+    output tokens of the GPU nodes at each load; the keys before #31 stay as aliases."""
+
+    billed_monthly_cost_usd: float = Field(
+        description="GPU nodes at desired for a month as their purchase bills them."
+    )
+    billed_monthly_cost_usd_at_trough: float
+    gpu_at_peak_usd_per_million_output_tokens: float | None = Field(
+        description="The GPU nodes billed for an hour at the peak over the output tokens the "
+        "peak serves in it (economics.py); None without traffic."
+    )
+    gpu_at_trough_usd_per_million_output_tokens: float | None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def monthly_cost_usd(self) -> float:
+        """Alias of billed_monthly_cost_usd (docs/cli.md#aliases)."""
+        return self.billed_monthly_cost_usd
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def monthly_cost_usd_at_trough(self) -> float:
+        """Alias of billed_monthly_cost_usd_at_trough (docs/cli.md#aliases)."""
+        return self.billed_monthly_cost_usd_at_trough
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        """Alias of gpu_at_peak_usd_per_million_output_tokens (docs/cli.md#aliases)."""
+        return self.gpu_at_peak_usd_per_million_output_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def usd_per_million_output_tokens_at_trough(self) -> float | None:
+        """Alias of gpu_at_trough_usd_per_million_output_tokens (docs/cli.md#aliases)."""
+        return self.gpu_at_trough_usd_per_million_output_tokens
+
+
+class RegionSide(SideCosts):
     """One region of one plan, as the diff compares it."""
 
     instance_type: str
@@ -45,12 +84,6 @@ class RegionSide(Data):
     gpus: MinDesiredMax = Field(description="GPUs in the GPU node pool (nodes x GPUs per node).")
     nodes: MinDesiredMax
     replicas: MinDesiredMax
-    monthly_cost_usd: float
-    monthly_cost_usd_at_trough: float
-    usd_per_million_output_tokens: float | None = Field(
-        description="At the peak (economics.py); None for a region without traffic."
-    )
-    usd_per_million_output_tokens_at_trough: float | None
     ttft_ms: float
     slo_ttft_ms: float
     ttft_margin: float = Field(description="(SLO - predicted) / SLO; negative: over the SLO.")
@@ -93,7 +126,7 @@ class RegionDiff(Data):
     )
 
 
-class FleetSide(Data):
+class FleetSide(SideCosts):
     name: str
     model: str
     precision: str
@@ -102,10 +135,6 @@ class FleetSide(Data):
         default="", description="Precision, KV dtype and speculation per region (served_as)."
     )
     gpus: MinDesiredMax
-    monthly_cost_usd: float
-    monthly_cost_usd_at_trough: float
-    usd_per_million_output_tokens: float | None
-    usd_per_million_output_tokens_at_trough: float | None
     inputs: dict[str, Any] = Field(description="The plan's SLO, traffic, headroom, confidence.")
 
 
@@ -143,7 +172,7 @@ def _gpus(rp: RegionPlan) -> MinDesiredMax:
 
 
 def region_side(fp: FleetPlan, rp: RegionPlan) -> RegionSide:
-    per_mtok = economics.usd_per_million_output_tokens
+    per_mtok = economics.gpu_usd_per_million_output_tokens
     note = economics.price_note(rp)
     a = rp.autoscaling
     scaling: dict[str, Any] = {k: getattr(a, k) for k in AUTOSCALING_FIELDS}
@@ -157,10 +186,12 @@ def region_side(fp: FleetPlan, rp: RegionPlan) -> RegionSide:
         gpus=_gpus(rp),
         nodes=rp.nodes,
         replicas=rp.replicas,
-        monthly_cost_usd=rp.monthly_cost_usd,
-        monthly_cost_usd_at_trough=rp.monthly_cost_usd_at_trough,
-        usd_per_million_output_tokens=round_or_none(per_mtok(fp, rp, "peak"), 4),
-        usd_per_million_output_tokens_at_trough=round_or_none(per_mtok(fp, rp, "trough"), 4),
+        billed_monthly_cost_usd=rp.billed_monthly_cost_usd,
+        billed_monthly_cost_usd_at_trough=rp.billed_monthly_cost_usd_at_trough,
+        gpu_at_peak_usd_per_million_output_tokens=round_or_none(per_mtok(fp, rp, "peak"), 4),
+        gpu_at_trough_usd_per_million_output_tokens=round_or_none(
+            per_mtok(fp, rp, "trough"), 4
+        ),
         ttft_ms=rp.predicted.ttft_ms,
         slo_ttft_ms=fp.slo.ttft_ms,
         ttft_margin=round(margin(rp.predicted.ttft_ms, fp.slo.ttft_ms), 4),
@@ -181,7 +212,7 @@ def region_side(fp: FleetPlan, rp: RegionPlan) -> RegionSide:
 
 
 def fleet_side(fp: FleetPlan) -> FleetSide:
-    per_mtok = economics.usd_per_million_output_tokens
+    per_mtok = economics.gpu_usd_per_million_output_tokens
     return FleetSide(
         name=fp.name,
         model=fp.model.id,
@@ -189,10 +220,12 @@ def fleet_side(fp: FleetPlan) -> FleetSide:
         kv_cache_dtype=fp.model.kv_cache_dtype,
         served_as=fp.served_as(),
         gpus=fp.gpus,
-        monthly_cost_usd=fp.monthly_cost_usd,
-        monthly_cost_usd_at_trough=fp.monthly_cost_usd_at_trough,
-        usd_per_million_output_tokens=round_or_none(per_mtok(fp, None, "peak"), 4),
-        usd_per_million_output_tokens_at_trough=round_or_none(per_mtok(fp, None, "trough"), 4),
+        billed_monthly_cost_usd=fp.billed_monthly_cost_usd,
+        billed_monthly_cost_usd_at_trough=fp.billed_monthly_cost_usd_at_trough,
+        gpu_at_peak_usd_per_million_output_tokens=round_or_none(per_mtok(fp, None, "peak"), 4),
+        gpu_at_trough_usd_per_million_output_tokens=round_or_none(
+            per_mtok(fp, None, "trough"), 4
+        ),
         inputs={
             **{f"slo.{k}": v for k, v in sorted(fp.slo.model_dump().items())},
             **{

@@ -82,14 +82,18 @@ def markdown(d: PlanDiff) -> str:
     out = [f"### llmfleet diff: `{d.base}`{ARROW}`{d.head}`", ""]
     if d.model_note:
         out += [f"> **Different models**: {d.model_note}.", ""]
-    cost = delta(fb.monthly_cost_usd, fa.monthly_cost_usd, _usd)
-    cost_trough = delta(fb.monthly_cost_usd_at_trough, fa.monthly_cost_usd_at_trough, _usd)
+    cost = delta(fb.billed_monthly_cost_usd, fa.billed_monthly_cost_usd, _usd)
+    cost_trough = delta(
+        fb.billed_monthly_cost_usd_at_trough, fa.billed_monthly_cost_usd_at_trough, _usd
+    )
     per_mtok = pair_said(
-        fb.usd_per_million_output_tokens, fa.usd_per_million_output_tokens, _usd2
+        fb.gpu_at_peak_usd_per_million_output_tokens,
+        fa.gpu_at_peak_usd_per_million_output_tokens,
+        _usd2,
     )
     per_mtok_trough = pair_said(
-        fb.usd_per_million_output_tokens_at_trough,
-        fa.usd_per_million_output_tokens_at_trough,
+        fb.gpu_at_trough_usd_per_million_output_tokens,
+        fa.gpu_at_trough_usd_per_million_output_tokens,
         _usd2,
     )
     served = pair(fb.served_as, fa.served_as)
@@ -127,10 +131,10 @@ def markdown(d: PlanDiff) -> str:
     out += ["| --- | ---: | ---: | ---: | ---: |"]
     for r in d.regions:
         out.append(
-            f"| {_name(r)} | {_side(r, lambda s: s.monthly_cost_usd, _usd)} | "
-            f"{_side(r, lambda s: s.monthly_cost_usd_at_trough, _usd)} | "
-            f"{_side(r, lambda s: s.usd_per_million_output_tokens, _usd2)} | "
-            f"{_side(r, lambda s: s.usd_per_million_output_tokens_at_trough, _usd2)} |"
+            f"| {_name(r)} | {_side(r, lambda s: s.billed_monthly_cost_usd, _usd)} | "
+            f"{_side(r, lambda s: s.billed_monthly_cost_usd_at_trough, _usd)} | "
+            f"{_side(r, lambda s: s.gpu_at_peak_usd_per_million_output_tokens, _usd2)} | "
+            f"{_side(r, lambda s: s.gpu_at_trough_usd_per_million_output_tokens, _usd2)} |"
         )
     pct = f"{fa.inputs['slo.percentile']:g}"
     out += ["", f"#### SLO margins (predicted / target at p{pct}, margin left)", ""]
