@@ -25,8 +25,8 @@ class BalancingAlternative(Data):
     instance_type: str
     layout: str
     nodes: int = Field(description="GPU nodes at the peak (desired).")
-    monthly_cost_usd: float
-    plan_monthly_cost_usd: float
+    monthly_cost_usd: float = Field(description="On demand, as the search compares.")
+    plan_monthly_cost_usd: float = Field(description="The plan's choice, on demand.")
 
     @property
     def text(self) -> str:
@@ -36,8 +36,8 @@ class BalancingAlternative(Data):
             f"edge.balancing: prefix_aware (a cache-aware router keeping each conversation on "
             f"the replica that holds it) would cache {self.hit_rate:.0%} of prompt tokens "
             f"(least outstanding: {self.plan_hit_rate:.0%}) and serve this on {nodes} "
-            f"({self.instance_type}, {self.layout}) at ${self.monthly_cost_usd:,.0f}/month "
-            f"against ${self.plan_monthly_cost_usd:,.0f}"
+            f"({self.instance_type}, {self.layout}) at ${self.monthly_cost_usd:,.0f}/month on "
+            f"demand against ${self.plan_monthly_cost_usd:,.0f}"
         )
 
 
@@ -54,7 +54,7 @@ def searched_with_router(plan: CapacityPlan) -> CapacityPlan | None:
 def build_balancing_alternative(choice: Choice, routed: Choice) -> BalancingAlternative | None:
     """`routed` (the region's choice with prefix-aware balancing) as what it saves, or None
     where it does not cost less."""
-    plan_usd, routed_usd = choice.monthly_cost_usd, routed.monthly_cost_usd
+    plan_usd, routed_usd = choice.on_demand_monthly_cost_usd, routed.on_demand_monthly_cost_usd
     hold, routed_hold = choice.sizing.hold, routed.sizing.hold
     if (routed_usd >= plan_usd * (1 - 1e-9) or hold is None or hold.cache is None
             or routed_hold is None or routed_hold.cache is None):

@@ -12,8 +12,8 @@ from plans import LONG_PROMPT, ONE_REGION, plan_dict
 
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
 from llmfleet.fleetplan.prefix_router import ROUTER_FLAGS
-from llmfleet.perf.prefix_cache import BALANCE_REL_THRESHOLD
 from llmfleet.outputs.render import region_files
+from llmfleet.perf.prefix_cache import BALANCE_REL_THRESHOLD
 from llmfleet.plan.stacks import parse_plan
 
 CONVERSATIONS = {"shared_prefix_tokens": 400, "turns": 4, "think_time_s": 30}
