@@ -306,6 +306,7 @@ def test_validate_json_keeps_its_keys(tmp_path, capsys):
         "in_sample",
         "leave_one_source_out",
         "one_group",
+        "prefix_caching",  # added (#32): the prefix-cache model against published runs
         "rows",
         "sizing_regimes",  # added (#29): the rows a plan is sized with
         "skipped",

@@ -81,8 +81,13 @@ def test_the_imbalance_threshold_is_the_headrooms_slots_per_router(fleets) -> No
     assert args[args.index("--balance-rel-threshold") + 1] == f"{BALANCE_REL_THRESHOLD:g}"
 
 
-def test_the_router_keeps_more_of_each_conversation_cached_than_the_alb(fleets) -> None:
-    router = fleets["prefix_aware"].regions[0].prefix_router
+def test_the_router_keeps_more_of_each_conversation_cached_than_the_alb() -> None:
+    """24 req/s of 4-turn conversations over the region's 4 replicas (at 6 req/s the cache
+    lets one replica serve them all, where any balancing keeps every turn)."""
+    fp = build_fleet_plan(parse_plan(_plan("prefix_aware", peak_requests_per_s=24,
+                                           **CONVERSATIONS)))
+    assert fp.regions[0].replicas.desired == 4
+    router = fp.regions[0].prefix_router
     assert router is not None
     assert router.with_router.hit_rate > router.without_router.hit_rate
     assert router.with_router.same_replica_probability > router.without_router.\
