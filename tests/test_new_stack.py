@@ -110,7 +110,7 @@ def test_a_new_users_stacks_plan_render_preview_and_keep_the_suite_green(tmp_pat
     assert {"mine", "qwen"} <= set(listed)
     suite = _run(
         copy, "-m", "pytest", "-m", "not validation and not hardening and not slow", "-q",
-        "-p", "no:cacheprovider", "-x",
+        "-p", "no:cacheprovider", "-x", "-n", "2", "--dist", "loadfile",  # as `make test`
     )
     assert suite.returncode == 0, suite.stdout[-4000:] + suite.stderr[-2000:]
     split = _run(
