@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from llmfleet.catalog import geo
 from llmfleet.errors import PlanError
@@ -39,8 +39,16 @@ class SurvivorResult(BaseModel):
     replicas_warm: int
     warm_floor_holds: bool
     ttft_ms: float | None  # None: overloaded, arrivals wait for a batch slot or forever
-    itl_ms: float | None
+    itl_at_percentile_ms: float | None = Field(
+        description="ITL at the SLO percentile as slo.itl defines it (None: overloaded)."
+    )
     slo_holds: bool
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def itl_ms(self) -> float | None:
+        """Alias of itl_at_percentile_ms (the key before #31; docs/cli.md#aliases)."""
+        return self.itl_at_percentile_ms
 
 
 class OperatorStep(BaseModel):
@@ -141,7 +149,7 @@ def drill(
                 replicas_warm=warm,
                 warm_floor_holds=warm >= must,
                 ttft_ms=None if ttft_ms is None else round(ttft_ms, 1),
-                itl_ms=None if itl_ms is None else round(itl_ms, 2),
+                itl_at_percentile_ms=None if itl_ms is None else round(itl_ms, 2),
                 slo_holds=holds,
             )
         )

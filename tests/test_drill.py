@@ -92,3 +92,10 @@ def test_a_calibrated_plans_survivors_are_drilled_on_the_fleets_own_sizing() -> 
     assert survivor.capacity_requests_per_s == pytest.approx(
         rp.replicas.max * rp.predicted.requests_per_s_in_loss, rel=1e-3
     )
+
+
+def test_a_survivors_itl_key_says_it_is_at_the_percentile_and_keeps_its_old_name() -> None:
+    """`itl_at_percentile_ms` (#31) with `itl_ms` kept as its alias in the JSON."""
+    report = drill(make_plan(regions=THREE, dns=DNS), ["us-east-1"], environment="qa")
+    for s in report.model_dump(mode="json")["survivors"]:
+        assert s["itl_ms"] == s["itl_at_percentile_ms"] is not None
