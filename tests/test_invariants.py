@@ -120,3 +120,21 @@ def test_a_new_vpcs_private_subnets_are_the_cluster_zones(stack_plans, slots_pla
     for where, _, rp in _regions(stack_plans, slots_plan):
         if rp.vpc_id is None:
             assert [s.zone_id for s in rp.subnets if not s.public] == rp.cluster_zone_ids, where
+
+
+def test_route53s_failure_threshold_is_the_plans_in_every_check_and_the_recovery(
+    stack_plans, own_plans
+) -> None:
+    """One number: `dns.failure_threshold` as given is what each region's Route 53 health
+    check carries (what `components.GlobalEndpoint` creates) and what the recovery's
+    detection time multiplies."""
+    for fp in [*stack_plans.values(), *own_plans.values()]:
+        checks = [r.entry_point.health_check for r in fp.regions if r.entry_point is not None]
+        if fp.dns is None or not checks:
+            continue
+        for c in checks:
+            assert (c.failure_threshold, c.request_interval_s) == (
+                fp.dns.failure_threshold, fp.dns.health_check_interval_s)
+        recovery = fp.resilience.recovery
+        assert recovery is not None
+        assert recovery.detection_s == fp.dns.failure_threshold * fp.dns.health_check_interval_s
