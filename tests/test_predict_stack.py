@@ -103,9 +103,12 @@ LAYOUT_STACKS = {
     "disaggregated": plan_dict(**LONG_PROMPT),
     "calibrated": plan_dict(**GPT_OSS_TP1),
     "pessimistic": plan_dict(**GPT_OSS_TP1, confidence="pessimistic"),
+    "prefix": {**ONE_REGION, "edge": {"balancing": "prefix_aware"},
+               "traffic": {**ONE_REGION["traffic"], "peak_requests_per_s": 24,
+                           "shared_prefix_tokens": 400, "turns": 4, "think_time_s": 30}},
 }
-"""One stack per layout (TP, PP, DP + EP, disaggregated), and a calibrated server sized at
-either confidence."""
+"""One stack per layout (TP, PP, DP + EP, disaggregated), a calibrated server sized at
+either confidence, and a replica sized with a prefix cache behind prefix-aware balancing."""
 
 
 @pytest.fixture
@@ -178,3 +181,16 @@ def test_a_calibrated_replica_is_reproduced_with_its_file_and_confidence(
     assert by_stack["calibration"] == "stacks/calibrations/gpt-oss-120b-b200-tp1.json"
     _, expected, _ = _reproduced(capsys, "calibrated")
     assert by_stack["itl_ms"] > expected["itl_ms"]  # the slower, pessimistic step
+
+
+def test_a_replica_sized_with_a_prefix_cache_is_predicted_among_its_regions_replicas(
+    capsys, layout_stacks
+) -> None:
+    """The region's 4 replicas behind its 2 prefix-aware routers at its peak (24 req/s), the
+    plan's 4-turn conversations sharing 400 tokens: the printed command carries the fleet
+    flags and the JSON the cache's hit rate."""
+    text, by_stack, _ = _reproduced(capsys, "prefix")
+    assert ("--request-rate 24 --replicas 4 --balancing prefix-aware --turns 4 "
+            "--shared-prefix-tokens 400 --think-time-s 30 --router-replicas 2") in text
+    assert by_stack["replicas"] == 4 and by_stack["requests_per_s"] == pytest.approx(24)
+    assert 0.4 < by_stack["prefix_cache_hit_rate"] < 1

@@ -13,6 +13,7 @@ from llmfleet.catalog import model_facts
 from llmfleet.errors import PlanError, UnknownNameError
 from llmfleet.fleetplan.region import RegionPlan
 from llmfleet.fleetplan.replica_record import slo_at
+from llmfleet.perf.prefix_cache import ROUTER_REPLICAS
 from llmfleet.perf.replica import PredictRequest
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
@@ -37,7 +38,9 @@ def replica_request(plan: CapacityPlan, rp: RegionPlan) -> PredictRequest:
     rec = rp.replica
     lay, step = rec.layout, rec.step
     spec = step.speculation
+    per_replica = rp.predicted.requests_per_s_at_peak or None
     return PredictRequest(
+        **_fleet_fields(plan, rp, per_replica),
         model=plan.model.id or str(plan.model.config_path),
         gpu=step.gpu.gpu,
         tensor_parallel_size=lay.tensor_parallel_size,
@@ -51,7 +54,6 @@ def replica_request(plan: CapacityPlan, rp: RegionPlan) -> PredictRequest:
         kv_cache_dtype="fp8" if step.kv_cache_dtype == "fp8" else "auto",
         input_tokens=plan.traffic.input_tokens.mean,
         output_tokens=plan.traffic.output_tokens.mean,
-        request_rate=rp.predicted.requests_per_s_at_peak or None,
         gpu_memory_utilization=rec.gpu_memory_utilization,
         max_model_len=rec.memory.max_model_len,
         max_num_seqs=rec.max_num_seqs,
@@ -62,6 +64,26 @@ def replica_request(plan: CapacityPlan, rp: RegionPlan) -> PredictRequest:
         acceptance_rate=spec.acceptance_rate if spec else None,
         draft_model=spec.draft_model if spec else None,
     )
+
+
+def _fleet_fields(plan: CapacityPlan, rp: RegionPlan, per_replica: float | None
+                  ) -> dict[str, object]:
+    """The load: the peak per replica; a replica sized with a prefix cache is one of the
+    region's replicas behind its balancing (the region's peak over them), its traffic's
+    reuse as the plan gives it (`predict`'s fleet flags)."""
+    if rp.replica.prefix_cache is None or per_replica is None:
+        return {"request_rate": per_replica}
+    t = plan.traffic
+    prefix_aware = plan.edge.balancing == "prefix_aware"
+    return {
+        "request_rate": per_replica * rp.replicas.desired,
+        "replicas": rp.replicas.desired,
+        "balancing": "prefix_aware" if prefix_aware else "least_outstanding",
+        "turns": t.turns,
+        "shared_prefix_tokens": t.shared_prefix_tokens,
+        "think_time_s": t.think_time_s,
+        "router_replicas": ROUTER_REPLICAS if prefix_aware else 1,
+    }
 
 
 def at_peak(plan: CapacityPlan, rp: RegionPlan, model: ResolvedModel) -> tuple[float, float]:
@@ -100,15 +122,23 @@ FLAG_ORDER = (
     "input_tokens",
     "output_tokens",
     "request_rate",
+    "replicas",
+    "balancing",
+    "turns",
+    "shared_prefix_tokens",
+    "think_time_s",
+    "router_replicas",
     "speculative_method",
     "num_speculative_tokens",
     "acceptance_rate",
     "draft_model",
 )
 SWITCHES = ("enable_expert_parallel", "enforce_eager")
-UNLESS_ONE = ("pipeline_parallel_size", "data_parallel_size")
+UNLESS_ONE = ("pipeline_parallel_size", "data_parallel_size", "replicas", "turns",
+              "router_replicas")
 """Flags left out at their default of 1."""
-UNLESS_DEFAULT = {"inter_node": "efa"}
+UNLESS_DEFAULT = {"inter_node": "efa", "balancing": "least_outstanding",
+                  "shared_prefix_tokens": 0, "think_time_s": 60.0}
 """Flags left out at their default."""
 
 
@@ -122,8 +152,9 @@ def predict_command(
         value = getattr(req, name)
         if value is not None and not (name in UNLESS_ONE and value == 1) \
                 and UNLESS_DEFAULT.get(name) != value:
-            words += ["--" + name.replace("_", "-"), f"{value:g}" if isinstance(value, float)
-                      else str(value)]
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+            words += ["--" + name.replace("_", "-"),
+                      text.replace("_", "-") if name == "balancing" else text]
     words += ["--" + name.replace("_", "-") for name in SWITCHES if getattr(req, name)]
     if calibration is not None:
         words += ["--calibration", calibration]
