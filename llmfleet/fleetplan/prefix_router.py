@@ -67,13 +67,13 @@ from llmfleet.perf.prefix_cache import (
     BALANCE_REL_THRESHOLD,
     CACHE_THRESHOLD,
     ROUTER_REPLICAS,
-    Conversations,
     balance_abs_threshold,
     imbalance_share,
     prefix_cache,
     running_kv_tokens,
 )
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.prefix_hold import conversations_of
 
 POLICY = "cache_aware"
 READINESS_PATH = ROUTER_READINESS_PATH
@@ -186,15 +186,8 @@ def forecast(
     rate = rp.predicted.requests_per_s_at_peak
     running = rate * t.output_tokens.mean * rp.predicted.decode_only_itl_ms / 1000
     context = t.input_tokens.mean + t.output_tokens.mean / 2
-    conversations = Conversations(
-        prompt_mean_tokens=t.input_tokens.mean,
-        output_mean_tokens=t.output_tokens.mean,
-        shared_prefix_tokens=t.shared_prefix_tokens,
-        turns=t.turns,
-        think_time_s=t.think_time_s,
-    )
     r = prefix_cache(
-        conversations,
+        conversations_of(plan),
         balancing="prefix_aware" if balancing == "prefix_aware" else "least_outstanding",
         replicas=rp.replicas_desired,
         requests_per_s_per_replica=rate,

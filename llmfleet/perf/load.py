@@ -31,13 +31,12 @@ from llmfleet.perf.prefix_cache import (
     PrefixCache,
     balance_abs_threshold,
     imbalance_share,
-    new_tokens_per_turn,
     prefix_cache,
     running_kv_tokens,
 )
 from llmfleet.perf.queueing import running_batch
 from llmfleet.perf.step import StepModel, step_time
-from llmfleet.perf.workload import Prompts, Workload, with_cache
+from llmfleet.perf.workload import Prompts, Workload, with_prefix_cache
 
 Mode = Literal["offline", "concurrency", "rate"]
 
@@ -232,12 +231,13 @@ def _steady(
     cache = None
     if load.fleet is not None:
         workload, cache = _cached_workload(engine, workload, load.fleet, rate, max_num_seqs)
-        capacity = saturation_rate(table_for(engine, workload), 50.0)
+    table = table_for(engine, workload)
+    if cache is not None:
+        capacity = saturation_rate(table, 50.0)
     cached = {} if cache is None else {
         "prefix_cache_hit_rate": round(cache.hit_rate, 4),
         "cached_tokens_per_prompt": round(cache.cached_tokens_per_prompt, 1),
     }
-    table = table_for(engine, workload)
     point = at_rate(table, rate, 50.0)
     if not point.stable:
         top = saturation_rate(table, 50.0)
@@ -278,16 +278,7 @@ def _cached_workload(engine: Engine, plain: Workload, fleet: Fleet, rate: float,
     the shared prefix alone cached, the router's forced share from those in flight."""
     c = fleet.conversations
     s = c.shared_prefix_tokens
-    u = new_tokens_per_turn(c.prompt_mean_tokens, c.output_mean_tokens, s, c.turns)
-    history = np.array([max(0.0, c.prompt_mean_tokens - u - s) if c.turns > 1 else 0.0])
-
-    def cached(shared: float, hit: float) -> Workload:
-        if shared <= 0 and hit <= 0:
-            return plain
-        return Workload(with_cache(plain.prompts, shared, history, hit), plain.output_mean,
-                        plain.output_sigma, shared)
-
-    first = at_rate(table_for(engine, cached(s, 0.0)), rate, 50.0)
+    first = at_rate(table_for(engine, with_prefix_cache(plain, c, s, 0.0)), rate, 50.0)
     if first.stable:
         running = first.running
         in_flight = rate * (first.ttft_mean_s + plain.output_mean * first.token_s)
@@ -306,7 +297,7 @@ def _cached_workload(engine: Engine, plain: Workload, fleet: Fleet, rate: float,
         match_threshold=CACHE_THRESHOLD,
     )
     shared = s if cache.shared_prefix_cached else 0.0
-    return cached(shared, cache.history_hit_rate), cache
+    return with_prefix_cache(plain, c, shared, cache.history_hit_rate), cache
 
 
 def _sharegpt_sigma() -> float:

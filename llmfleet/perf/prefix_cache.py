@@ -57,6 +57,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 Balancing = Literal["round_robin", "least_outstanding", "prefix_aware"]
 
 CACHE_THRESHOLD = 0.3
@@ -325,6 +327,16 @@ def prefix_cache(
         history_demand_kv_tokens=demand,
         cache_kv_tokens=shared + min(demand, history_free),
     )
+
+
+def history_tokens(c: Conversations, prompt_tokens: np.ndarray) -> np.ndarray:
+    """Per prompt length, the earlier turns it resends: all but its shared prefix and its
+    new tokens (none with single-turn traffic)."""
+    if c.turns <= 1:
+        return np.zeros_like(prompt_tokens, dtype=float)
+    s = c.shared_prefix_tokens
+    u = new_tokens_per_turn(c.prompt_mean_tokens, c.output_mean_tokens, s, c.turns)
+    return np.maximum(prompt_tokens - u - s, 0.0)
 
 
 def running_kv_tokens(

@@ -11,6 +11,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from llmfleet.perf.prefix_cache import Conversations, history_tokens
+
 QUANTILE_EDGES = (
     0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.96, 0.97, 0.975,
     0.98, 0.985, 0.99, 0.9925, 0.995, 0.9975, 0.999, 0.9995, 1.0,
@@ -141,6 +143,19 @@ class Workload:
     def output_cv2(self) -> float:
         """Squared coefficient of variation of the output lengths (a decode's duration)."""
         return math.exp(self.output_sigma**2) - 1
+
+
+def with_prefix_cache(plain: Workload, conversations: Conversations, shared_tokens: float,
+                      history_hit_rate: float) -> Workload:
+    """`plain` as a replica's prefix cache holds it (`with_cache` over its bins, each bin's
+    history from the conversations), the shared prefix's KV held once; `plain` itself when
+    the cache holds nothing."""
+    if shared_tokens <= 0 and history_hit_rate <= 0:
+        return plain
+    p = plain.prompts
+    prompts = with_cache(p, shared_tokens, history_tokens(conversations, p.tokens),
+                         history_hit_rate)
+    return Workload(prompts, plain.output_mean, plain.output_sigma, shared_tokens)
 
 
 @dataclass(frozen=True)

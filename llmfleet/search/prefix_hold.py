@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from llmfleet.perf.prefix_cache import (
     BALANCE_REL_THRESHOLD,
     CACHE_THRESHOLD,
@@ -26,7 +24,6 @@ from llmfleet.perf.prefix_cache import (
     PrefixCache,
     balance_abs_threshold,
     imbalance_share,
-    new_tokens_per_turn,
     prefix_cache,
     running_kv_tokens,
 )
@@ -72,17 +69,6 @@ def ideal(plan: CapacityPlan) -> CacheHold:
     """Everything a prompt resends cached: no replica does better (for capacity bounds)."""
     return CacheHold(float(plan.traffic.shared_prefix_tokens), 1.0 if plan.traffic.turns > 1
                      else 0.0)
-
-
-def history_tokens(plan: CapacityPlan, prompt_tokens: np.ndarray) -> np.ndarray:
-    """Per prompt length, the earlier turns it resends: all but its shared prefix and its
-    new tokens (none with single-turn traffic)."""
-    t = plan.traffic
-    if t.turns <= 1:
-        return np.zeros_like(prompt_tokens, dtype=float)
-    s = float(t.shared_prefix_tokens)
-    u = new_tokens_per_turn(t.input_tokens.mean, t.output_tokens.mean, s, t.turns)
-    return np.maximum(prompt_tokens - u - s, 0.0)
 
 
 def balancing_of(plan: CapacityPlan) -> Balancing:

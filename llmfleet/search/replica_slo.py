@@ -14,9 +14,9 @@ from functools import lru_cache
 
 from llmfleet.perf.latency import Point, at_rate
 from llmfleet.perf.periods import Engine, table_for
-from llmfleet.perf.workload import Slo, Workload, prompts_of, with_cache
+from llmfleet.perf.workload import Slo, Workload, prompts_of, with_prefix_cache
 from llmfleet.plan.schema import CapacityPlan, Traffic
-from llmfleet.search.prefix_hold import CacheHold, history_tokens
+from llmfleet.search.prefix_hold import CacheHold, conversations_of
 
 
 def ttft_prompt_tokens(plan: CapacityPlan) -> int:
@@ -31,12 +31,10 @@ def workload_of(plan: CapacityPlan, hold: CacheHold | None = None) -> Workload:
     refused), outputs as their lognormal; with a `hold`, what its prefix cache holds of
     each prompt (`search.prefix_hold`)."""
     plain = _workload(plan.traffic, plan.max_model_len)
-    if hold is None or (hold.shared_tokens <= 0 and hold.history_hit_rate <= 0):
+    if hold is None:
         return plain
-    p = plain.prompts
-    prompts = with_cache(p, hold.shared_tokens, history_tokens(plan, p.tokens),
-                         hold.history_hit_rate)
-    return Workload(prompts, plain.output_mean, plain.output_sigma, hold.shared_tokens)
+    return with_prefix_cache(plain, conversations_of(plan), hold.shared_tokens,
+                             hold.history_hit_rate)
 
 
 @lru_cache(maxsize=64)

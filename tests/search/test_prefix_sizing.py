@@ -16,8 +16,9 @@ from plans import ONE_REGION
 
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan
 from llmfleet.fleetplan.replica_record import hold_of
+from llmfleet.perf.prefix_cache import history_tokens
 from llmfleet.plan.stacks import parse_plan
-from llmfleet.search.prefix_hold import CacheHold, history_tokens
+from llmfleet.search.prefix_hold import CacheHold, conversations_of
 from llmfleet.search.replica_slo import workload_of
 
 CONVERSATIONS = {"shared_prefix_tokens": 400, "turns": 4, "think_time_s": 30}
@@ -132,7 +133,7 @@ def test_a_history_hit_splits_each_prompt_into_a_hit_and_a_miss() -> None:
     n = len(w.prompts.tokens) // 2
     k = int(np.argmin(abs(w.prompts.tokens[:n] - 3000)))
     length = w.prompts.tokens[k]
-    history = history_tokens(plan, np.array([length]))[0]
+    history = history_tokens(conversations_of(plan), np.array([length]))[0]
     assert w.prompts.computed[k] == pytest.approx(length - 400 - history)
     assert w.prompts.computed[n + k] == pytest.approx(length - 400)
     assert w.prompts.weights[k] == pytest.approx(0.25 * w.prompts.weights[k] * 4)
