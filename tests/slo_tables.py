@@ -9,7 +9,7 @@ from llmfleet.catalog.constants import fitted
 from llmfleet.perf.architecture import from_config
 from llmfleet.perf.periods import Engine, Table, table_for
 from llmfleet.perf.step import StepModel
-from llmfleet.perf.workload import Prompts, Workload, prompts_of
+from llmfleet.perf.workload import Prompts, ServedTraffic, prompts_of
 
 
 def h100_8b() -> StepModel:
@@ -20,14 +20,14 @@ def h100_8b() -> StepModel:
 
 
 def workload(mean: float = 1000.0, sigma: float = 0.932, output: float = 250.0,
-             output_sigma: float = 0.0, limit: int = 8191) -> Workload:
+             output_sigma: float = 0.0, limit: int = 8191) -> ServedTraffic:
     """BASE's traffic by default: prompts of mean 1,000 and p95 3,000 (sigma 0.932), 250
     output tokens, max_model_len 8,192."""
-    return Workload(prompts_of(mean, sigma, limit), output, output_sigma)
+    return ServedTraffic(prompts_of(mean, sigma, limit), output, output_sigma)
 
 
 def table_8b(slots: int = 256, budget: int = 2048, kv_tokens: int = 10**7,
-             wl: Workload | None = None) -> Table:
+             wl: ServedTraffic | None = None) -> Table:
     return table_for(Engine(h100_8b(), slots, budget, kv_tokens), wl or workload())
 
 
@@ -37,7 +37,7 @@ def fixed(period_s: float, cap: int, output: float, prompt_work_s: float = 0.0,
     of `prompt` tokens working its lane `prompt_work_s` (its own prefill the same), `cap`
     slots: numbers a test can work by hand."""
     prompts = Prompts(np.array([prompt]), np.array([1.0]), 0.0, prompt)
-    wl = Workload(prompts, output, 0.0)
+    wl = ServedTraffic(prompts, output, 0.0)
     base = table_8b(slots=cap, wl=wl)
     n = cap + 1
     one = np.array([[prompt_work_s]])

@@ -38,7 +38,7 @@ from llmfleet.calibration.fit import (
     uncertainty,
 )
 from llmfleet.calibration.measurements import SIZING_REGIMES, Measurement
-from llmfleet.calibration.rows import Point
+from llmfleet.calibration.rows import RowPrediction
 from llmfleet.catalog.constants import Constants
 
 STEP_METRICS = ("itl_ms", "output_tokens_per_s", "e2e_latency_ms")
@@ -53,25 +53,25 @@ NOMINAL = 0.8
 Band = dict[str, dict[str, float]]
 
 
-def _ratio(pt: Point) -> float | None:
+def _ratio(pt: RowPrediction) -> float | None:
     if pt.infeasible or pt.predicted <= 0 or pt.measured <= 0:
         return None
     return pt.measured / pt.predicted
 
 
-def one_group(points: Iterable[Point]) -> list[Point]:
+def one_group(points: Iterable[RowPrediction]) -> list[RowPrediction]:
     """vLLM rows of the sources of one TP group, with a ratio to take."""
     return [p for p in points if p.engine == "vllm" and not p.shape_source and _ratio(p)]
 
 
-def measured_for(rows: Sequence[Measurement]) -> Callable[[Point], bool]:
+def measured_for(rows: Sequence[Measurement]) -> Callable[[RowPrediction], bool]:
     """Whether a held-out point's architecture is measured by another source than its own
     (the fit that predicted it saw rows of that architecture)."""
     covered = {s: timing_architectures(rows, without=s) for s in {r.source_id for r in rows}}
     return lambda p: p.architecture in covered.get(p.source_id, set())
 
 
-def extrapolation_band(points: Iterable[Point]) -> Band:
+def extrapolation_band(points: Iterable[RowPrediction]) -> Band:
     """The band of an architecture no measurement covers, from rows predicted without any row
     of their architecture: symmetric in log, e^-a to e^a, a the NOMINAL quantile of
     |log(measured/predicted)| over the decode-step metrics (one a) and over TTFT."""
@@ -96,7 +96,9 @@ def extrapolation_band(points: Iterable[Point]) -> Band:
 
 
 def shipped_band(
-    rows: Sequence[Measurement], held_out: Sequence[Point], by_architecture: Sequence[Point]
+    rows: Sequence[Measurement],
+    held_out: Sequence[RowPrediction],
+    by_architecture: Sequence[RowPrediction],
 ) -> dict[str, Any]:
     """What constants.json carries under `uncertainty`: the band of a measured architecture
     (`ratios`), per regime (`by_regime`, bursts among them), the band of an unmeasured one,
@@ -128,9 +130,9 @@ def _decode_band(band: Band) -> Band:
 
 
 def coverage(
-    held_out: Sequence[Point],
+    held_out: Sequence[RowPrediction],
     regimes: Sequence[str] = SIZING_REGIMES,
-    measured: Callable[[Point], bool] | None = None,
+    measured: Callable[[RowPrediction], bool] | None = None,
     unmeasured_band: Mapping[str, Band] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Per metric (vLLM rows of one TP group, of `regimes`): n and the share of held-out
@@ -161,7 +163,7 @@ def coverage(
 
 def band_report(
     rows: Sequence[Measurement],
-    held_out: Sequence[Point],
+    held_out: Sequence[RowPrediction],
     prior: Constants,
     shipped: dict[str, Any],
 ) -> dict[str, Any]:
@@ -197,7 +199,7 @@ def band_report(
     }
 
 
-def ttft_bias(points: Iterable[Point]) -> dict[str, dict[str, dict[str, Any]]]:
+def ttft_bias(points: Iterable[RowPrediction]) -> dict[str, dict[str, dict[str, Any]]]:
     """Median predicted/measured TTFT per source: over the rows a plan is sized on (the
     step regimes) and over bursts through an API server, apart (every engine)."""
     by: dict[str, dict[str, list[float]]] = {}

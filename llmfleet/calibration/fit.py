@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmfleet.calibration.measurements import SIZING_REGIMES, Measurement
-from llmfleet.calibration.rows import Point, predict_rows
+from llmfleet.calibration.rows import RowPrediction, predict_rows
 from llmfleet.catalog import hardware
 from llmfleet.catalog.constants import SECTIONS, Constants
 
@@ -101,7 +101,7 @@ def with_values(consts: Constants, params: Sequence[Param], values: Sequence[flo
     return consts.model_copy(update=update)
 
 
-def residual(pt: Point) -> float:
+def residual(pt: RowPrediction) -> float:
     """Log error; KV GiB uses the difference over the measurement (it can be near zero)."""
     if pt.infeasible:
         return 3.0
@@ -110,7 +110,7 @@ def residual(pt: Point) -> float:
     return max(-3.0, min(3.0, pt.log_ratio)) * METRIC_WEIGHT[pt.metric]
 
 
-def source_weights(points: Sequence[Point]) -> dict[str, float]:
+def source_weights(points: Sequence[RowPrediction]) -> dict[str, float]:
     """Per source, a weight on its residuals so each source counts the same in total.
 
     Sources differ in method (a fixed-concurrency sweep, a burst of 1,000 prompts, a
@@ -250,7 +250,7 @@ def _informed(p: Param, rows: Sequence[Measurement]) -> bool:
 
 
 def uncertainty(
-    points: Sequence[Point], regimes: Sequence[str] = SIZING_REGIMES
+    points: Sequence[RowPrediction], regimes: Sequence[str] = SIZING_REGIMES
 ) -> dict[str, dict[str, float]]:
     """Per metric, the 10th and 90th percentile of measured/predicted (vLLM rows) over the
     rows of `regimes`: by default those a plan is sized for (a steady state of arrivals),
@@ -267,20 +267,22 @@ def uncertainty(
     return out
 
 
-def uncertainty_by_regime(points: Sequence[Point]) -> dict[str, dict[str, dict[str, float]]]:
+def uncertainty_by_regime(
+    points: Sequence[RowPrediction],
+) -> dict[str, dict[str, dict[str, float]]]:
     """The band per regime (low load, steady, burst, offline): each measures another thing."""
     regimes = sorted({pt.regime for pt in points})
     return {r: band for r in regimes if (band := uncertainty(points, (r,)))}
 
 
-def leave_one_source_out(rows: Sequence[Measurement], prior: Constants) -> list[Point]:
+def leave_one_source_out(rows: Sequence[Measurement], prior: Constants) -> list[RowPrediction]:
     """For every source: fit on the other sources' rows, predict this source's rows."""
     return held_out_fits(rows, prior)[0]
 
 
 def held_out_fits(
     rows: Sequence[Measurement], prior: Constants
-) -> tuple[list[Point], dict[str, Constants]]:
+) -> tuple[list[RowPrediction], dict[str, Constants]]:
     """For every source: the constants fitted on the other sources' rows, and this source's
     rows predicted by them.
 
@@ -296,7 +298,7 @@ def held_out_fits(
 
 def _held_out_points(
     job: tuple[list[Measurement], Constants, str],
-) -> tuple[list[Point], Constants]:
+) -> tuple[list[RowPrediction], Constants]:
     rows, prior, source = job
     held = [r for r in rows if r.source_id == source]
     rest = [r for r in rows if r.source_id != source]
@@ -321,7 +323,7 @@ def timing_architectures(rows: Sequence[Measurement], without: str | None = None
 
 def held_out_by_architecture(
     rows: Sequence[Measurement], prior: Constants, without: str | None = None
-) -> list[Point]:
+) -> list[RowPrediction]:
     """For every architecture the constants are fitted on: its timing rows predicted by the
     constants fitted without any of them (its efficiencies then carried from the others'),
     what a plan on an architecture no measurement covers faces. `without` leaves a source
@@ -334,7 +336,7 @@ def held_out_by_architecture(
     return [pt for fold in folds for pt in fold]
 
 
-def _architecture_held_out(job: tuple[list[Measurement], Constants, str]) -> list[Point]:
+def _architecture_held_out(job: tuple[list[Measurement], Constants, str]) -> list[RowPrediction]:
     rows, prior, arch = job
 
     def on_arch(r: Measurement) -> bool:

@@ -13,12 +13,12 @@ from llmfleet.calibration.band import band_report, shipped_band, ttft_bias
 from llmfleet.calibration.fit import held_out_by_architecture, held_out_fits
 from llmfleet.calibration.measurements import SIZING_REGIMES, Loaded, Measurement
 from llmfleet.calibration.own_runs import one_sweep_report, own_runs_report
-from llmfleet.calibration.rows import Point, predict_rows
+from llmfleet.calibration.rows import RowPrediction, predict_rows
 from llmfleet.catalog.constants import Constants
 from llmfleet.perf.replica import ENGINES
 
 
-def summarize(points: Iterable[Point]) -> dict[str, dict[str, float | None]]:
+def summarize(points: Iterable[RowPrediction]) -> dict[str, dict[str, float | None]]:
     """Per metric: count, median and p90 absolute percentage error, and how many rows
     llmfleet wrongly predicts cannot run (kept out of the percentages, never dropped)."""
     by: dict[str, list[float]] = {}
@@ -46,10 +46,10 @@ def _stats(errors: list[float], infeasible: int) -> dict[str, float | None]:
 
 
 def summarize_by(
-    points: Iterable[Point], key: str
+    points: Iterable[RowPrediction], key: str
 ) -> dict[str, dict[str, dict[str, float | None]]]:
     """summarize() per value of `key` (source_id or engine)."""
-    groups: dict[str, list[Point]] = {}
+    groups: dict[str, list[RowPrediction]] = {}
     for pt in points:
         groups.setdefault(getattr(pt, key), []).append(pt)
     return {k: summarize(v) for k, v in sorted(groups.items())}
@@ -137,12 +137,12 @@ def band_name(lo: int, hi: int) -> str:
 
 
 def ttft_by_prompt(
-    rows: Iterable[Measurement], points: Iterable[Point]
+    rows: Iterable[Measurement], points: Iterable[RowPrediction]
 ) -> dict[str, dict[str, float | None]]:
     """vLLM rows' TTFT per band of prompt tokens (and all): how many, the median absolute
     error and the median predicted / measured (above 1: predicted too slow)."""
     prompt = {m.row_id: m.request.input_tokens for m in rows}
-    by: dict[str, list[Point]] = {}
+    by: dict[str, list[RowPrediction]] = {}
     for pt in points:
         if pt.metric != "ttft_ms" or pt.engine != "vllm" or pt.infeasible or pt.predicted <= 0:
             continue
@@ -164,9 +164,9 @@ def ttft_by_prompt(
     }
 
 
-def _sizing(points: list[Point], shapes: set[str]) -> list[Point]:
+def _sizing(points: list[RowPrediction], shapes: set[str]) -> list[RowPrediction]:
     return [p for p in points if p.source_id not in shapes and p.regime in SIZING_REGIMES]
 
 
-def _by_engine(points: list[Point]) -> dict[str, dict[str, dict[str, float | None]]]:
+def _by_engine(points: list[RowPrediction]) -> dict[str, dict[str, dict[str, float | None]]]:
     return {e: summarize([p for p in points if p.engine == e]) for e in ENGINES}

@@ -27,7 +27,7 @@ def predicted_value(metric: str, p: PredictResult) -> float:
 
 
 @dataclass(frozen=True)
-class Point:
+class RowPrediction:
     row_id: str
     source_id: str
     engine: str
@@ -55,7 +55,7 @@ class Point:
         return math.log(self.predicted / self.measured)
 
 
-def predict_rows(rows: Iterable[Measurement], consts: Constants) -> list[Point]:
+def predict_rows(rows: Iterable[Measurement], consts: Constants) -> list[RowPrediction]:
     points = []
     for m in rows:
         try:
@@ -69,7 +69,7 @@ def predict_rows(rows: Iterable[Measurement], consts: Constants) -> list[Point]:
             pred = predicted_value(metric, p)
             infeasible = not p.fits and metric not in ("kv_cache_gib", "kv_cache_tokens")
             points.append(
-                Point(
+                RowPrediction(
                     m.row_id, m.source_id, m.engine, metric, value,
                     math.nan if infeasible else pred, m.regime, arch, m.shape_source,
                 )

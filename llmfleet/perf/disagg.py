@@ -25,7 +25,7 @@ import numpy as np
 from llmfleet.perf.latency import OVER_SLO, Point
 from llmfleet.perf.parallel import Link
 from llmfleet.perf.queueing import wait_tail
-from llmfleet.perf.workload import Slo
+from llmfleet.perf.workload import SloTargets
 
 
 def kv_transfer_s(kv_bytes: float, link: Link, readers: int) -> float:
@@ -84,7 +84,7 @@ class Pair:
     def itl_s(self, kind: str) -> float:
         return self.decode.itl_s(kind)
 
-    def margin(self, slo: Slo) -> float:
+    def margin(self, slo: SloTargets) -> float:
         """As `Point.margin`: the decode pool's token gaps, stall and slots, and TTFT over
         both pools."""
         if not self.stable:
@@ -99,5 +99,5 @@ class Pair:
             self.ttft_over(slo.ttft_s) / tail - 1,
         )
 
-    def meets(self, slo: Slo) -> bool:
+    def meets(self, slo: SloTargets) -> bool:
         return self.margin(slo) <= 1e-9

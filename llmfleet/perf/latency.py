@@ -40,7 +40,7 @@ from llmfleet.perf.lanes import Lane, busy_lanes, lane_at, rate_at, running_at
 from llmfleet.perf.periods import Table, interp_batch
 from llmfleet.perf.queueing import wait_tail
 from llmfleet.perf.slots import chain_weights, completion_at, slot_chain
-from llmfleet.perf.workload import Slo, output_bins
+from llmfleet.perf.workload import SloTargets, output_bins
 
 OVER_SLO = 1e3
 """`Point.load_ratio` of a replica that cannot keep up with its load."""
@@ -395,7 +395,7 @@ class Point:
         """ITL as the SLO reads it: the token gap at the percentile, or TPOT at it."""
         return self.tpot_s if kind == "tpot" else self.gap_s
 
-    def load_ratio(self, slo: Slo, exact: bool = True) -> float:
+    def load_ratio(self, slo: SloTargets, exact: bool = True) -> float:
         """The worst of the shares outside a target that grow with the load (token gaps or
         TPOTs over the ITL target, arrivals finding every slot taken, TTFTs over the TTFT
         target) over the share allowed: <= 1 where they all hold (OVER_SLO when the replica
@@ -411,12 +411,12 @@ class Point:
         ttft = self.ttft_over(slo.ttft_s) if math.isfinite(slo.ttft_s) else 0.0
         return max(cheap, ttft / slo.tail)
 
-    def margin(self, slo: Slo) -> float:
+    def margin(self, slo: SloTargets) -> float:
         """How far past its limit the worst SLO is (<= 0: every SLO holds): each as the share
         outside its target over the share allowed, less one; the stall as a ratio."""
         return max(self.load_ratio(slo) - 1, self.stall_s / slo.max_stall_s - 1)
 
-    def meets(self, slo: Slo) -> bool:
+    def meets(self, slo: SloTargets) -> bool:
         return self.margin(slo) <= 1e-9
 
 

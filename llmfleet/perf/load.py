@@ -36,7 +36,7 @@ from llmfleet.perf.prefix_cache import (
 )
 from llmfleet.perf.queueing import running_batch
 from llmfleet.perf.step import StepModel, step_time
-from llmfleet.perf.workload import Prompts, Workload, with_prefix_cache
+from llmfleet.perf.workload import Prompts, ServedTraffic, with_prefix_cache
 
 Mode = Literal["offline", "concurrency", "rate"]
 
@@ -225,7 +225,7 @@ def _steady(
     assert rate is not None
     sigma = _sharegpt_sigma() if load.output_lengths == "sharegpt" else 0.0
     prompts = Prompts(np.array([float(i)]), np.array([1.0]), 0.0, float(i))
-    workload = Workload(prompts, float(o), sigma)
+    workload = ServedTraffic(prompts, float(o), sigma)
     slots = max_num_seqs * step_model.parallel.dp
     engine = Engine(step_model, slots, budget_tokens, mem.kv_cache_tokens)
     cache = None
@@ -271,8 +271,8 @@ def _steady(
     )
 
 
-def _cached_workload(engine: Engine, plain: Workload, fleet: Fleet, rate: float,
-                     max_num_seqs: int) -> tuple[Workload, PrefixCache]:
+def _cached_workload(engine: Engine, plain: ServedTraffic, fleet: Fleet, rate: float,
+                     max_num_seqs: int) -> tuple[ServedTraffic, PrefixCache]:
     """The prompt as a replica among `fleet.replicas` finds it in its prefix cache at `rate`
     (`perf.prefix_cache`): its running batch and requests in flight from the replica with
     the shared prefix alone cached, the router's forced share from those in flight."""

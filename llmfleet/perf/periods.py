@@ -21,7 +21,7 @@ import numpy as np
 
 from llmfleet.perf.elementwise import Num, emax
 from llmfleet.perf.step import StepModel, step_times
-from llmfleet.perf.workload import Workload
+from llmfleet.perf.workload import ServedTraffic
 
 TABLE_POINTS = 33
 """Running batches at which an engine's periods are computed (linear between)."""
@@ -76,7 +76,7 @@ class Table:
     """An engine's periods by running batch d = 0..cap, and each prompt bin's prefill."""
 
     engine: Engine
-    workload: Workload
+    workload: ServedTraffic
     cap: int  # slots, or fewer when the KV pool holds fewer running contexts
     decode_s: np.ndarray  # a period without a chunk, by batch
     mixed_s: np.ndarray  # a period whose batches carry full chunks, by batch
@@ -169,7 +169,7 @@ class _Queries:
                           np.concatenate(self.others))
 
 
-def table_for(engine: Engine, workload: Workload, points: int | None = TABLE_POINTS) -> Table:
+def table_for(engine: Engine, workload: ServedTraffic, points: int | None = TABLE_POINTS) -> Table:
     """The engine's table (`points`: batches computed, the rest linear between; None: all)."""
     sm, ctx = engine.step_model, workload.context_tokens
     cap = max(1, min(engine.slots, workload.sequences_in(engine.kv_cache_tokens)))

@@ -120,7 +120,7 @@ def with_cache(prompts: Prompts, shared_tokens: float, history_tokens_of: np.nda
 
 
 @dataclass(frozen=True)
-class Workload:
+class ServedTraffic:
     """What one replica serves, as plain numbers."""
 
     prompts: Prompts
@@ -145,8 +145,8 @@ class Workload:
         return math.exp(self.output_sigma**2) - 1
 
 
-def with_prefix_cache(plain: Workload, conversations: Conversations, shared_tokens: float,
-                      history_hit_rate: float) -> Workload:
+def with_prefix_cache(plain: ServedTraffic, conversations: Conversations, shared_tokens: float,
+                      history_hit_rate: float) -> ServedTraffic:
     """`plain` as a replica's prefix cache holds it (`with_cache` over its bins, each bin's
     history from the conversations), the shared prefix's KV held once; `plain` itself when
     the cache holds nothing."""
@@ -155,11 +155,11 @@ def with_prefix_cache(plain: Workload, conversations: Conversations, shared_toke
     p = plain.prompts
     prompts = with_cache(p, shared_tokens, history_tokens(conversations, p.tokens),
                          history_hit_rate)
-    return Workload(prompts, plain.output_mean, plain.output_sigma, shared_tokens)
+    return ServedTraffic(prompts, plain.output_mean, plain.output_sigma, shared_tokens)
 
 
 @dataclass(frozen=True)
-class Slo:
+class SloTargets:
     """The targets, in seconds, at a percentile (0-100)."""
 
     percentile: float

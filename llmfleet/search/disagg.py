@@ -38,7 +38,7 @@ from llmfleet.perf.layout import node_link
 from llmfleet.perf.memory import MemoryBudget
 from llmfleet.perf.parallel import InterNode, Link
 from llmfleet.perf.periods import Engine, Table, table_for
-from llmfleet.perf.workload import Slo
+from llmfleet.perf.workload import SloTargets
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
@@ -219,7 +219,7 @@ def size_prefill(
     )
 
 
-def _max_pair_rate(pair: Callable[[float], Pair], table: Table, slo: Slo) -> float:
+def _max_pair_rate(pair: Callable[[float], Pair], table: Table, slo: SloTargets) -> float:
     """The highest prefill rate at which the pair meets every SLO, by bisection on the log
     of the rate below the lane's saturation."""
     work = float(table.work_mean_s[0]) * table.engine.lanes

@@ -33,7 +33,7 @@ from llmfleet.perf.parallel import SINGLE, Parallel
 from llmfleet.perf.periods import Engine, Table, table_for
 from llmfleet.perf.slots import slots_needed
 from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel, step_time, step_times
-from llmfleet.perf.workload import Slo, Workload
+from llmfleet.perf.workload import ServedTraffic, SloTargets
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, gpu_problem, pinned
 from llmfleet.search.prefix_hold import CacheHold, ideal, reuses
@@ -231,7 +231,7 @@ def kv_batch(
     )[0]
 
 
-def max_rate(table: Table, slo: Slo, tolerance: float = RATE_TOLERANCE,
+def max_rate(table: Table, slo: SloTargets, tolerance: float = RATE_TOLERANCE,
              guess: float | None = None, slots: int | None = None) -> float:
     """The highest request rate at which the replica of `table` meets every SLO (0: not even
     an idle one does), to `tolerance` of itself. Searched on the running batch D the rate
@@ -304,8 +304,8 @@ class Candidate:
     levers: Levers
     parallel: Parallel
     step_model: StepModel
-    workload: Workload
-    slo: Slo
+    workload: ServedTraffic
+    slo: SloTargets
 
     def table(self, budget_tokens: int) -> tuple[Table, MemoryBudget] | None:
         slots, mem = engine_slots(
@@ -390,7 +390,7 @@ def size_replica(
     return _sized(cand, got[0], max_rate(got[0], cand.slo, guess=coarse))
 
 
-def _best_budget(table: Callable[[int], Table | None], slo: Slo) -> tuple[int, float] | None:
+def _best_budget(table: Callable[[int], Table | None], slo: SloTargets) -> tuple[int, float] | None:
     """The budget with the highest SLO-limit rate and that rate (to COARSE_TOLERANCE; None:
     no budget meets the SLOs).
 
@@ -470,7 +470,7 @@ def _round_budget(tokens: float) -> int:
     return max(BUDGET_ROUND, int(round(tokens / BUDGET_ROUND)) * BUDGET_ROUND)
 
 
-def shrink_slots(table: Table, slo: Slo, rate: float,
+def shrink_slots(table: Table, slo: SloTargets, rate: float,
                  kv_tokens: Callable[[int], int] | None = None) -> tuple[Table, float]:
     """The engine of `table` with the fewest slots that keep every SLO at `rate` (an arrival
     then finds them all taken at most 1 - p of the time and waits for one, inside TTFT), its
@@ -519,7 +519,7 @@ def _sized(cand: Candidate, table: Table, rate: float) -> ReplicaSizing:
     return ReplicaSizing(e.slots, e.budget_tokens, point, memory(e.slots), cand.parallel.dp)
 
 
-def _fewer_slots(table: Table, slo: Slo, rate: float) -> tuple[Table, float]:
+def _fewer_slots(table: Table, slo: SloTargets, rate: float) -> tuple[Table, float]:
     """The engine of `table` with the slot count under which it holds the SLOs at the highest
     rate, and that rate: every slot the KV pool holds lets a burst lengthen every period
     (an ITL or TTFT that binds at the full count may hold at a higher rate with fewer), but

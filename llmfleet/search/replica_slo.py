@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from llmfleet.perf.latency import Point, at_rate
 from llmfleet.perf.periods import Engine, table_for
-from llmfleet.perf.workload import Slo, Workload, prompts_of, with_prefix_cache
+from llmfleet.perf.workload import ServedTraffic, SloTargets, prompts_of, with_prefix_cache
 from llmfleet.plan.schema import CapacityPlan, Traffic
 from llmfleet.search.prefix_hold import CacheHold, conversations_of
 
@@ -26,7 +26,7 @@ def ttft_prompt_tokens(plan: CapacityPlan) -> int:
     return max(1, min(prompt, plan.max_model_len - 1))
 
 
-def workload_of(plan: CapacityPlan, hold: CacheHold | None = None) -> Workload:
+def workload_of(plan: CapacityPlan, hold: CacheHold | None = None) -> ServedTraffic:
     """The lengths one replica serves: prompts in quantile bins (those over max_model_len
     refused), outputs as their lognormal; with a `hold`, what its prefix cache holds of
     each prompt (`search.prefix_hold`)."""
@@ -38,15 +38,15 @@ def workload_of(plan: CapacityPlan, hold: CacheHold | None = None) -> Workload:
 
 
 @lru_cache(maxsize=64)
-def _workload(traffic: Traffic, max_model_len: int) -> Workload:
+def _workload(traffic: Traffic, max_model_len: int) -> ServedTraffic:
     t = traffic
     prompts = prompts_of(t.input_tokens.mean, t.input_tokens.sigma, max_model_len - 1)
-    return Workload(prompts, float(t.output_tokens.mean), t.output_tokens.sigma)
+    return ServedTraffic(prompts, float(t.output_tokens.mean), t.output_tokens.sigma)
 
 
-def slo_of(plan: CapacityPlan) -> Slo:
+def slo_of(plan: CapacityPlan) -> SloTargets:
     s = plan.slo
-    return Slo(s.percentile, s.ttft_ms / 1000, s.itl_ms / 1000, s.stall_ms / 1000, s.itl)
+    return SloTargets(s.percentile, s.ttft_ms / 1000, s.itl_ms / 1000, s.stall_ms / 1000, s.itl)
 
 
 def point_at(engine: Engine, plan: CapacityPlan, requests_per_s: float) -> Point:

@@ -8,16 +8,16 @@ import pytest
 
 from llmfleet.calibration.band import coverage, extrapolation_band, ttft_bias
 from llmfleet.calibration.fit import uncertainty
-from llmfleet.calibration.rows import Point
+from llmfleet.calibration.rows import RowPrediction
 from llmfleet.catalog.constants import fitted
 from llmfleet.cli import main
 from llmfleet.fleetplan.fleet import sizing_constants
 from llmfleet.fleetplan.risk import for_architecture
 
 
-def _pt(source: str, ratio: float, regime: str = "steady", metric: str = "itl_ms") -> Point:
+def _pt(source: str, ratio: float, regime: str = "steady", metric: str = "itl_ms") -> RowPrediction:
     # measured / predicted = ratio
-    return Point(f"{source}-{ratio}", source, "vllm", metric, ratio * 10.0, 10.0, regime)
+    return RowPrediction(f"{source}-{ratio}", source, "vllm", metric, ratio * 10.0, 10.0, regime)
 
 
 def test_coverage_checks_each_source_against_the_band_the_others_make() -> None:
@@ -67,8 +67,8 @@ def test_a_burst_through_the_api_server_gets_the_burst_band(capsys) -> None:
     assert width(burst) > width(steady)
 
 
-def _arch_pt(source: str, ratio: float, arch: str, metric: str = "itl_ms") -> Point:
-    return Point(f"{source}-{ratio}-{metric}", source, "vllm", metric, ratio * 10.0, 10.0,
+def _arch_pt(source: str, ratio: float, arch: str, metric: str = "itl_ms") -> RowPrediction:
+    return RowPrediction(f"{source}-{ratio}-{metric}", source, "vllm", metric, ratio * 10.0, 10.0,
                  "steady", arch)
 
 

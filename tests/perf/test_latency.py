@@ -11,7 +11,7 @@ from slo_tables import fixed, table_8b, workload
 
 from llmfleet.perf.latency import Point, at_rate, at_running, rate_at, running_at
 from llmfleet.perf.queueing import lundberg_decay, wait_tail
-from llmfleet.perf.workload import Slo
+from llmfleet.perf.workload import SloTargets
 
 
 def test_the_running_batch_is_the_rate_times_a_requests_decode_periods() -> None:
@@ -99,7 +99,7 @@ def test_more_load_never_shortens_ttft_or_the_token_gap() -> None:
 
 def test_a_replica_meets_an_slo_only_if_every_share_outside_it_fits_the_tail() -> None:
     table = table_8b()
-    slo = Slo(99, ttft_s=1.5, itl_s=0.05, max_stall_s=0.25)
+    slo = SloTargets(99, ttft_s=1.5, itl_s=0.05, max_stall_s=0.25)
     quiet, busy = at_rate(table, 2.0, 99), at_rate(table, 30.0, 99)
     assert quiet.meets(slo) and not busy.meets(slo)
     assert isinstance(at_running(table, 40.0, 99), Point)
