@@ -18,9 +18,10 @@ from llmfleet.data import Data
 from llmfleet.perf.disagg import Pair
 from llmfleet.perf.latency import Point, at_rate
 from llmfleet.perf.periods import Table
+from llmfleet.search.binding_constraint import batch_bound
 from llmfleet.search.choice import Choice
 from llmfleet.search.disagg import pair_at
-from llmfleet.search.operating_point import MAX_BATCH, batch_bound
+from llmfleet.search.operating_point import MAX_BATCH
 from llmfleet.search.replica_slo import ttft_prompt_tokens
 
 

@@ -42,6 +42,7 @@ from llmfleet.perf.workload import SloTargets
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.capacity_bound import capacity_upper_bound
 from llmfleet.search.choice import Choice, PrefillPool
 from llmfleet.search.cost import nodes_for_monthly_usd
 from llmfleet.search.levers import Levers, gpu_problem
@@ -50,7 +51,6 @@ from llmfleet.search.operating_point import (
     RATE_TOLERANCE,
     Rejection,
     ReplicaSizing,
-    capacity_upper_bound,
     engine_memory,
     engine_slots,
     max_rate,

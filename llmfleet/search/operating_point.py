@@ -20,8 +20,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from llmfleet.catalog import vllm_release
 from llmfleet.catalog.constants import Constants
 from llmfleet.catalog.hardware import Gpu, Instance
@@ -32,11 +30,11 @@ from llmfleet.perf.memory import MemoryBudget, budget
 from llmfleet.perf.parallel import SINGLE, Parallel
 from llmfleet.perf.periods import Engine, Table, table_for
 from llmfleet.perf.slots import slots_needed
-from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel, step_time, step_times
+from llmfleet.perf.step import NO_CORRECTION, Correction, StepModel, step_time
 from llmfleet.perf.workload import ServedTraffic, SloTargets
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.levers import Levers, gpu_problem, pinned
-from llmfleet.search.prefix_hold import CacheHold, ideal, reuses
+from llmfleet.search.prefix_hold import CacheHold
 from llmfleet.search.replica_slo import slo_of, ttft_prompt_tokens, workload_of
 from llmfleet.search.shapes import Shape, inter_node
 
@@ -335,7 +333,7 @@ def size_replica(
     of each prompt (`search.prefix_hold`)."""
     lv = levers or pinned(plan)
     tp = shape.tp
-    problem = _shape_problem(arch, instance, shape)
+    problem = shape_problem(arch, instance, shape)
     if problem:
         return Rejection(problem, "shape")
     unsupported = gpu_problem(arch, gpu, lv)
@@ -602,148 +600,7 @@ def _rejection(
     )
 
 
-def capacity_upper_bound(
-    arch: Arch,
-    gpu: Gpu,
-    instance: Instance,
-    shape: Shape,
-    plan: CapacityPlan,
-    consts: Constants,
-    levers: Levers,
-    slo: bool = True,
-    correction: Correction = NO_CORRECTION,
-    prefills: bool = True,
-) -> float:
-    """Requests/s no operating point of this candidate can exceed (0: it cannot run), for
-    pruning the search: every slot the KV pool holds at its largest (one sequence, the
-    smallest budget; MAX_BATCH per engine) (with `slo`, no more than keep a
-    decode step within the ITL target, since the token gap at any percentile is at least a
-    decode step) decoding in periods without chunks, by Little's law (a step grows at most
-    linearly with the batch, so the rate only grows with it); without `prefills` (a decode
-    pool) no prefill lane bounds it."""
-    if _shape_problem(arch, instance, shape) or gpu_problem(arch, gpu, levers):
-        return 0.0
-    tp, par = shape.tp, shape.parallel(instance, inter_node(plan.startup.image))
-    wl = workload_of(plan, ideal(plan) if reuses(plan) else None)  # the most a cache saves
-    least = engine_memory(arch, gpu, tp, plan, 1, BUDGET_GRID[0], consts, levers, par)
-    most = min(MAX_BATCH * par.dp, wl.sequences_in(least.kv_cache_tokens))
-    if most < 1:
-        return 0.0
-    step_model = levers.step_model(arch, gpu, tp, consts, correction, par)
-    tps = step_model.speculation.tokens_per_step if step_model.speculation else 1.0
-    o = max(wl.output_mean - 1, 1.0)
-    ctx = wl.context_tokens
-    d = float(most)
-    if slo:
-        target = plan.slo.itl_ms / 1000 * (tps if plan.slo.itl == "tpot" else 1.0)
-        if float(step_time(step_model, 1.0, ctx).total_s) > target:
-            return 0.0
-        if float(step_time(step_model, d, ctx).total_s) > target:
-            lo, hi = 1.0, d
-            while hi > 1.05 * lo:
-                mid = math.sqrt(lo * hi)
-                lo, hi = (mid, hi) if step_time(step_model, mid, ctx).total_s <= target else (
-                    lo, mid)
-            d = hi
-    little = d * tps / (o * float(step_time(step_model, d, ctx).total_s))
-    if not slo or not prefills:
-        return little
-    return min(little, _lane_bound(step_model, plan, wl.prompts.computed_mean, ctx, d, tps, o)
-               / wl.prompts.admitted)
-
-
-def _lane_bound(step_model: StepModel, plan: CapacityPlan, prompt_mean: float, ctx: float,
-                most: float, tps: float, o: float) -> float:
-    """Requests/s the prefill lane carries at most, whatever the budget: its prompts' tokens
-    need periods that carry chunks, and with the token gap at p as the target at most a
-    share 1 - p of all gaps may exceed it, so at any running batch D the periods at or below
-    the target carry at most k_itl(D) tokens each (the largest chunk whose period at a
-    prompt's start is the target: a period only lengthens with its chunk and its start, and
-    carries tokens at the best rate at its longest) and the longer ones, at most as long as
-    the stall bound allows, come at most at that share of all periods. With `slo.itl: tpot`
-    a period may be longer: every period may carry the stall bound's chunk. The rate also
-    cannot exceed D decodes in periods without chunks (Little's law): the bound is the best
-    of min(lane, Little) over D."""
-    par = step_model.parallel
-    per_batch = par.pp * par.dp
-    itl, stall = plan.slo.itl_ms / 1000, plan.slo.stall_ms / 1000
-    tail = 1 - plan.slo.percentile / 100
-    batches = np.geomspace(1.0, max(most, 1.0), 12)
-    decode = step_times(step_model, batches, ctx)
-
-    def largest_chunk(limit_s: float) -> np.ndarray:
-        """Per batch, the largest chunk (tokens) whose period at start 0 is within limit_s."""
-        lo = np.zeros_like(batches)
-        hi = np.full_like(batches, float(BUDGET_GRID[-1]) * 4)
-        for _ in range(40):
-            mid = (lo + hi) / 2
-            inside = step_times(step_model, batches, ctx, np.maximum(mid, 1.0), 0.0) <= limit_s
-            lo, hi = np.where(inside, mid, lo), np.where(inside, hi, mid)
-        return lo
-
-    widest = largest_chunk(stall)
-    periods = 1.0 / np.maximum(decode, 1e-15)  # periods a second at most
-    if plan.slo.itl == "tpot":
-        tokens = per_batch * widest * periods
-    else:
-        within = largest_chunk(itl)
-        tokens = per_batch * (within / itl + tail * widest * periods)
-    lane = tokens / prompt_mean
-    little = batches * tps / (o * decode)
-    return float(np.max(np.minimum(lane, little)))
-
-
-def _shape_problem(arch: Arch, instance: Instance, shape: Shape) -> str | None:
+def shape_problem(arch: Arch, instance: Instance, shape: Shape) -> str | None:
     if shape.plain and shape.tp <= instance.gpu_count and instance.gpu_count % shape.tp:
         return f"TP {shape.tp} does not divide the {instance.gpu_count} GPUs of a node"
     return shape.problem(arch, instance)
-
-
-@dataclass(frozen=True)
-class BatchBound:
-    """What stops a replica's rate at its operating point, and the floors beside it."""
-
-    constraint: str  # ttft | itl | stall | slots | prefill | kv_cache | max_batch
-    running: float  # mean sequences decoding at the SLO-limit rate
-    slots: int
-    chunk_tokens: int
-    ttft_next_ms: float | None  # TTFT at the percentile a little above the rate
-    itl_next_ms: float  # ITL (as slo.itl reads it) a little above the rate
-    lone_prompt_ttft_ms: float  # the percentile's prompt alone: its chunked prefill
-    lone_itl_ms: float  # ITL with one sequence running
-    kv_sequences: int  # running sequences the KV pool holds
-
-
-def batch_bound(plan: CapacityPlan, sizing: ReplicaSizing) -> BatchBound:
-    """Which constraint stops `sizing`'s rate: the one a rate 1 % higher breaks first
-    (the lane's stability, the slots, TTFT, then ITL), on the sizing's own engine."""
-    slo, p = slo_of(plan), plan.slo.percentile
-    table = sizing.point.table
-    nxt = at_rate(table, sizing.capacity_requests_per_s * 1.01, p)
-    ttft_next = nxt.ttft_at(p) * 1000 if nxt.stable else None
-    itl_next = nxt.itl_s(slo.itl) * 1000
-    if not nxt.stable:
-        constraint = "prefill" if nxt.lane.utilisation >= 0.999 else "slots"
-    elif nxt.slot_full_chance > slo.tail:
-        kv_held = table.workload.sequences_in(table.engine.kv_cache_tokens)
-        constraint = "kv_cache" if sizing.slots >= kv_held else "slots"
-    elif nxt.ttft_over(slo.ttft_s) > slo.tail:
-        constraint = "ttft"
-    else:
-        constraint = "itl"
-    idle = at_rate(table, 1e-6, p)
-    prompt = ttft_prompt_tokens(plan)
-    bins = table.workload.prompts.tokens  # with a cache, each length's miss comes last
-    k = int(min(reversed(range(len(bins))), key=lambda j: abs(bins[j] - prompt)))
-    lone = float(idle.own_prefill_s[k]) + table.engine.step_model.ttft_overhead_s
-    return BatchBound(
-        constraint=constraint,
-        running=sizing.running,
-        slots=sizing.slots,
-        chunk_tokens=sizing.chunk_tokens,
-        ttft_next_ms=ttft_next,
-        itl_next_ms=itl_next,
-        lone_prompt_ttft_ms=lone * 1000,
-        lone_itl_ms=idle.itl_s(slo.itl) * 1000,
-        kv_sequences=table.cap,
-    )

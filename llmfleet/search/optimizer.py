@@ -28,6 +28,7 @@ from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.regions import Region
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search import cost
+from llmfleet.search.capacity_bound import capacity_upper_bound
 from llmfleet.search.choice import Choice
 from llmfleet.search.disagg import PairSizer, Pricing, cheapest_pair
 from llmfleet.search.infeasible import closest_per_candidate, infeasible
@@ -35,7 +36,6 @@ from llmfleet.search.levers import Levers, lever_space
 from llmfleet.search.operating_point import (
     Rejection,
     ReplicaSizing,
-    capacity_upper_bound,
     size_replica,
 )
 from llmfleet.search.prefix_hold import CacheHold, hold_at, reuses, shared_only
@@ -199,7 +199,7 @@ class Sizer:
         return [s for s in found if s.nodes_per_replica(inst.gpu_count) == 1]
 
     def bound(self, inst: Instance, shape: Shape, levers: Levers, slo: bool) -> float:
-        """`sizing.capacity_upper_bound` (KV only, or KV and SLOs), memoised like the sizing."""
+        """`capacity_bound.capacity_upper_bound` (KV only, or KV and SLOs), memoised like the sizing."""
         key = (inst.instance_type, shape, levers, slo)
         if key not in self._bound:
             gpu = hardware.gpu(inst.gpu)
