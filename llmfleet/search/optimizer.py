@@ -199,7 +199,8 @@ class Sizer:
         return [s for s in found if s.nodes_per_replica(inst.gpu_count) == 1]
 
     def bound(self, inst: Instance, shape: Shape, levers: Levers, slo: bool) -> float:
-        """`capacity_bound.capacity_upper_bound` (KV only, or KV and SLOs), memoised like the sizing."""
+        """`capacity_bound.capacity_upper_bound` (KV only, or KV and SLOs), memoised like
+        the sizing."""
         key = (inst.instance_type, shape, levers, slo)
         if key not in self._bound:
             gpu = hardware.gpu(inst.gpu)
