@@ -236,58 +236,84 @@ def max_rate(table: Table, slo: SloTargets, tolerance: float = RATE_TOLERANCE,
     settles at (the rate follows from D in closed form; both only grow together), around the
     batch of `guess` when given: regula falsi (Illinois) on log D of the log of the worst
     share outside a target over the share allowed (`Point.load_ratio`: shares grow about
-    exponentially with the load, so their log is nearly linear in it)."""
+    exponentially with the load, so their log is nearly linear in it).
+
+    Every probe sits on one fixed grid of log D (steps of log(1 + tolerance) from 0), so the
+    search ends between the same two grid points whichever path it takes, and the answer is
+    where the margin interpolated between them crosses zero: a last-bit difference in a
+    margin (numpy's SIMD kernels differ by CPU) cannot move it by up to the tolerance, as a
+    path's last probe did. At RATE_TOLERANCE, an answer a replica is sized at, it is checked
+    to meet the SLOs (else the lower point, which does)."""
     p = slo.percentile
     if table.stall_s > slo.max_stall_s * (1 + 1e-9):
         return 0.0
-
-    def margin(log_d: float) -> float:
-        ratio = at_running(table, math.exp(log_d), p, slots).load_ratio(slo, exact=False)
-        return math.log(max(ratio, 1e-9))
-
+    step = math.log1p(tolerance)
     top = math.log(float(table.cap))
     floor = math.log(1e-4)
-    f_floor = margin(floor)
+    k_floor, k_top = math.ceil(floor / step) - 1, math.floor(top / step) + 1
+
+    def at(k: int) -> float:
+        """Grid point k's log D (the floor and the top close the grid)."""
+        return min(max(k * step, floor), top)
+
+    seen: dict[int, float] = {}
+
+    def margin(k: int) -> float:
+        ratio = at_running(table, math.exp(at(k)), p, slots).load_ratio(slo, exact=False)
+        seen[k] = math.log(max(ratio, 1e-9))
+        return seen[k]
+
+    f_floor = margin(k_floor)
     if f_floor > 0:  # not even a nearly idle replica meets the SLOs
         return 0.0
     start = (math.log(max(running_at(table, guess * table.workload.prompts.admitted), 1e-4))
              if guess else None)
     if start is None:
-        hi, f_hi = top, margin(top)
+        hi, f_hi = k_top, margin(k_top)
         if f_hi <= 0:
             return at_running(table, float(table.cap), p, slots).rate
-        lo, f_lo = floor, f_floor
+        lo, f_lo = k_floor, f_floor
     else:
-        width = 2 * math.log1p(max(tolerance, COARSE_TOLERANCE))  # a coarse guess's error
-        lo, hi = max(floor, start - width), min(top, start + width)
+        width = math.ceil(2 * math.log1p(max(tolerance, COARSE_TOLERANCE)) / step)
+        widen = math.ceil(0.5 / step)
+        k = min(max(round(start / step), k_floor), k_top)
+        lo, hi = max(k_floor, k - width), min(k_top, k + width)
+        if hi - lo < 1:
+            lo, hi = max(k_floor, hi - 1), max(k_floor + 1, hi)
         f_lo, f_hi = margin(lo), margin(hi)
         while f_hi <= 0:
-            if hi >= top:
-                return at_running(table, math.exp(hi), p, slots).rate
+            if hi >= k_top:
+                return at_running(table, math.exp(top), p, slots).rate
             lo, f_lo = hi, f_hi
-            hi = min(top, hi + 0.5)
+            hi = min(k_top, hi + widen)
             f_hi = margin(hi)
         while f_lo > 0:
             hi, f_hi = lo, f_lo
-            lo = max(floor, lo - 0.5)
-            f_lo = f_floor if lo <= floor else margin(lo)
+            lo = max(k_floor, lo - widen)
+            f_lo = f_floor if lo <= k_floor else margin(lo)
     side = 0
-    step = math.log1p(tolerance)
-    while hi - lo > step:
-        x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
-        x = min(max(x, lo + step / 2), hi - step / 2)
-        f = margin(x)
+    while hi - lo > 1:
+        x = at(hi) - f_hi * (at(hi) - at(lo)) / (f_hi - f_lo)
+        k = min(max(round(x / step), lo + 1), hi - 1)
+        f = margin(k)
         if f <= 0:
-            lo, f_lo = x, f
+            lo, f_lo = k, f
             if side == -1:
                 f_hi /= 2
             side = -1
         else:
-            hi, f_hi = x, f
+            hi, f_hi = k, f
             if side == 1:
                 f_lo /= 2
             side = 1
-    return at_running(table, math.exp(lo), p, slots).rate
+    # the margin is nearly linear in log D: between the two points its zero is a far better
+    # answer than the lower point, and as path-free (both margins are the grid's own)
+    x = at(lo) + (at(hi) - at(lo)) * seen[lo] / (seen[lo] - seen[hi])
+    if tolerance <= RATE_TOLERANCE and x > at(lo):
+        ratio = at_running(table, math.exp(x), p, slots).load_ratio(slo, exact=False)
+        if ratio > 1:  # a served answer must meet the SLOs: the lower point does
+            x = at(lo)
+    return at_running(table, math.exp(x), p, slots).rate
 
 
 @dataclass(frozen=True)

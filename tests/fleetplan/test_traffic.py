@@ -60,7 +60,7 @@ def test_each_region_says_what_one_more_request_per_second_costs(no_losses) -> N
     # req/s x 0.8: 2.2x. (1.57x at 40 req/s before #28's SLO model: one 4.833 req/s p4d
     # replica against two bf16 TP 4 ones of 9.53.)
     assert (round(marginal_usd(east, 0.2), 2), round(marginal_usd(tokyo, 0.2), 2)) == (
-        4146.19, 1856.52
+        4146.87, 1857.84
     )
     assert marginal_usd(east, 0.2) > 1.5 * marginal_usd(tokyo, 0.2)
 

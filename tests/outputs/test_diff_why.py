@@ -40,12 +40,12 @@ def test_an_slo_change_names_the_binding_constraint_in_every_region(tighter_ttft
         [batch] = [c for c in r.causes if c.startswith("batch ")]
         assert rp.binding.text in batch and batch.count("TTFT binds") == 1
     east = next(r for r in d.regions if r.region == "us-east-1")
-    # B200 TP 2: the slots fall 124 -> 105 and a replica's SLO-limit rate 13.28 -> 11.59
+    # B200 TP 2: the slots fall 133 -> 100 and a replica's SLO-limit rate 13.28 -> 11.59
     # req/s, where 1 % more load would take TTFT p99 to 404 ms; the 4,057-token p99 prompt
     # alone takes 203 ms, 51 % of the new 400 ms. 21 replicas carry the 240 req/s of
     # us-west-2's loss (243 req/s). (B200 TP 4, 198 -> 109 at 300 ms before #28.)
     assert east.causes[0] == (
-        "batch 124 → 105: TTFT binds: 1 % more load (11.7 req/s per replica) would take TTFT "
+        "batch 133 → 100: TTFT binds: 1 % more load (11.7 req/s per replica) would take TTFT "
         "p99 to 404 ms, over the 400 ms SLO; a lone p99 prompt (4,057 tokens) already takes "
         "203 ms of it on B200 TP 2 (51%)"
     )
@@ -53,7 +53,7 @@ def test_an_slo_change_names_the_binding_constraint_in_every_region(tighter_ttft
         "GPUs at the peak 40 → 48 (19 → 21 replicas): a replica carries 13.28 → 11.59 req/s"
     )
     text = markdown(d)
-    assert "#### Why" in text and "- **us-east-1**\n  - batch 124 → 105: TTFT binds" in text
+    assert "#### Why" in text and "- **us-east-1**\n  - batch 133 → 100: TTFT binds" in text
 
 
 def test_a_new_configuration_says_what_became_of_the_old_one(tighter_ttft) -> None:
@@ -90,15 +90,21 @@ def test_doubling_the_peak_names_the_load_and_the_warm_floor(own_plans) -> None:
     before = own_plans["three-regions"]
     after = build_fleet_plan(three_regions(**{"traffic.peak_requests_per_s": 600}))
     east = next(r for r in diff_plans("b", before, "a", after).regions if r.region == "us-east-1")
-    # 135 -> 270 req/s over 10.62 req/s a replica (13.27 less 20 % headroom): 13 -> 26
-    # replicas, and 19 -> 37 to carry us-west-2's users too (240 -> 480 req/s at 13.27)
-    assert east.causes[0] == (
-        "GPUs at the peak 40 → 80 (19 → 37 replicas): the region's peak 135 → 270 req/s; the "
-        "warm floor for a lost region adds 6 → 11 replicas"
+    # 135 -> 270 req/s. At twice the peak FP8 KV serves 13.46 req/s a replica where 16-bit KV
+    # serves 13.28: 36 replicas on 9 nodes, not 37 on 10 (a tie at the old peak, which the
+    # plainer levers won). 270 req/s over 10.77 (13.46 less 20 % headroom): 26 replicas, and
+    # 36 to carry us-west-2's users too (480 req/s at 13.46)
+    assert east.causes[0].startswith("configuration p6-b200.48xlarge TP 2 (fp8, KV auto, no "
+                                     "speculation) → p6-b200.48xlarge TP 2 (fp8, KV fp8")
+    [gpus] = [c for c in east.causes if c.startswith("GPUs at the peak")]
+    assert gpus == (
+        "GPUs at the peak 40 → 72 (19 → 36 replicas): the region's peak 135 → 270 req/s; a "
+        "replica carries 13.28 → 13.46 req/s inside the SLOs (the batch above); the warm floor "
+        "for a lost region adds 6 → 10 replicas"
     )
     [trough] = [c for c in east.causes if c.startswith("trough floor")]
-    assert trough.startswith("trough floor 5 → 10 node(s), $415,855 → $831,709/month: stage 4 "
-                             "keeps 37 replica(s) warm")
+    assert trough.startswith("trough floor 5 → 9 node(s), $415,855 → $748,538/month: stage 4 "
+                             "keeps 36 replica(s) warm")
 
 
 def test_an_unchanged_plan_has_no_cause(own_plans) -> None:
@@ -118,7 +124,7 @@ def test_the_headline_and_table_show_precision_kv_and_speculation(looser_before)
         "speculation; eu-north-1: fp8, KV auto, no speculation → fp8, KV auto, no speculation."
     ) in text
     assert "| region | instance | TP | precision | KV | speculation | batch |" in text
-    assert "| us-east-1 | p6-b200.48xlarge | 2 | fp8 | fp8 → auto | none | 144 → 124 |" in text
+    assert "| us-east-1 | p6-b200.48xlarge | 2 | fp8 | fp8 → auto | none | 144 → 133 |" in text
 
 
 @pytest.mark.slow  # whole plans, drills or renders: program-check
