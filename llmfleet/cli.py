@@ -74,7 +74,7 @@ from llmfleet.plan.stacks import (
     stack_arg,
     stack_file_config,
 )
-from llmfleet.simulate.run import simulate
+from llmfleet.simulate.run import report_simulation, simulate
 from llmfleet.simulate.scenario import DEFAULT_SPIKE_MINUTES, scenario_from_args
 
 
@@ -565,7 +565,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         # `--check` draws every chart; a write keeps those whose stamp still matches.
         drawn = {} if args.check else render.drawn_charts(root)
         plan = _plan_of(args) if args.stack else read_plan(env)
-        files = render.render_stack(build_fleet_plan(plan), drawn, plan)
+        fleet = build_fleet_plan(plan)
+        files = render.render_stack(fleet, drawn, report_simulation(plan, fleet, fleet.name))
         if args.check:
             drifted += rendered_files.drift(files, root).lines(root)
         else:

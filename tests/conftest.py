@@ -2,7 +2,10 @@ import contextlib
 import io
 import json
 import logging
+import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,17 @@ from llmfleet.plan import stacks
 from llmfleet.plan.stacks import list_stacks, parse_plan, read_plan
 
 STACKS = list_stacks()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One FleetPlan cache (`llmfleet.disk_memo`) for the run, shared by its xdist workers
+    (they inherit the environment) and fresh each run: a plan several tests build is
+    searched once, and nothing is read from or left in the user's own cache."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    folder = tempfile.mkdtemp(prefix="llmfleet-test-cache-")
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    os.environ["LLMFLEET_CACHE_DIR"] = folder
 
 
 @pytest.fixture(scope="session")

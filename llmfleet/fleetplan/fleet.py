@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import Field, computed_field
 
-from llmfleet import __version__
+from llmfleet import __version__, disk_memo
 from llmfleet.calibration.server_calibration import Coverage
 from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.catalog.kubernetes import SupportType
@@ -266,6 +266,28 @@ def search_setup(
 def build_fleet_plan(
     plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = PROJECT_ROOT
 ) -> FleetPlan:
+    """The plan's FleetPlan: searched, or read from `disk_memo` where this plan, the files
+    it names and llmfleet's own files are those a search already ran on (with the shipped
+    constants; other `consts` always search)."""
+    if consts is not None:
+        return searched_fleet_plan(plan, consts, base_dir)
+    return disk_memo.memoised("fleet-plan", plan_parts(plan, base_dir),
+                              lambda: searched_fleet_plan(plan, None, base_dir))
+
+
+def plan_parts(plan: CapacityPlan, base_dir: Path = PROJECT_ROOT) -> list[str | bytes]:
+    """A plan as `disk_memo` keys it: every field, which of them the user set (a field set
+    pins, as `model.precision` does, where its default leaves the search free), and the
+    bytes of the files it names."""
+    named = [plan.model.config_path, *plan.calibration]
+    return [plan.model_dump_json(), plan.model_dump_json(exclude_unset=True), str(base_dir),
+            *(disk_memo.file_part(base_dir / n) for n in named if n is not None)]
+
+
+def searched_fleet_plan(
+    plan: CapacityPlan, consts: Constants | None = None, base_dir: Path = PROJECT_ROOT
+) -> FleetPlan:
+    """The plan's FleetPlan from its search (`build_fleet_plan` without the cache)."""
     found = search_setup(plan, consts, base_dir)
     return fleet_plan_of(plan, found, found.choose(plan))
 

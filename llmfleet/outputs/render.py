@@ -43,9 +43,7 @@ from llmfleet.outputs.vllm_checks import (
     resolution_problems,
 )
 from llmfleet.paths import TEMPLATES_DIR
-from llmfleet.plan.schema import CapacityPlan
-from llmfleet.simulate.engine import not_simulated
-from llmfleet.simulate.run import report_days
+from llmfleet.simulate.run import ReportDays
 
 VLLM_CONFIG = "vllm-config.yaml"
 VLLM_CONFIG_PREFILL = "vllm-config-prefill.yaml"
@@ -328,11 +326,13 @@ def region_files(fleet: FleetPlan, region: RegionPlan) -> dict[str, str]:
 
 
 def render_stack(
-    fleet: FleetPlan, drawn: Mapping[str, str] | None = None, plan: CapacityPlan | None = None
+    fleet: FleetPlan, drawn: Mapping[str, str] | None = None,
+    simulated: ReportDays | str | None = None,
 ) -> dict[str, str]:
-    """Every file of a stack, relative to rendered/<env>/, sorted by path. `drawn`: charts
-    already on disk, reused where their stamp matches (`drawn_charts`). With the stack's
-    `plan`, the report simulates its day (`simulate.report_days`) and charts it."""
+    """Every file of a stack, relative to rendered/<env>/, sorted by path: a template pass
+    over the FleetPlan and, when given, the simulator's days for the report
+    (`simulate.run.report_simulation`: its days, or why the fleet is not simulated). `drawn`:
+    charts already on disk, reused where their stamp matches (`drawn_charts`)."""
     files: dict[str, str] = {}
     per_region: dict[str, list[str]] = {}
     for region in fleet.regions:
@@ -341,21 +341,20 @@ def render_stack(
         per_region[region.region] = sorted(produced)
     files.update(charts.chart_files(fleet, drawn))
     review = review_context(fleet)
-    simulated = None
-    unsimulated = not_simulated(fleet) if plan is not None else None
-    if plan is not None and unsimulated is None:
-        days = report_days(plan, fleet, fleet.name)
-        shown = [days.spike] + ([days.loss] if days.loss is not None else [])
+    days = None
+    unsimulated = simulated if isinstance(simulated, str) else None
+    if isinstance(simulated, ReportDays):
+        shown = [simulated.spike] + ([simulated.loss] if simulated.loss is not None else [])
         chart, svg = simulation_chart(shown, drawn)
         files[chart.path] = svg
-        simulated = report_context(days)
-        simulated["chart"] = chart
+        days = report_context(simulated)
+        days["chart"] = chart
     files[REPORT] = _template(
         "REPORT.md.j2",
         fleet=fleet,
         files=per_region,
         review=review,
-        simulated=simulated,
+        simulated=days,
         unsimulated=unsimulated,
         fleet_karpenter_version=KARPENTER_VERSION,
         image_notes=image_notes(fleet.startup),

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.special import ndtr
 
 from llmfleet.perf.lanes import Lane, busy_lanes, lane_at, rate_at, running_at
 from llmfleet.perf.periods import Table, interp_batch
@@ -369,6 +368,10 @@ class Point:
         periods, mean, sd, weights = self._tpot_terms
         need = periods * (target_s * tps - td) / (tm - td)  # mixed periods that reach it
         z = (need - mean) / np.maximum(sd, 1e-12)
+        # scipy.special takes a tenth of a second to import: only a TPOT SLO reads it here, and
+        # a FleetPlan read back from disk_memo never does
+        from scipy.special import ndtr
+
         return float(ndtr(-z) @ weights)
 
     @cached_property

@@ -1,17 +1,18 @@
 """`simulate`: a FleetPlan's day under a scenario, summarised with its checks against the
 plan; and the days the report shows (`report_days`): a quiet day, the default spike and the
-worst single-region loss, computed once per process for a given plan."""
+worst single-region loss, kept on disk by their inputs (`disk_memo`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmfleet.fleetplan.fleet import FleetPlan
+from llmfleet import disk_memo
+from llmfleet.fleetplan.fleet import FleetPlan, plan_parts
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.region_losses import reroute
 from llmfleet.simulate.checks import checks, cost_check, events
 from llmfleet.simulate.day import run_day
-from llmfleet.simulate.engine import ReplicaModel, replica_models
+from llmfleet.simulate.engine import ReplicaModel, not_simulated, replica_models
 from llmfleet.simulate.prefix_check import prefix_checks
 from llmfleet.simulate.result import Simulation, summarise, violations_of
 from llmfleet.simulate.scenario import (
@@ -71,28 +72,30 @@ class ReportDays:
     loss: Simulation | None
 
 
-_MEMO: dict[str, ReportDays] = {}
-_MEMO_SIZE = 8
-
-
 def report_days(plan: CapacityPlan, fleet: FleetPlan, stack: str) -> ReportDays:
     """The report's days: quiet, the default spike, the worst single-region loss (seed 0),
-    memoised on the plan and FleetPlan's JSON (render and its tests ask several times)."""
-    key = "\n".join((stack, plan.model_dump_json(), fleet.model_dump_json()))
-    if key not in _MEMO:
-        if len(_MEMO) >= _MEMO_SIZE:
-            _MEMO.pop(next(iter(_MEMO)))
-        models = replica_models(plan, fleet)
-        day = parse_day("plan", plan.day_profile)
-        spike = parse_spike(f"{DEFAULT_SPIKE_PERCENT:g}@{DEFAULT_SPIKE_AT}",
-                            DEFAULT_SPIKE_MINUTES)
-        lost = worst_loss(plan, fleet)
-        names = [r.region for r in fleet.regions]
-        loss = parse_loss(f"{lost}@{DEFAULT_LOSS_AT}", names) if lost else None
-        _MEMO[key] = ReportDays(
-            quiet=simulate(plan, fleet, Scenario(day=day), stack, models),
-            spike=simulate(plan, fleet, Scenario(day=day, spike=spike), stack, models),
-            loss=None if loss is None else simulate(
-                plan, fleet, Scenario(day=day, loss=loss), stack, models),
-        )
-    return _MEMO[key]
+    memoised on disk (`disk_memo`) by the plan and FleetPlan's JSON: render, and its tests,
+    ask for the same days again and again."""
+    parts = [stack, *plan_parts(plan), fleet.model_dump_json()]
+    return disk_memo.memoised("report-days", parts, lambda: _simulated_days(plan, fleet, stack))
+
+
+def report_simulation(plan: CapacityPlan, fleet: FleetPlan, stack: str) -> ReportDays | str:
+    """What the report shows of the simulator: its days, or why the fleet is not simulated
+    (`not_simulated`)."""
+    return not_simulated(fleet) or report_days(plan, fleet, stack)
+
+
+def _simulated_days(plan: CapacityPlan, fleet: FleetPlan, stack: str) -> ReportDays:
+    models = replica_models(plan, fleet)
+    day = parse_day("plan", plan.day_profile)
+    spike = parse_spike(f"{DEFAULT_SPIKE_PERCENT:g}@{DEFAULT_SPIKE_AT}", DEFAULT_SPIKE_MINUTES)
+    lost = worst_loss(plan, fleet)
+    names = [r.region for r in fleet.regions]
+    loss = parse_loss(f"{lost}@{DEFAULT_LOSS_AT}", names) if lost else None
+    return ReportDays(
+        quiet=simulate(plan, fleet, Scenario(day=day), stack, models),
+        spike=simulate(plan, fleet, Scenario(day=day, spike=spike), stack, models),
+        loss=None if loss is None else simulate(
+            plan, fleet, Scenario(day=day, loss=loss), stack, models),
+    )

@@ -57,5 +57,6 @@ def test_the_karpenter_ami_alias_follows_the_kubernetes_version() -> None:
 
 def test_a_version_no_ami_release_covers_is_refused(monkeypatch) -> None:
     monkeypatch.setattr("llmfleet.plan.checks.ami_release", lambda version: None)
+    monkeypatch.setenv("LLMFLEET_CACHE", "off")  # the catalog changed in memory, not on disk
     with pytest.raises(PlanError, match="no EKS AMI release in llmfleet/catalog/eks_amis.csv"):
         build_fleet_plan(make_plan(kubernetes_version="1.35"))

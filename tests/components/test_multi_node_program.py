@@ -88,6 +88,7 @@ def test_on_an_image_with_the_efa_plugin_the_nodes_get_efa(monkeypatch) -> None:
     known = {**catalog_images.images(), "efa": row}
     monkeypatch.setattr(catalog_images, "images", lambda: known)
     monkeypatch.setattr("llmfleet.plan.checks.images", lambda: known)
+    monkeypatch.setenv("LLMFLEET_CACHE", "off")  # the catalog changed in memory, not on disk
     resources = _program(plan_dict(**FRONTIER, **{"startup.image": "efa"}))
     lt = _one(resources, "aws:ec2/launchTemplate:LaunchTemplate", "t-us-east-1-gpu-lt")
     interfaces = lt["inputs"]["networkInterfaces"]

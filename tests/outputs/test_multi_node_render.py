@@ -55,6 +55,7 @@ def efa_image(monkeypatch: pytest.MonkeyPatch) -> str:
     known = {**catalog_images.images(), EFA_IMAGE: row}
     monkeypatch.setattr(catalog_images, "images", lambda: known)
     monkeypatch.setattr("llmfleet.plan.checks.images", lambda: known)
+    monkeypatch.setenv("LLMFLEET_CACHE", "off")  # the catalog changed in memory, not on disk
     return EFA_IMAGE
 
 

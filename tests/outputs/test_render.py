@@ -34,6 +34,7 @@ from llmfleet.fleetplan.serving import VllmArgs
 from llmfleet.fleetplan.workload import PORT
 from llmfleet.outputs import charts, render, rendered_files, vllm_checks
 from llmfleet.plan.stacks import list_stacks, read_plan
+from llmfleet.simulate.run import report_simulation
 
 Docs = dict[str, dict[str, Any]]
 REPO = Path(__file__).resolve().parents[2]
@@ -563,7 +564,8 @@ def test_a_stack_renders_a_config_a_file_per_object_per_region_and_a_report(stac
 @pytest.mark.slow  # whole plans, drills or renders: program-check
 def test_rendered_is_current_for_every_stack(stack_plans) -> None:
     for env, fp in stack_plans.items():
-        files = render.render_stack(fp, None, read_plan(env))  # with the simulated days
+        # with the simulated days
+        files = render.render_stack(fp, None, report_simulation(read_plan(env), fp, fp.name))
         drift = rendered_files.drift(files, paths.RENDERED_DIR / env)
         assert not drift, "run `llmfleet render`:\n" + "\n".join(drift.lines())
 

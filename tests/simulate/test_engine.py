@@ -20,6 +20,7 @@ from llmfleet.perf.latency import at_rate
 from llmfleet.perf.step import NO_CORRECTION
 from llmfleet.plan.stacks import parse_plan
 from llmfleet.simulate.engine import Pool, inside_share, replica_models
+from llmfleet.simulate.run import report_simulation
 
 
 def test_a_calibrated_region_is_simulated_on_the_corrected_step_model() -> None:
@@ -128,7 +129,7 @@ def test_a_disaggregated_region_is_refused_not_simulated_as_one_engine() -> None
     assert fp.regions[0].disaggregation is not None
     with pytest.raises(PlanError, match="allowed.disaggregated.*colocated replicas only"):
         replica_models(plan, fp)
-    report = render.render_stack(fp, None, plan)[render.REPORT]
+    report = render.render_stack(fp, None, report_simulation(plan, fp, fp.name))[render.REPORT]
     assert "Not simulated: us-east-1 serves disaggregated" in report
 
 
