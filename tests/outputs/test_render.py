@@ -529,10 +529,11 @@ def test_the_report_explains_each_regions_decisions(stack_plans) -> None:
 def test_a_render_in_a_fresh_process_is_byte_identical_to_the_committed_files() -> None:
     # Another interpreter with string hashing unsalted (PYTHONHASHSEED=0) where the committed
     # files' run was salted at random: set or dict order leaking into a file shows here.
+    # Searched and simulated afresh there, not read back from the run's disk_memo.
     proc = subprocess.run(
         [sys.executable, "-m", "llmfleet", "render", "--check"],
         cwd=REPO,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
+        env={**os.environ, "PYTHONHASHSEED": "0", "LLMFLEET_CACHE": "off"},
         capture_output=True,
         text=True,
     )
