@@ -17,6 +17,7 @@ from llmfleet.perf.prefix_cache import ROUTER_REPLICAS
 from llmfleet.perf.replica import PredictRequest
 from llmfleet.plan.model import ResolvedModel
 from llmfleet.plan.schema import CapacityPlan
+from llmfleet.search.prefix_hold import balancing_of
 
 
 def region_of(plan: CapacityPlan, regions: list[RegionPlan], name: str | None) -> RegionPlan:
@@ -74,15 +75,15 @@ def _fleet_fields(plan: CapacityPlan, rp: RegionPlan, per_replica: float | None
     if rp.replica.prefix_cache is None or per_replica is None:
         return {"request_rate": per_replica}
     t = plan.traffic
-    prefix_aware = plan.edge.balancing == "prefix_aware"
+    balancing = balancing_of(plan)
     return {
         "request_rate": per_replica * rp.replicas.desired,
         "replicas": rp.replicas.desired,
-        "balancing": "prefix_aware" if prefix_aware else "least_outstanding",
+        "balancing": balancing,
         "turns": t.turns,
         "shared_prefix_tokens": t.shared_prefix_tokens,
         "think_time_s": t.think_time_s,
-        "router_replicas": ROUTER_REPLICAS if prefix_aware else 1,
+        "router_replicas": ROUTER_REPLICAS if balancing == "prefix_aware" else 1,
     }
 
 

@@ -309,11 +309,11 @@ def max_rate(table: Table, slo: SloTargets, tolerance: float = RATE_TOLERANCE,
     # the margin is nearly linear in log D: between the two points its zero is a far better
     # answer than the lower point, and as path-free (both margins are the grid's own)
     x = at(lo) + (at(hi) - at(lo)) * seen[lo] / (seen[lo] - seen[hi])
-    if tolerance <= RATE_TOLERANCE and x > at(lo):
-        ratio = at_running(table, math.exp(x), p, slots).load_ratio(slo, exact=False)
-        if ratio > 1:  # a served answer must meet the SLOs: the lower point does
-            x = at(lo)
-    return at_running(table, math.exp(x), p, slots).rate
+    point = at_running(table, math.exp(x), p, slots)
+    if tolerance <= RATE_TOLERANCE and point.load_ratio(slo, exact=False) > 1:
+        # a served answer must meet the SLOs: the lower point does
+        point = at_running(table, math.exp(at(lo)), p, slots)
+    return point.rate
 
 
 @dataclass(frozen=True)
