@@ -48,17 +48,16 @@ from llmfleet.search.cost import nodes_for_monthly_usd
 from llmfleet.search.levers import Levers, gpu_problem
 from llmfleet.search.operating_point import (
     MAX_BATCH,
-    RATE_TOLERANCE,
     Rejection,
     ReplicaSizing,
     engine_memory,
     engine_slots,
-    max_rate,
     shrink_slots,
 )
 from llmfleet.search.replica_slo import slo_of, workload_of
 from llmfleet.search.replicas import deployed_replicas, nodes_for
 from llmfleet.search.shapes import Shape, inter_node, shapes
+from llmfleet.search.slo_limit import RATE_TOLERANCE, max_rate
 
 PREFILL_BUDGET = 8192
 """Prompt tokens a prefill step carries: nothing decodes beside it (vLLM's default budget on

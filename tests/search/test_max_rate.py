@@ -11,7 +11,7 @@ from slo_tables import table_8b
 
 from llmfleet.perf.latency import at_rate
 from llmfleet.perf.workload import SloTargets
-from llmfleet.search.operating_point import COARSE_TOLERANCE, RATE_TOLERANCE, max_rate
+from llmfleet.search.slo_limit import COARSE_TOLERANCE, RATE_TOLERANCE, max_rate
 
 SLO = SloTargets(95, ttft_s=0.8, itl_s=0.04, max_stall_s=0.2)
 

@@ -32,6 +32,7 @@ from llmfleet.search import operating_point as op
 from llmfleet.search.levers import pinned
 from llmfleet.search.replica_slo import slo_of, workload_of
 from llmfleet.search.shapes import Shape, inter_node
+from llmfleet.search.slo_limit import max_rate
 from llmfleet.simulate.events import draw_lengths, draw_prompts, serve, weighted_quantile
 
 pytestmark = pytest.mark.validation
@@ -84,7 +85,7 @@ def _engine(name: str) -> tuple[CapacityPlan, Table, float]:
     built = cand.table(c.budget_tokens)
     assert built is not None
     table, slo = built[0], slo_of(plan)
-    limit = op.max_rate(table, slo)
+    limit = max_rate(table, slo)
     assert limit > 0
     final, limit = op.shrink_slots(table, slo, limit)
     return plan, final, limit
