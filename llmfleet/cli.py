@@ -236,7 +236,7 @@ PLAN_SETS = (
 """Flags `predict --stack` takes from the plan's replica; the load flags may still be given."""
 LOAD_FLAGS = ("input_tokens", "output_tokens", "concurrency", "request_rate", "num_requests")
 FLEET_FLAGS = ("replicas", "turns", "shared_prefix_tokens", "think_time_s", "router_replicas")
-"""predict's fleet behind one entry point (with --balancing): perf.load.Fleet."""
+"""predict's fleet behind one entry point (with --balancing): perf.load.ReplicaGroup."""
 
 
 def cmd_predict(args: argparse.Namespace) -> int:

@@ -139,7 +139,7 @@ class CacheForecast(Data):
     cache_kv_tokens: float
 
 
-class PrefixRouter(Data):
+class PrefixRouterPlan(Data):
     """vllm-router in front of the region's vLLM replicas (`components.prefix_router`)."""
 
     name: str = Field(description="Its Deployment, Service, ServiceAccount, Role and more.")
@@ -290,7 +290,7 @@ def router_alerts(plan: CapacityPlan, rp: RegionServing, name: str, namespace: s
 
 def build_prefix_router(
     plan: CapacityPlan, region: RegionServing, entry: EntryPoint | None
-) -> PrefixRouter | None:
+) -> PrefixRouterPlan | None:
     """The region's router, or None unless the plan asks for prefix_aware balancing and the
     region has an entry point and serves aggregated (a disaggregated region's router already
     balances prefills cache-aware)."""
@@ -357,7 +357,7 @@ def build_prefix_router(
             "traffic.turns is 1 and traffic.shared_prefix_tokens 0: as the plan describes "
             "the traffic, the router finds no prefix to keep"
         )
-    return PrefixRouter(
+    return PrefixRouterPlan(
         name=name,
         image=docker_hub_ref(plan.startup, ROUTER_IMAGE, rp.region),
         replicas=replicas,

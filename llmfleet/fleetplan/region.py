@@ -50,7 +50,7 @@ from llmfleet.fleetplan.predicted import (
     build_memory,
     build_predicted,
 )
-from llmfleet.fleetplan.prefix_router import PrefixRouter
+from llmfleet.fleetplan.prefix_router import PrefixRouterPlan
 from llmfleet.fleetplan.replica_record import ReplicaRecord, build_replica_record
 from llmfleet.fleetplan.risk import Risk, build_risk
 from llmfleet.fleetplan.serving import Serving, build_serving
@@ -169,7 +169,7 @@ class RegionPlan(Data):
         "the region's replicas, serving and autoscaling are then the decode pool's, its "
         "nodes both pools'.",
     )
-    prefix_router: PrefixRouter | None = Field(
+    prefix_router: PrefixRouterPlan | None = Field(
         default=None,
         description="edge.balancing prefix_aware: the cache-aware router between the entry "
         "point and the replicas, and what the replicas are expected to cache with and "

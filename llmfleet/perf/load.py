@@ -47,7 +47,7 @@ OutputLengths = Literal["fixed", "sharegpt"]
 
 
 @dataclass(frozen=True)
-class Fleet:
+class ReplicaGroup:
     """Replicas behind one entry point sharing a rate, and what their prompts share."""
 
     replicas: int
@@ -65,7 +65,7 @@ class Load(BaseModel):
     request_rate: float | None = Field(default=None, gt=0)
     num_requests: int | None = Field(default=None, gt=0, description="Requests the run sends.")
     output_lengths: OutputLengths = "fixed"
-    fleet: Fleet | None = Field(
+    fleet: ReplicaGroup | None = Field(
         default=None, description="A replica among many, request_rate its share (steady)."
     )
 
@@ -271,7 +271,7 @@ def _steady(
     )
 
 
-def _cached_workload(engine: Engine, plain: ServedTraffic, fleet: Fleet, rate: float,
+def _cached_workload(engine: Engine, plain: ServedTraffic, fleet: ReplicaGroup, rate: float,
                      max_num_seqs: int) -> tuple[ServedTraffic, PrefixCache]:
     """The prompt as a replica among `fleet.replicas` finds it in its prefix cache at `rate`
     (`perf.prefix_cache`): its running batch and requests in flight from the replica with

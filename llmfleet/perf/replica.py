@@ -14,7 +14,7 @@ from llmfleet.catalog.constants import Constants, fitted
 from llmfleet.errors import PlanError
 from llmfleet.perf.architecture import PRECISIONS, Arch, from_config, kv_dtype_bytes, with_defaults
 from llmfleet.perf.layout import layout_problem, parallel_for
-from llmfleet.perf.load import Fleet, Load, OutputLengths, Prediction, predict
+from llmfleet.perf.load import Load, OutputLengths, Prediction, ReplicaGroup, predict
 from llmfleet.perf.memory import MemoryBudget, budget
 from llmfleet.perf.prefix_cache import Balancing, Conversations, max_turns, new_tokens_per_turn
 from llmfleet.perf.speculation import from_flags
@@ -384,7 +384,7 @@ def predict_replica(
     )
 
 
-def fleet_of(req: PredictRequest) -> Fleet | None:
+def fleet_of(req: PredictRequest) -> ReplicaGroup | None:
     """The fleet behind one entry point the request describes (None: one replica, no
     prefix reuse): an open-loop steady rate only, the SLO model's."""
     reuse = req.shared_prefix_tokens > 0 or req.turns > 1
@@ -409,7 +409,7 @@ def fleet_of(req: PredictRequest) -> Fleet | None:
         raise PlanError("turns", req.turns,
                         f"a {req.input_tokens}-token prompt holds at most {most:g} turns of "
                         f"{req.output_tokens} output tokens after the shared prefix")
-    return Fleet(req.replicas, req.balancing, conv, req.router_replicas)
+    return ReplicaGroup(req.replicas, req.balancing, conv, req.router_replicas)
 
 
 def _node(req: PredictRequest, gpu: str) -> hardware.Instance:

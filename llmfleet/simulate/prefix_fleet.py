@@ -125,7 +125,7 @@ class RouterSettings:
 
 
 @dataclass(frozen=True)
-class Conversations:
+class ConversationRequests:
     """Every request of the simulated conversations, flat (conversation by conversation,
     turn by turn): what stays the same across routing rounds."""
 
@@ -142,8 +142,9 @@ class Conversations:
 def conversations(
     traffic: ConversationTraffic, rate_per_s: np.ndarray, rng: np.random.Generator,
     max_model_len: int | None = None,
-) -> Conversations:
-    """Conversations starting as Poisson arrivals at rate_per_s[s] / T in second s."""
+) -> ConversationRequests:
+    """Conversations starting as Poisson arrivals at rate_per_s[s] / T in second s, as their
+    requests."""
     t = traffic
     u = t.new_tokens_per_turn
     s = t.shared_prefix_tokens
@@ -172,7 +173,7 @@ def conversations(
     last = np.zeros(n, dtype=bool)
     if n:
         last[first + lengths - 1] = True
-    return Conversations(starts, first, conversation, turn, prompt, output.astype(np.int64),
+    return ConversationRequests(starts, first, conversation, turn, prompt, output.astype(np.int64),
                          rng.exponential(t.think_time_s, n), last)
 
 
@@ -266,7 +267,7 @@ class Routed:
 
 
 def route(
-    c: Conversations,
+    c: ConversationRequests,
     service_s: np.ndarray,
     *,
     balancing: Balancing,
