@@ -12,9 +12,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 ORDER = ["catalog", "perf", "calibration", "plan", "search", "fleetplan", "simulate", "outputs"]
 """Each package may import those before it; root modules errors, units, data, paths and disk_memo
-import nothing of llmfleet; cli (its flags in cli_parser), drill and gc_pause sit on top."""
+import nothing of llmfleet; cli (its flags in cli_parser, predict in cli_predict), drill and
+gc_pause sit on top."""
 BASE = {"errors", "units", "data", "paths", "disk_memo"}
-TOP = {"cli", "cli_parser", "drill", "gc_pause", "__main__"}
+TOP = {"cli", "cli_parser", "cli_predict", "drill", "gc_pause", "__main__"}
 
 
 def _module(path: Path) -> str:
