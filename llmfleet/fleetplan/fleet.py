@@ -40,7 +40,8 @@ from llmfleet.plan.cluster import ClusterAccess, Startup
 from llmfleet.plan.edge import Edge
 from llmfleet.plan.model import ResolvedModel, resolve_model
 from llmfleet.plan.routing import ApiKey, Dns, Routing
-from llmfleet.plan.schema import CapacityPlan, Slo, Traffic
+from llmfleet.plan.schema import CapacityPlan, Slo
+from llmfleet.plan.traffic import Traffic
 from llmfleet.search.choice import Choice
 from llmfleet.search.optimizer import Alternative, Sizer, choose_region
 from llmfleet.search.replicas import LossSizing, loss_sizing

@@ -15,7 +15,8 @@ from functools import lru_cache
 from llmfleet.perf.latency import Point, at_rate
 from llmfleet.perf.periods import Engine, table_for
 from llmfleet.perf.workload import ServedTraffic, SloTargets, prompts_of, with_prefix_cache
-from llmfleet.plan.schema import CapacityPlan, Traffic
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.plan.traffic import Traffic
 from llmfleet.search.prefix_hold import CacheHold, conversations_of
 
 

@@ -27,7 +27,8 @@ import numpy as np
 
 from llmfleet.perf.periods import Engine
 from llmfleet.perf.step import StepModel, step_time
-from llmfleet.plan.schema import CapacityPlan, TokenLength
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.plan.traffic import TokenLength
 from llmfleet.simulate.engine import Pool, ReplicaModel, inside_share
 
 CONTEXT_ROUND = 64

@@ -14,7 +14,8 @@ from pydantic import Field
 
 from llmfleet.data import Data
 from llmfleet.errors import PlanError
-from llmfleet.plan.schema import CapacityPlan, DayProfile
+from llmfleet.plan.schema import CapacityPlan
+from llmfleet.plan.traffic import DayProfile
 
 DAY_S = 86_400
 DEFAULT_SPIKE_PERCENT = 50.0

@@ -9,8 +9,8 @@ from plans import make_plan, plan_dict
 from llmfleet.errors import StackError
 from llmfleet.fleetplan.fleet import build_fleet_plan
 from llmfleet.outputs.console import fleet_text
-from llmfleet.plan.schema import TokenLength
 from llmfleet.plan.stacks import parse_plan
+from llmfleet.plan.traffic import TokenLength
 
 
 def test_the_p99_prompt_of_a_lognormal_through_mean_1000_and_p95_2500_is_4057_tokens() -> None:
