@@ -49,7 +49,7 @@ from llmfleet.plan.stacks import (
     stack_arg,
     stack_file_config,
 )
-from llmfleet.simulate.run import report_simulation, simulate
+from llmfleet.simulate.run import report_simulation, simulated_day
 from llmfleet.simulate.scenario import DEFAULT_SPIKE_MINUTES, scenario_from_args
 
 
@@ -116,7 +116,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         lose=args.lose,
         seed=args.seed,
     )
-    result = simulate(plan, build_fleet_plan(plan), scenario, args.stack)
+    result = simulated_day(plan, scenario, args.stack)
     text = _dump(result.model_dump(mode="json")) if args.json else simulation_text(result)
     sys.stdout.write(text)
     return 0

@@ -10,6 +10,8 @@ from plans import make_plan, plan_dict
 from llmfleet import disk_memo
 from llmfleet.fleetplan.fleet import build_fleet_plan, searched_fleet_plan
 from llmfleet.plan.stacks import parse_plan
+from llmfleet.simulate.run import simulate, simulated_day
+from llmfleet.simulate.scenario import Scenario, parse_day
 
 
 @pytest.fixture
@@ -98,3 +100,16 @@ def test_a_field_set_to_its_default_is_another_plan(cache: Path) -> None:
     assert parse_plan(free).model_dump_json() == parse_plan(pinned).model_dump_json()
     assert build_fleet_plan(parse_plan(free)).regions[0].pinned_alternative is None
     assert build_fleet_plan(parse_plan(pinned)).regions[0].pinned_alternative is not None
+
+
+def test_a_simulated_day_is_read_back_per_scenario(cache: Path) -> None:
+    # `simulate` run again reads its day back; another seed is another day, simulated
+    plan = make_plan()
+    day = parse_day("plan", plan.day_profile)
+    first = simulated_day(plan, Scenario(day=day), "t")
+    again = simulated_day(plan, Scenario(day=day), "t")
+    other = simulated_day(plan, Scenario(day=day, seed=1), "t")
+    fresh = simulate(plan, build_fleet_plan(plan), Scenario(day=day), "t")
+    assert again.model_dump_json() == first.model_dump_json() == fresh.model_dump_json()
+    assert len(list((cache / "simulation").glob("*.pickle"))) == 2
+    assert other.model_dump_json() != first.model_dump_json()

@@ -1,13 +1,14 @@
 """`simulate`: a FleetPlan's day under a scenario, summarised with its checks against the
-plan; and the days the report shows (`report_days`): a quiet day, the default spike and the
-worst single-region loss, kept on disk by their inputs (`disk_memo`)."""
+plan (`simulated_day`: the plan's own FleetPlan's, kept on disk by the plan and scenario);
+and the days the report shows (`report_days`): a quiet day, the default spike and the worst
+single-region loss, kept on disk by their inputs (`disk_memo`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from llmfleet import disk_memo
-from llmfleet.fleetplan.fleet import FleetPlan, plan_parts
+from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan, plan_parts
 from llmfleet.plan.schema import CapacityPlan
 from llmfleet.search.region_losses import reroute
 from llmfleet.simulate.checks import checks, cost_check, events
@@ -45,6 +46,15 @@ def simulate(
                  *prefix_checks(plan, fleet)]
         result = result.model_copy(update={"checks": found})
     return result
+
+
+def simulated_day(plan: CapacityPlan, scenario: Scenario, stack: str) -> Simulation:
+    """`simulate` of the plan's own FleetPlan (`build_fleet_plan`), memoised on disk
+    (`disk_memo`) by the plan and the scenario: the day is seeded, so the same inputs give the
+    same day, and `simulate` run again (or after `render`) reads it back."""
+    parts = [stack, *plan_parts(plan), scenario.model_dump_json()]
+    return disk_memo.memoised(
+        "simulation", parts, lambda: simulate(plan, build_fleet_plan(plan), scenario, stack))
 
 
 def worst_loss(plan: CapacityPlan, fleet: FleetPlan) -> str | None:
