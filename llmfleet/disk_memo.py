@@ -74,14 +74,20 @@ def file_part(path: Path) -> bytes:
         return b"missing:" + str(path).encode()
 
 
+def kind_dir(kind: str) -> Path | None:
+    """The folder of one kind of entry, or None when `LLMFLEET_CACHE=off`."""
+    folder = cache_dir()
+    return None if folder is None else folder / kind
+
+
 def memoised(kind: str, parts: Iterable[str | bytes], compute: Callable[[], T]) -> T:
     """`compute()`, read from the cache when an entry of `kind` has these parts' key, else
     computed and stored (an error is raised, never stored). A cache that cannot be read or
     written is skipped, never an error."""
-    folder = cache_dir()
+    folder = kind_dir(kind)
     if folder is None:
         return compute()
-    path = folder / kind / f"{key(parts)}.pickle"
+    path = folder / f"{key(parts)}.pickle"
     try:
         value: T = pickle.loads(path.read_bytes())
         return value
@@ -94,21 +100,31 @@ def memoised(kind: str, parts: Iterable[str | bytes], compute: Callable[[], T]) 
 
 def _store(path: Path, value: object) -> None:
     try:
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except pickle.PicklingError:
+        return
+    store_bytes(path, data)
+
+
+def store_bytes(path: Path, data: bytes) -> None:
+    """Write an entry whole or not at all (a reader sees the whole entry or none), then
+    prune its folder; a folder that cannot be written is skipped, never an error."""
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     except OSError:
         return
     try:
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)  # atomic: a reader sees the whole entry or none
-        _prune(path.parent)
-    except (OSError, pickle.PicklingError):
+            f.write(data)
+        os.replace(tmp, path)
+        _prune(path.parent, path.suffix)
+    except OSError:
         Path(tmp).unlink(missing_ok=True)
 
 
-def _prune(folder: Path) -> None:
-    entries = list(folder.glob("*.pickle"))
+def _prune(folder: Path, suffix: str) -> None:
+    entries = list(folder.glob(f"*{suffix}"))
     if len(entries) <= KEEP_ENTRIES:
         return
     by_age = sorted(entries, key=lambda p: p.stat().st_mtime)
