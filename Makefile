@@ -53,7 +53,8 @@ docs: venv/.installed
 	$(PY) -m llmfleet.outputs.plan_reference > docs/plan.md
 	$(PY) -m llmfleet.outputs.front_door README.md
 
-# `test` (2 workers sharing one FleetPlan cache, llmfleet.disk_memo; about 2 minutes on 2 cores) leaves out the leave-one-source-out refits (most of a minute),
+# `test` (2 workers sharing one FleetPlan cache, llmfleet.disk_memo; 2 to 6 minutes on 2 cores,
+# by the machine) leaves out the leave-one-source-out refits (most of a minute),
 # the hardening tests (property tests, secret hygiene and the policy pack over every
 # stack's preview) and the slow program tests (the Pulumi program under mocks, fresh
 # interpreters); `validate-check`, `hardening-check` and `program-check` run exactly
