@@ -236,13 +236,16 @@ class CompiledTemplates(jinja2.BytecodeCache):
     """Jinja's compiled templates, kept on disk in `disk_memo`'s folder (`templates/`):
     compiling the templates is most of a `render` whose FleetPlan and days are read back
     (0.77 of 1.25 s for prod, on 2 cores). Jinja names an entry by the template and checks
-    the template's source and the Python version it was compiled for; the file name adds
-    jinja's version. `LLMFLEET_CACHE=off` compiles every time; an entry that cannot be read
-    is compiled again, and one that cannot be written is skipped."""
+    the template's source and the Python version it was compiled for; the entry's key adds
+    jinja's version and llmfleet's own files (`disk_memo.key`), where `environment`'s lexer
+    settings live, which jinja's check does not cover. `LLMFLEET_CACHE=off` compiles every
+    time; an entry that cannot be read is compiled again, and one that cannot be written is
+    skipped."""
 
     def _path(self, bucket: jinja2.bccache.Bucket) -> Path | None:
         folder = disk_memo.kind_dir("templates")
-        return None if folder is None else folder / f"{jinja2.__version__}-{bucket.key}.cache"
+        name = disk_memo.key([jinja2.__version__, bucket.key])
+        return None if folder is None else folder / f"{name}.cache"
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         path = self._path(bucket)

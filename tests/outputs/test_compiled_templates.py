@@ -7,6 +7,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from llmfleet import disk_memo
 from llmfleet.outputs.render import CompiledTemplates
 
 
@@ -58,3 +59,12 @@ def test_off_compiles_every_time(tmp_path: Path, cache: Path,
     rendered(tmp_path, "{{ n * 21 }}")
     assert rendered(tmp_path, "{{ n * 21 }}") == ("42", 1)
     assert not cache.exists()
+
+
+def test_another_llmfleet_compiles_again(tmp_path: Path, cache: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # environment()'s lexer settings live in llmfleet's files, which jinja's own check of
+    # the template's source does not cover
+    rendered(tmp_path, "{{ n * 21 }}")
+    monkeypatch.setattr(disk_memo, "code_fingerprint", lambda: "another llmfleet")
+    assert rendered(tmp_path, "{{ n * 21 }}") == ("42", 1)
