@@ -51,7 +51,8 @@ def simulate(
 def simulated_day(plan: CapacityPlan, scenario: Scenario, stack: str) -> Simulation:
     """`simulate` of the plan's own FleetPlan (`build_fleet_plan`), memoised on disk
     (`disk_memo`) by the plan and the scenario: the day is seeded, so the same inputs give the
-    same day, and `simulate` run again (or after `render`) reads it back."""
+    same day, and `simulate` run again reads it back. `report_days` keeps its own entry (keyed
+    by the FleetPlan it is given), so `simulate` after `render` simulates its day once."""
     parts = [stack, *plan_parts(plan), scenario.model_dump_json()]
     return disk_memo.memoised(
         "simulation", parts, lambda: simulate(plan, build_fleet_plan(plan), scenario, stack))
