@@ -56,10 +56,12 @@ def test_speculation_gains_more_than_1_3x_at_batch_1_and_less_at_batch_128() -> 
     assert at_128 < at_1
 
 
+@pytest.mark.hardening
 def test_the_search_chooses_the_cheapest_feasible_option_of_the_whole_space() -> None:
     """Enumerate instance x TP x levers without the optimizer's pruning and compare (before
     stage 4 raises the floors, which the search does not see), on the tests' three-region
-    plan."""
+    plan. An exhaustive property of the search (sizing every candidate: half a minute on 2
+    cores), so make hardening-check runs it."""
     plan = three_regions(**{"routing.survive_region_losses": 0})
     model, consts = resolve_model(plan), fitted()
     fp = build_fleet_plan(plan)
