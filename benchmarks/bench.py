@@ -111,6 +111,35 @@ def check_targets(floor_s: float, sdk_modules_s: float, repeat: int = 5) -> bool
     return held
 
 
+SPLIT_PACKAGES = ("llmfleet", "components", "pulumi_aws", "pulumi_kubernetes")
+"""Packages whose imports `import_breakdown` counts per subpackage (llmfleet.perf,
+pulumi_aws.wafv2); any other library counts as one (numpy, pydantic)."""
+
+
+def import_breakdown(argv: Sequence[str], top: int = 6) -> list[tuple[str, float]]:
+    """Where one run's imports go: `python -X importtime` self-times summed per library, or
+    per subpackage of `SPLIT_PACKAGES`, the largest `top` first. One run: a breakdown, not
+    a figure checked against a target."""
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    done = subprocess.run([sys.executable, "-X", "importtime", *argv], cwd=ROOT, env=env,
+                          check=False, capture_output=True, text=True)
+    totals: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) != 3 or not parts[0].strip().isdigit():
+            continue
+        name = parts[2].strip().split(".")
+        group = ".".join(name[:2] if name[0] in SPLIT_PACKAGES else name[:1])
+        totals[group] = totals.get(group, 0.0) + int(parts[0]) / 1e6
+    return sorted(totals.items(), key=lambda kv: -kv[1])[:top]
+
+
+def print_breakdown(label: str, groups: list[tuple[str, float]]) -> None:
+    print(f"  {label}: " + ", ".join(f"{name} {s:.2f} s" for name, s in groups))
+
+
 def sdk_modules() -> list[str]:
     """The Pulumi SDK packages the prod program loads (pulumi_aws and pulumi_kubernetes load
     their service packages lazily, on first use), found by running it once here."""
@@ -136,6 +165,10 @@ def cli_figures(repeat: int = 3) -> bool:
     floor_s = timed_cli("floor: import pulumi, pulumi_aws, pulumi_kubernetes",
                         [["-c", "import pulumi, pulumi_aws, pulumi_kubernetes"]], 7)
     held = check_targets(floor_s, sdk_modules_s)
+    print_breakdown("imports of the SDK modules prod uses, largest (one run)",
+                    import_breakdown(["-c", floor]))
+    print_breakdown("imports of the command line (all a read-back plan loads), largest",
+                    import_breakdown(["-c", "import llmfleet.cli"]))
     with tempfile.TemporaryDirectory() as out:
         plan = ["plan", "--stack", "prod"]
         render = ["render", "--stack", "prod", "--out", out]
