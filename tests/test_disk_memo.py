@@ -10,8 +10,8 @@ from plans import make_plan, plan_dict
 from llmfleet import disk_memo
 from llmfleet.fleetplan.fleet import build_fleet_plan, searched_fleet_plan
 from llmfleet.plan.stacks import parse_plan
-from llmfleet.simulate.run import simulate, simulated_day
-from llmfleet.simulate.scenario import Scenario, parse_day
+from llmfleet.simulate.run import report_days, simulate, simulated_day
+from llmfleet.simulate.scenario import Scenario, parse_day, scenario_from_args
 
 
 @pytest.fixture
@@ -113,3 +113,18 @@ def test_a_simulated_day_is_read_back_per_scenario(cache: Path) -> None:
     assert again.model_dump_json() == first.model_dump_json() == fresh.model_dump_json()
     assert len(list((cache / "simulation").glob("*.pickle"))) == 2
     assert other.model_dump_json() != first.model_dump_json()
+
+
+def test_simulate_reads_back_the_reports_quiet_day_under_its_own_label(cache: Path) -> None:
+    # render's days are `simulate`'s entries: the quiet day is simulate's default scenario, so
+    # `simulate` after `render` simulates nothing; the day names the stack it was asked for
+    plan = make_plan()
+    fleet = build_fleet_plan(plan)
+    days = report_days(plan, fleet, fleet.name)
+    entries = len(list((cache / "simulation").glob("*.pickle")))
+    assert entries == 2  # one region: the quiet day and the spike, no loss
+    quiet = simulated_day(plan, scenario_from_args(plan), "t")
+    assert len(list((cache / "simulation").glob("*.pickle"))) == entries
+    assert quiet.stack == "t" and days.quiet.stack == fleet.name
+    fresh = simulate(plan, fleet, scenario_from_args(plan), "t")
+    assert quiet.model_dump_json() == fresh.model_dump_json()

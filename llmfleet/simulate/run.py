@@ -1,11 +1,14 @@
 """`simulate`: a FleetPlan's day under a scenario, summarised with its checks against the
-plan (`simulated_day`: the plan's own FleetPlan's, kept on disk by the plan and scenario);
-and the days the report shows (`report_days`): a quiet day, the default spike and the worst
-single-region loss, kept on disk by their inputs (`disk_memo`)."""
+plan (`simulated_day`: the plan's own FleetPlan's); and the days the report shows
+(`report_days`): a quiet day, the default spike and the worst single-region loss. Each day
+is kept on disk (`disk_memo`) by the plan, the FleetPlan and the scenario (`day_of`), so the
+`simulate` command and the report read the same day back."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 from llmfleet import disk_memo
 from llmfleet.fleetplan.fleet import FleetPlan, build_fleet_plan, plan_parts
@@ -48,14 +51,44 @@ def simulate(
     return result
 
 
+def day_of(
+    plan: CapacityPlan,
+    fleet: FleetPlan,
+    scenario: Scenario,
+    stack: str,
+    models: Callable[[], dict[str, ReplicaModel]] | None = None,
+) -> Simulation:
+    """`simulate`, memoised on disk (`disk_memo`) by the plan, the FleetPlan's JSON and the
+    scenario: a day is seeded, so the same inputs give the same day. `stack` only labels the
+    day (`simulate` names the stack, the report the fleet), so it is not in the key.
+    `models`: the fleet's replica models, asked for only on a miss (the report's three days
+    build them once)."""
+    return _memoised_day(_fleet_parts(plan, fleet), plan, fleet, scenario, stack, models)
+
+
+def _fleet_parts(plan: CapacityPlan, fleet: FleetPlan) -> list[str | bytes]:
+    """A day's key but its scenario (serialising a FleetPlan takes a while: once a report)."""
+    return [*plan_parts(plan), fleet.model_dump_json()]
+
+
+def _memoised_day(
+    parts: list[str | bytes],
+    plan: CapacityPlan,
+    fleet: FleetPlan,
+    scenario: Scenario,
+    stack: str,
+    models: Callable[[], dict[str, ReplicaModel]] | None,
+) -> Simulation:
+    day = disk_memo.memoised("simulation", [*parts, scenario.model_dump_json()], lambda: simulate(
+        plan, fleet, scenario, stack, None if models is None else models()))
+    return day if day.stack == stack else day.model_copy(update={"stack": stack})
+
+
 def simulated_day(plan: CapacityPlan, scenario: Scenario, stack: str) -> Simulation:
-    """`simulate` of the plan's own FleetPlan (`build_fleet_plan`), memoised on disk
-    (`disk_memo`) by the plan and the scenario: the day is seeded, so the same inputs give the
-    same day, and `simulate` run again reads it back. `report_days` keeps its own entry (keyed
-    by the FleetPlan it is given), so `simulate` after `render` simulates its day once."""
-    parts = [stack, *plan_parts(plan), scenario.model_dump_json()]
-    return disk_memo.memoised(
-        "simulation", parts, lambda: simulate(plan, build_fleet_plan(plan), scenario, stack))
+    """`simulate` of the plan's own FleetPlan (`build_fleet_plan`), by `day_of`: `simulate`
+    run again, or after `render` (whose quiet day is `simulate`'s default scenario), reads
+    its day back."""
+    return day_of(plan, build_fleet_plan(plan), scenario, stack)
 
 
 def worst_loss(plan: CapacityPlan, fleet: FleetPlan) -> str | None:
@@ -85,28 +118,26 @@ class ReportDays:
 
 def report_days(plan: CapacityPlan, fleet: FleetPlan, stack: str) -> ReportDays:
     """The report's days: quiet, the default spike, the worst single-region loss (seed 0),
-    memoised on disk (`disk_memo`) by the plan and FleetPlan's JSON: render, and its tests,
-    ask for the same days again and again."""
-    parts = [stack, *plan_parts(plan), fleet.model_dump_json()]
-    return disk_memo.memoised("report-days", parts, lambda: _simulated_days(plan, fleet, stack))
+    each by `day_of`: render, and its tests, ask for the same days again and again, and the
+    quiet day is the one `simulate` gives by default."""
+    day = parse_day("plan", plan.day_profile)
+    spike = parse_spike(f"{DEFAULT_SPIKE_PERCENT:g}@{DEFAULT_SPIKE_AT}", DEFAULT_SPIKE_MINUTES)
+    lost = worst_loss(plan, fleet)
+    names = [r.region for r in fleet.regions]
+    loss = parse_loss(f"{lost}@{DEFAULT_LOSS_AT}", names) if lost else None
+    parts, models = _fleet_parts(plan, fleet), cache(lambda: replica_models(plan, fleet))
+
+    def on(scenario: Scenario) -> Simulation:
+        return _memoised_day(parts, plan, fleet, scenario, stack, models)
+
+    return ReportDays(
+        quiet=on(Scenario(day=day)),
+        spike=on(Scenario(day=day, spike=spike)),
+        loss=None if loss is None else on(Scenario(day=day, loss=loss)),
+    )
 
 
 def report_simulation(plan: CapacityPlan, fleet: FleetPlan, stack: str) -> ReportDays | str:
     """What the report shows of the simulator: its days, or why the fleet is not simulated
     (`not_simulated`)."""
     return not_simulated(fleet) or report_days(plan, fleet, stack)
-
-
-def _simulated_days(plan: CapacityPlan, fleet: FleetPlan, stack: str) -> ReportDays:
-    models = replica_models(plan, fleet)
-    day = parse_day("plan", plan.day_profile)
-    spike = parse_spike(f"{DEFAULT_SPIKE_PERCENT:g}@{DEFAULT_SPIKE_AT}", DEFAULT_SPIKE_MINUTES)
-    lost = worst_loss(plan, fleet)
-    names = [r.region for r in fleet.regions]
-    loss = parse_loss(f"{lost}@{DEFAULT_LOSS_AT}", names) if lost else None
-    return ReportDays(
-        quiet=simulate(plan, fleet, Scenario(day=day), stack, models),
-        spike=simulate(plan, fleet, Scenario(day=day, spike=spike), stack, models),
-        loss=None if loss is None else simulate(
-            plan, fleet, Scenario(day=day, loss=loss), stack, models),
-    )
