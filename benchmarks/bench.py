@@ -46,14 +46,20 @@ def timed(label: str, fn: Callable[[], object], repeat: int) -> None:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _wall(argvs: Sequence[Sequence[str]], extra_env: dict[str, str] | None = None) -> float:
-    """Seconds to run these commands one after the other, each in a new interpreter."""
+def _cli_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a command runs in: the checkout importable and bytecode written, as on
+    a user's machine, where pip compiled the packages' bytecode at install (a shell that says
+    not to write bytecode would have every run compile llmfleet's ~140 modules from source
+    again: about 0.4 s of each command on these 2 cores)."""
     paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **(extra_env or {})}
-    # as on a user's machine, where pip compiled the packages' bytecode at install: a shell
-    # that says not to write bytecode would have every run compile llmfleet's ~140 modules
-    # from source again (about 0.4 s of each command on these 2 cores)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _wall(argvs: Sequence[Sequence[str]], extra_env: dict[str, str] | None = None) -> float:
+    """Seconds to run these commands one after the other, each in a new interpreter."""
+    env = _cli_env(extra_env)
     start = time.perf_counter()
     for argv in argvs:
         # plan exits 1 where a region is past its SLO at the peak: still a timing
@@ -120,10 +126,7 @@ def import_breakdown(argv: Sequence[str], top: int = 6) -> list[tuple[str, float
     """Where one run's imports go: `python -X importtime` self-times summed per library, or
     per subpackage of `SPLIT_PACKAGES`, the largest `top` first. One run: a breakdown, not
     a figure checked against a target."""
-    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    done = subprocess.run([sys.executable, "-X", "importtime", *argv], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-X", "importtime", *argv], cwd=ROOT, env=_cli_env(),
                           check=False, capture_output=True, text=True)
     totals: dict[str, float] = {}
     for line in done.stderr.splitlines():

@@ -51,19 +51,11 @@ def simulate(
     return result
 
 
-def day_of(
-    plan: CapacityPlan,
-    fleet: FleetPlan,
-    scenario: Scenario,
-    stack: str,
-    models: Callable[[], dict[str, ReplicaModel]] | None = None,
-) -> Simulation:
+def day_of(plan: CapacityPlan, fleet: FleetPlan, scenario: Scenario, stack: str) -> Simulation:
     """`simulate`, memoised on disk (`disk_memo`) by the plan, the FleetPlan's JSON and the
     scenario: a day is seeded, so the same inputs give the same day. `stack` only labels the
-    day (`simulate` names the stack, the report the fleet), so it is not in the key.
-    `models`: the fleet's replica models, asked for only on a miss (the report's three days
-    build them once)."""
-    return _memoised_day(_fleet_parts(plan, fleet), plan, fleet, scenario, stack, models)
+    day (`simulate` names the stack, the report the fleet), so it is not in the key."""
+    return _memoised_day(_fleet_parts(plan, fleet), plan, fleet, scenario, stack, None)
 
 
 def _fleet_parts(plan: CapacityPlan, fleet: FleetPlan) -> list[str | bytes]:
@@ -79,6 +71,8 @@ def _memoised_day(
     stack: str,
     models: Callable[[], dict[str, ReplicaModel]] | None,
 ) -> Simulation:
+    """`day_of` with its key's fleet part given; `models`: the fleet's replica models, asked
+    for only on a miss (the report's three days build them once)."""
     day = disk_memo.memoised("simulation", [*parts, scenario.model_dump_json()], lambda: simulate(
         plan, fleet, scenario, stack, None if models is None else models()))
     return day if day.stack == stack else day.model_copy(update={"stack": stack})
